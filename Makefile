@@ -1,0 +1,60 @@
+# Entry points for people and CI. `make test` is the one command CI runs (via .ci/run):
+# it installs what it needs (apt and pip), builds the default image and runs every test.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+FTENV := PYTHONPATH=scripts python3 -m ftenv.cli
+VARIANT ?= $(shell $(FTENV) versions name)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export CONTAINERS_CONF := $(CURDIR)/scripts/containers.conf
+IMAGE = $(shell $(FTENV) versions image $(VARIANT))
+BASE_IMAGE = $(shell $(FTENV) versions build-args $(VARIANT) | sed -n 's/^--build-arg=BASE_IMAGE=//p')
+ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
+
+.PHONY: help test unit lint image standin-base engine venv lock clean
+
+help:
+	@echo "make image    build the $(VARIANT) image ($(IMAGE))"
+	@echo "make test     install tools, lint, build the image, run all tests (what CI runs)"
+	@echo "make unit     fast tests only (no image build)"
+	@echo "make lock     recompile docker/locks/ from versions.toml"
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+engine:
+	@command -v podman >/dev/null && command -v debootstrap >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PKGS) >/dev/null; }
+
+standin-base: engine
+	scripts/make-standin-base.sh $(BASE_IMAGE)
+
+image: standin-base
+	python3 scripts/build_image.py $(VARIANT) --tag ftenv:$(VARIANT)
+
+lint: venv
+	$(VENV)/bin/ruff check scripts tests
+	$(VENV)/bin/ruff format --check scripts tests
+	$(VENV)/bin/hadolint docker/Dockerfile
+	$(VENV)/bin/shellcheck docker/entrypoint.sh scripts/*.sh .ci/run
+
+unit: venv
+	$(VENV)/bin/pytest -m "not container" $(PYTEST_ARGS)
+
+test: venv lint image
+	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
+lock:
+	for v in $$($(FTENV) versions variants); do \
+	  $(FTENV) versions requirements $$v | uvx --from uv==0.13.9 uv pip compile - \
+	    --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
+	    --custom-compile-command 'make lock' -o docker/locks/$$v.txt; \
+	done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

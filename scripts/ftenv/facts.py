@@ -1,0 +1,136 @@
+"""Collect what the report needs from the running process, each fact guarded on its own.
+
+A fact that cannot be read is None ("unknown" in the report) with the reason kept in `problems`:
+private torch APIs can vanish between releases, a driver can be missing or too old, and none of
+that may crash the entrypoint.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+#: Fun-ASR-Nano's LLM (Qwen3-0.6B): 16 query heads of 128; the probe uses its head size.
+LLM_HEADS, LLM_HEAD_DIM = 16, 128
+_NVIDIA_PROC = Path("/proc/driver/nvidia/version")
+
+
+@dataclass
+class Gpu:
+    index: int
+    name: str
+    sm: tuple[int, int]
+    memory_bytes: int
+
+
+@dataclass
+class Facts:
+    image: str | None = None
+    variant: str | None = None
+    min_driver: str | None = None
+    torch_version: str | None = None
+    torch_cuda: str | None = None  # the CUDA torch was built for, "13.0"
+    cudnn_version: int | None = None  # torch.backends.cudnn.version(), e.g. 91900
+    transformers_version: str | None = None
+    funasr_version: str | None = None
+    libcuda_found: bool = False
+    driver_version: str | None = None  # "580.126.20"
+    driver_cuda: int | None = None  # cuDriverGetVersion(), e.g. 13000
+    gpus: list[Gpu] = field(default_factory=list)
+    env_raw: str | None = None
+    live_order: list[int] | None = None
+    padded_choice: int | None = None
+    shm_bytes: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _driver(facts: Facts) -> None:
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return
+    facts.libcuda_found = True
+    version = ctypes.c_int()
+    if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
+        facts.driver_cuda = version.value
+    try:
+        match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", _NVIDIA_PROC.read_text())
+        facts.driver_version = match.group(1) if match else None
+    except OSError:
+        pass
+
+
+def _gpus_and_sdpa(facts: Facts, torch) -> None:
+    try:
+        if not torch.cuda.is_available():
+            return
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            facts.gpus.append(Gpu(i, p.name, (p.major, p.minor), p.total_memory))
+    except Exception as exc:  # a broken driver raises many kinds of errors
+        facts.problems.append(f"CUDA: {exc}")
+        return
+    try:
+        q = torch.randn(1, LLM_HEADS, 32, LLM_HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+        # The order is stored lazily, at the first SDPA call: make one before reading it.
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+        torch.cuda.synchronize()
+    except Exception as exc:
+        facts.problems.append(f"SDPA call: {exc}")
+        return
+    try:
+        facts.live_order = [int(b) for b in torch._C._get_sdp_priority_order()]
+    except Exception as exc:
+        facts.problems.append(f"torch._C._get_sdp_priority_order: {exc}")
+    try:
+        # A right-padded batch as transformers passes it: boolean mask (B, 1, Q, K).
+        mask = torch.ones(1, 1, 32, 32, device="cuda", dtype=torch.bool)
+        mask[..., 24:] = False
+        facts.padded_choice = int(torch._fused_sdp_choice(q, q, q, attn_mask=mask))
+    except Exception as exc:
+        facts.problems.append(f"torch._fused_sdp_choice: {exc}")
+
+
+def collect(live: bool = True) -> Facts:
+    """Read everything; live=False skips the GPU calls (for a quick look without CUDA init)."""
+    facts = Facts(
+        image=os.environ.get("FTENV_IMAGE"),
+        variant=os.environ.get("FTENV_VARIANT"),
+        min_driver=os.environ.get("FTENV_MIN_DRIVER"),
+        env_raw=os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
+        transformers_version=_package_version("transformers"),
+        funasr_version=_package_version("funasr"),
+    )
+    try:
+        facts.shm_bytes = (lambda s: s.f_blocks * s.f_frsize)(os.statvfs("/dev/shm"))
+    except OSError:
+        pass
+    _driver(facts)
+    try:
+        import torch
+    except Exception as exc:
+        facts.problems.append(f"import torch: {exc}")
+        return facts
+    facts.torch_version = torch.__version__
+    facts.torch_cuda = torch.version.cuda
+    try:  # loads libcudnn; works without a GPU, returns None on CPU-only builds
+        facts.cudnn_version = torch.backends.cudnn.version()
+    except Exception as exc:
+        facts.problems.append(f"cuDNN: {exc}")
+    if live:
+        _gpus_and_sdpa(facts, torch)
+    return facts

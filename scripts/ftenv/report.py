@@ -1,0 +1,146 @@
+"""`ftenv report`: what GPU this is, which stack is loaded, and which attention backend a
+padded Fun-ASR-Nano batch will use, in one short block (or JSON).
+
+The entrypoint prints it to stderr before every command, so it must be quick and must never fail:
+everything it reads is guarded in facts.py, and what it concludes is computed in sdpa.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+
+from ftenv import facts as facts_mod
+from ftenv import sdpa
+
+SHM_DOCKER_DEFAULT = 64 * 2**20
+SUPPORTED_SM = {(9, 0), (10, 0), (10, 3)}
+
+
+@dataclass
+class Assessment:
+    env: sdpa.EnvSetting
+    verdict: sdpa.Verdict
+    notes: list[str] = field(default_factory=list)  # WARNING/ERROR/NOTE lines, most severe first
+
+
+def _driver_notes(f: facts_mod.Facts) -> list[str]:
+    if not f.libcuda_found:
+        return [
+            "WARNING: The NVIDIA driver was not detected (no libcuda.so.1): GPU functionality will "
+            "not be available. Start the container with GPUs: `docker run --gpus all`, Kubernetes "
+            "`resources.limits: nvidia.com/gpu`, Apptainer `--nv`."
+        ]
+    notes = []
+    if f.driver_cuda is not None and f.torch_cuda:
+        major, minor = (int(x) for x in f.torch_cuda.split(".")[:2])
+        if f.driver_cuda < major * 1000 + minor * 10:
+            have = f"{f.driver_cuda // 1000}.{f.driver_cuda % 1000 // 10}"
+            need = f"R{f.min_driver} or later" if f.min_driver else "a newer driver"
+            notes.append(
+                f"ERROR: This image's torch is built for CUDA {f.torch_cuda} and needs NVIDIA driver "
+                f"{need}; driver {f.driver_version or 'unknown'} supports CUDA {have} only. Update the "
+                "driver, or use the cu128 image (driver R570 or later)."
+            )
+    if f.libcuda_found and not f.gpus and not notes:
+        notes.append(
+            "WARNING: a driver is present but torch sees no GPU: check NVIDIA_VISIBLE_DEVICES / "
+            "CUDA_VISIBLE_DEVICES and the problems listed by `ftenv report --json`."
+        )
+    return notes
+
+
+def assess(f: facts_mod.Facts) -> Assessment:
+    env = sdpa.interpret_env(f.env_raw)
+    verdict = sdpa.verdict(
+        gpus=[g.sm for g in f.gpus],
+        torch_version=f.torch_version,
+        cudnn_version=f.cudnn_version,
+        env=env,
+        live_order=f.live_order,
+        padded_choice=f.padded_choice,
+    )
+    notes = _driver_notes(f)
+    if env.state == "ignored":
+        notes.append(f"WARNING: TORCH_CUDNN_SDPA_DEPRIORITIZED={f.env_raw!r}: {env.meaning}.")
+    for gpu in f.gpus:
+        if gpu.sm not in SUPPORTED_SM:
+            notes.append(
+                f"WARNING: GPU {gpu.index} ({gpu.name}, {sdpa.sm_name(gpu.sm)}) is outside what this "
+                "image is built and checked for (sm_90, sm_100, sm_103); it may work, unverified."
+            )
+    if f.shm_bytes is not None and f.shm_bytes <= SHM_DOCKER_DEFAULT:
+        notes.append(
+            f"NOTE: /dev/shm is {f.shm_bytes // 2**20} MiB (Docker's default); DataLoader workers "
+            "may die with 'Bus error'. Use `docker run --ipc=host` or `--shm-size=16g` (Kubernetes: "
+            "an emptyDir with medium: Memory mounted at /dev/shm)."
+        )
+    return Assessment(env, verdict, notes)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def render_text(f: facts_mod.Facts, a: Assessment) -> str:
+    driver = f.driver_version or ("unknown" if f.libcuda_found else "not detected")
+    if f.driver_cuda:
+        driver += f" (CUDA {f.driver_cuda // 1000}.{f.driver_cuda % 1000 // 10})"
+    lines = [
+        f"== ftenv report: {f.image or 'image unknown (not run from an ftenv image)'} ==",
+        f"stack   torch {f.torch_version or 'unknown'} (CUDA {f.torch_cuda or 'none'}), "
+        f"cuDNN {sdpa.cudnn_name(f.cudnn_version)}, transformers {f.transformers_version or 'absent'}, "
+        f"funasr {f.funasr_version or 'absent'}",
+        f"driver  {driver}",
+    ]
+    for g in f.gpus:
+        lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
+    if not f.gpus:
+        lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
+    raw = "unset" if a.env.raw is None else f"={a.env.raw!r}"
+    lines.append(f"SDPA    TORCH_CUDNN_SDPA_DEPRIORITIZED {raw}: {a.env.meaning}")
+    if f.gpus:
+        order = (
+            " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
+        )
+        lines.append(
+            f"        live order: {order}; padded-mask bf16 attention (head_dim "
+            f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
+        )
+    lines.append(f"verdict {a.verdict.line}")
+    lines.extend(a.notes)
+    return "\n".join(lines)
+
+
+def render_json(f: facts_mod.Facts, a: Assessment) -> str:
+    return json.dumps(
+        {
+            "facts": f.to_dict(),
+            "env": {"raw": a.env.raw, "state": a.env.state, "meaning": a.env.meaning},
+            "live_order_names": [sdpa.backend_name(b) for b in f.live_order or []],
+            "padded_choice_name": sdpa.backend_name(f.padded_choice),
+            "verdict": {"level": a.verdict.level, "reason": a.verdict.reason, "fix": a.verdict.fix},
+            "notes": a.notes,
+        },
+        indent=2,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    f = facts_mod.collect(live=not args.no_gpu_probe)
+    a = assess(f)
+    out = render_json(f, a) if args.json else render_text(f, a)
+    print(out, file=sys.stdout if args.json or args.stdout else sys.stderr)
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="GPU, stack and attention-backend report (exit 0 always)")
+    p.add_argument("--json", action="store_true", help="machine-readable, to stdout")
+    p.add_argument("--stdout", action="store_true", help="print the text block to stdout, not stderr")
+    p.add_argument(
+        "--no-gpu-probe", action="store_true", help="skip the tiny SDPA call on the GPU"
+    )
+    p.set_defaults(func=run)

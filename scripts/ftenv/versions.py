@@ -1,0 +1,175 @@
+"""Read versions.toml, the single source of truth, and derive tags, build args and labels from it.
+
+Nothing else in the repository spells a version: the Dockerfile gets its ARGs from `build_args`,
+the locks are compiled from `requirements`, and tags/labels come from here too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Where the image keeps its copy; a source checkout finds the file at the repository root.
+IMAGE_VERSIONS_FILE = Path("/opt/ftenv/versions.toml")
+_TAG_RE = re.compile(
+    r"^funasr(?P<funasr>[\w.]+)-torch(?P<torch>[\w.]+)-cu(?P<cu>\d+)-cudnn(?P<cudnn>[\d.]+)$"
+)
+
+
+def cudnn_int(version: str) -> int:
+    """What torch.backends.cudnn.version() returns for a cuDNN package version: 9.19.0.56 -> 91900."""
+    major, minor, patch = (int(p) for p in version.split(".")[:3])
+    return major * 10000 + minor * 100 + patch
+
+
+def default_path() -> Path:
+    """The versions file: $FTENV_VERSIONS_FILE, else the checkout's, else the image's copy."""
+    if env := os.environ.get("FTENV_VERSIONS_FILE"):
+        return Path(env)
+    checkout = Path(__file__).resolve().parents[2] / "versions.toml"
+    return checkout if checkout.is_file() else IMAGE_VERSIONS_FILE
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One image variant with everything derived from its table and the common pins."""
+
+    name: str
+    base_image: str
+    cuda: str
+    torch: str
+    torchaudio: str
+    torch_index: str
+    cudnn_package: str
+    cudnn: str
+    min_driver: str
+    python: dict[str, str]
+    image: dict
+
+    @property
+    def cuda_short(self) -> str:
+        """'13.0.2' -> 'cu130', the suffix PyTorch uses for its builds."""
+        major, minor = self.cuda.split(".")[:2]
+        return f"cu{major}{minor}"
+
+    @property
+    def cuda_major_minor(self) -> str:
+        """What torch.version.cuda reports for this build ('13.0')."""
+        return ".".join(self.cuda.split(".")[:2])
+
+    @property
+    def torch_base(self) -> str:
+        """The public version without a local build tag: '2.11.0+cu128' -> '2.11.0'."""
+        return self.torch.split("+")[0]
+
+    @property
+    def cudnn_int(self) -> int:
+        return cudnn_int(self.cudnn)
+
+    @property
+    def tag(self) -> str:
+        """The immutable tag that spells the stack."""
+        return (
+            f"funasr{self.python['funasr']}-torch{self.torch_base}"
+            f"-{self.cuda_short}-cudnn{self.cudnn}"
+        )
+
+    @property
+    def image_ref(self) -> str:
+        return f"{self.image['repository']}:{self.tag}"
+
+    def requirements(self) -> list[str]:
+        """The top-level pins the lock is compiled from (torch only where PyPI serves it)."""
+        reqs = [f"{self.cudnn_package}=={self.cudnn}"]
+        if not self.torch_index:
+            reqs += [f"torch=={self.torch}", f"torchaudio=={self.torchaudio}"]
+        reqs += [f"{name}=={version}" for name, version in sorted(self.python.items())]
+        return reqs
+
+    def build_args(self) -> dict[str, str]:
+        """The Dockerfile's ARGs, all of them derived from versions.toml."""
+        return {
+            "BASE_IMAGE": self.base_image,
+            "VARIANT": self.name,
+            "CUDA_VERSION": self.cuda,
+            "CUDA_MAJOR_MINOR": self.cuda_major_minor,
+            "TORCH_VERSION": self.torch,
+            "TORCHAUDIO_VERSION": self.torchaudio,
+            "TORCH_INDEX_URL": self.torch_index,
+            "CUDNN_PACKAGE": self.cudnn_package,
+            "CUDNN_VERSION": self.cudnn,
+            "TRANSFORMERS_VERSION": self.python["transformers"],
+            "FUNASR_VERSION": self.python["funasr"],
+            "MODELSCOPE_VERSION": self.python["modelscope"],
+            "MIN_DRIVER": self.min_driver,
+            "IMAGE_REF": self.image_ref,
+            "IMAGE_TITLE": self.image["title"],
+            "IMAGE_SOURCE": self.image["source"],
+        }
+
+    def labels(self, revision: str = "unknown", created: str = "unknown") -> dict[str, str]:
+        """OCI labels plus the stack's versions, as the Dockerfile writes them."""
+        return {
+            "org.opencontainers.image.title": self.image["title"],
+            "org.opencontainers.image.version": self.tag,
+            "org.opencontainers.image.revision": revision,
+            "org.opencontainers.image.source": self.image["source"],
+            "org.opencontainers.image.created": created,
+            "org.opencontainers.image.ref.name": self.image_ref,
+            "ftenv.variant": self.name,
+            "ftenv.torch.version": self.torch,
+            "ftenv.cuda.version": self.cuda,
+            "ftenv.cudnn.version": self.cudnn,
+            "ftenv.transformers.version": self.python["transformers"],
+            "ftenv.funasr.version": self.python["funasr"],
+        }
+
+
+@dataclass(frozen=True)
+class Versions:
+    image: dict
+    variants: dict[str, Variant]
+
+    @property
+    def default(self) -> Variant:
+        return self.variants[self.image["default_variant"]]
+
+    def variant(self, name: str) -> Variant:
+        try:
+            return self.variants[name]
+        except KeyError:
+            known = ", ".join(sorted(self.variants))
+            raise SystemExit(f"ftenv: unknown variant {name!r}; versions.toml has: {known}") from None
+
+
+def load(path: Path | None = None) -> Versions:
+    path = Path(path) if path else default_path()
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SystemExit(
+            f"ftenv: versions file {path} not found; set FTENV_VERSIONS_FILE to versions.toml"
+        ) from None
+    image, python = data["image"], data["python"]
+    variants = {
+        name: Variant(name=name, python=dict(python), image=image, **table)
+        for name, table in data["variants"].items()
+    }
+    return Versions(image=image, variants=variants)
+
+
+def parse_tag(tag: str) -> dict[str, str]:
+    """Read an immutable tag back into its versions (the inverse of Variant.tag)."""
+    match = _TAG_RE.match(tag)
+    if not match:
+        raise ValueError(f"not an immutable ftenv tag: {tag!r}")
+    parts = match.groupdict()
+    return {
+        "funasr": parts["funasr"],
+        "torch": parts["torch"],
+        "cuda_short": f"cu{parts['cu']}",
+        "cudnn": parts["cudnn"],
+    }
