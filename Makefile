@@ -11,18 +11,21 @@ IMAGE = $(shell $(FTENV) versions image $(VARIANT))
 BASE_IMAGE = $(shell $(FTENV) versions build-args $(VARIANT) | sed -n 's/^--build-arg=BASE_IMAGE=//p')
 ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
 
-.PHONY: help test unit lint image standin-base engine venv lock clean
+.PHONY: help run test unit lint image standin-base engine venv lock clean
 
 help:
+	@echo "make run      build the $(VARIANT) image and run it on its default"
 	@echo "make image    build the $(VARIANT) image ($(IMAGE))"
 	@echo "make test     install tools, lint, build the image, run all tests (what CI runs)"
 	@echo "make unit     fast tests only (no image build)"
 	@echo "make lock     recompile docker/locks/ from versions.toml"
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml
+# The host venv holds the same locked stack as the default image (torch runs on the CPU here),
+# plus ftenv (editable) and the test tools.
+$(VENV)/.installed: pyproject.toml docker/locks/$(VARIANT).txt
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q --no-deps --require-hashes -r docker/locks/$(VARIANT).txt
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
@@ -34,7 +37,11 @@ standin-base: engine
 	scripts/make-standin-base.sh $(BASE_IMAGE)
 
 image: standin-base
-	python3 scripts/build_image.py $(VARIANT) --tag ftenv:$(VARIANT)
+	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --tag ftenv:$(VARIANT)
+
+# The main job: the image on its built-in default (GPUs are used where podman/CDI exposes them).
+run: image
+	podman run --rm --pull=never $(IMAGE)
 
 lint: venv
 	$(VENV)/bin/ruff check scripts tests

@@ -36,7 +36,15 @@ def command(variant: versions.Variant, tags: list[str], extra: list[str]) -> lis
     args = dict(variant.build_args())
     args["REVISION"] = git_revision()
     args["CREATED"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    cmd = ["podman", "build", "--pull=never", "--layers", "-f", str(ROOT / "docker/Dockerfile")]
+    cmd = [
+        "podman",
+        "build",
+        "--format=docker",
+        "--pull=never",
+        "--layers",
+        "-f",
+        str(ROOT / "docker/Dockerfile"),
+    ]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
     for tag in [variant.image_ref, *tags]:
         cmd += ["-t", tag]
@@ -47,11 +55,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variant", nargs="?", help="variant from versions.toml (default: its default)")
     parser.add_argument("-t", "--tag", action="append", default=[], help="extra tag")
-    parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- then arguments for podman build")
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    extra = argv[split + 1 :]
     v = versions.load()
     variant = v.variant(args.variant) if args.variant else v.default
-    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
     cmd = command(variant, args.tag, extra)
     os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "scripts/containers.conf"))
     print("+", " ".join(cmd), file=sys.stderr, flush=True)

@@ -53,14 +53,18 @@ def mismatches(expected: dict[str, str]) -> list[str]:
     ]
     if "+" in expected["torch"]:  # an index build: the local tag (+cu128) must match too
         checks.append(("torch build tag", torch.__version__, expected["torch"]))
-    return [f"{what}: installed {got}, versions.toml says {want}" for what, got, want in checks if got != want]
+    return [
+        f"{what}: installed {got}, versions.toml says {want}" for what, got, want in checks if got != want
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         problems = mismatches(_expected_from_env())
     except KeyError as exc:
-        print(f"ftenv buildcheck: {exc.args[0]} is not set; run it inside an ftenv image build", file=sys.stderr)
+        print(
+            f"ftenv buildcheck: {exc.args[0]} is not set; run it inside an ftenv image build", file=sys.stderr
+        )
         return 2
     for line in problems:
         print(f"ftenv buildcheck: MISMATCH {line}", file=sys.stderr)

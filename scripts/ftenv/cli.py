@@ -9,7 +9,7 @@ import sys
 from ftenv import __version__
 
 #: Modules under ftenv/ that provide `add_parser(subparsers)`; the order is the help's order.
-COMMANDS = ["report", "versions_cli", "buildcheck"]
+COMMANDS = ["report", "versions_cli", "buildcheck", "finetune", "watch", "analyze", "release"]
 
 
 def main(argv: list[str] | None = None) -> int:

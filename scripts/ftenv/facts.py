@@ -7,6 +7,7 @@ that may crash the entrypoint.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -67,11 +68,9 @@ def _driver(facts: Facts) -> None:
     version = ctypes.c_int()
     if libcuda.cuDriverGetVersion(ctypes.byref(version)) == 0:
         facts.driver_cuda = version.value
-    try:
+    with contextlib.suppress(OSError):
         match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", _NVIDIA_PROC.read_text())
         facts.driver_version = match.group(1) if match else None
-    except OSError:
-        pass
 
 
 def _gpus_and_sdpa(facts: Facts, torch) -> None:
@@ -115,10 +114,9 @@ def collect(live: bool = True) -> Facts:
         transformers_version=_package_version("transformers"),
         funasr_version=_package_version("funasr"),
     )
-    try:
-        facts.shm_bytes = (lambda s: s.f_blocks * s.f_frsize)(os.statvfs("/dev/shm"))
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        shm = os.statvfs("/dev/shm")
+        facts.shm_bytes = shm.f_blocks * shm.f_frsize
     _driver(facts)
     try:
         import torch

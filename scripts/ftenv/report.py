@@ -84,6 +84,13 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def _env_assignment(raw: str | None) -> str:
+    """How the variable is set, quoted only where the value would be ambiguous ('', ' 1')."""
+    if raw is None:
+        return f"{sdpa.ENV_VAR} unset"
+    return f"{sdpa.ENV_VAR}={raw if raw.isalnum() else repr(raw)}"
+
+
 def render_text(f: facts_mod.Facts, a: Assessment) -> str:
     driver = f.driver_version or ("unknown" if f.libcuda_found else "not detected")
     if f.driver_cuda:
@@ -99,12 +106,9 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
-    raw = "unset" if a.env.raw is None else f"={a.env.raw!r}"
-    lines.append(f"SDPA    TORCH_CUDNN_SDPA_DEPRIORITIZED {raw}: {a.env.meaning}")
+    lines.append(f"SDPA    {_env_assignment(a.env.raw)}: {a.env.meaning}")
     if f.gpus:
-        order = (
-            " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
-        )
+        order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
         lines.append(
             f"        live order: {order}; padded-mask bf16 attention (head_dim "
             f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
@@ -140,7 +144,5 @@ def add_parser(sub) -> None:
     p = sub.add_parser("report", help="GPU, stack and attention-backend report (exit 0 always)")
     p.add_argument("--json", action="store_true", help="machine-readable, to stdout")
     p.add_argument("--stdout", action="store_true", help="print the text block to stdout, not stderr")
-    p.add_argument(
-        "--no-gpu-probe", action="store_true", help="skip the tiny SDPA call on the GPU"
-    )
+    p.add_argument("--no-gpu-probe", action="store_true", help="skip the tiny SDPA call on the GPU")
     p.set_defaults(func=run)

@@ -48,6 +48,8 @@ class Variant:
     min_driver: str
     python: dict[str, str]
     image: dict
+    #: Image platforms (buildx names); versions.toml may leave it out for amd64 only.
+    platforms: tuple[str, ...] = ("linux/amd64",)
 
     @property
     def cuda_short(self) -> str:
@@ -72,10 +74,7 @@ class Variant:
     @property
     def tag(self) -> str:
         """The immutable tag that spells the stack."""
-        return (
-            f"funasr{self.python['funasr']}-torch{self.torch_base}"
-            f"-{self.cuda_short}-cudnn{self.cudnn}"
-        )
+        return f"funasr{self.python['funasr']}-torch{self.torch_base}-{self.cuda_short}-cudnn{self.cudnn}"
 
     @property
     def image_ref(self) -> str:
@@ -106,6 +105,7 @@ class Variant:
             "MODELSCOPE_VERSION": self.python["modelscope"],
             "MIN_DRIVER": self.min_driver,
             "IMAGE_REF": self.image_ref,
+            "IMAGE_TAG": self.tag,
             "IMAGE_TITLE": self.image["title"],
             "IMAGE_SOURCE": self.image["source"],
         }

@@ -42,9 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser("versions", help="values derived from versions.toml (tags, build args)")
-    p.add_argument(
-        "what", choices=["name", "tag", "image", "variants", "requirements", "build-args", "json"]
-    )
+    p.add_argument("what", choices=["name", "tag", "image", "variants", "requirements", "build-args", "json"])
     p.add_argument("variant", nargs="?", help="variant name (default: versions.toml's default)")
     p.add_argument("--file", help="versions file (default: the checkout's or the image's)")
     p.set_defaults(func=run)

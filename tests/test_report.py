@@ -1,0 +1,197 @@
+"""The report's assessment and rendering on injected facts, and fact collection without a GPU."""
+
+import json
+import types
+
+import pytest
+
+from ftenv import facts as facts_mod
+from ftenv import report
+from ftenv.facts import Facts, Gpu
+
+GIB = 2**30
+
+
+def _facts(sms=((9, 0),), raw="1", cudnn=91900, order=None, choice=None, **kw):
+    gpus = [Gpu(i, f"GPU{i}", sm, 141 * GIB) for i, sm in enumerate(sms)]
+    base = dict(
+        image="ghcr.io/x/y:tag",
+        torch_version="2.11.0+cu130",
+        torch_cuda="13.0",
+        cudnn_version=cudnn,
+        libcuda_found=bool(sms),
+        driver_version="580.126.20" if sms else None,
+        driver_cuda=13000 if sms else None,
+        gpus=gpus,
+        env_raw=raw,
+        live_order=order,
+        padded_choice=choice,
+        shm_bytes=16 * GIB,
+        min_driver="580",
+    )
+    base.update(kw)
+    return Facts(**base)
+
+
+@pytest.mark.parametrize(
+    "sm, raw, cudnn, level",
+    [
+        ((8, 0), None, 91900, "ok"),
+        ((9, 0), None, 91900, "exposed"),
+        ((10, 0), None, 91900, "exposed"),
+        ((10, 3), "0", 91900, "exposed"),
+        ((12, 0), None, 91900, "ok"),
+        ((9, 0), None, 91002, "ok"),
+        ((9, 0), "1", 91900, "ok"),
+        ((9, 0), "true", 91900, "exposed"),
+        ((9, 0), "", 91900, "exposed"),
+    ],
+)
+def test_matrix_without_live_probe(sm, raw, cudnn, level):
+    a = report.assess(_facts(sms=[sm], raw=raw, cudnn=cudnn))
+    assert a.verdict.level == level
+
+
+def test_text_block_has_each_fact():
+    f = _facts(order=[1, 2, 0, 3, 4], choice=2)
+    text = report.render_text(f, report.assess(f))
+    assert "torch 2.11.0+cu130 (CUDA 13.0), cuDNN 9.19.0" in text
+    assert "driver  580.126.20 (CUDA 13.0)" in text
+    assert "GPU 0   GPU0, sm_90, 141.0 GiB" in text
+    assert "live order: flash > efficient > math > cudnn > overrideable" in text
+    assert "takes: efficient" in text
+    assert "verdict OK" in text
+    assert len(text.splitlines()) <= 8  # one short block
+
+
+def test_ignored_value_is_explained_with_the_fix():
+    f = _facts(raw="true")
+    text = report.render_text(f, report.assess(f))
+    assert "WARNING: TORCH_CUDNN_SDPA_DEPRIORITIZED='true': torch ignores 'true'" in text
+    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in text
+
+
+def test_unsupported_gpu_warns():
+    notes = report.assess(_facts(sms=[(8, 0), (9, 0)])).notes
+    assert any("GPU 0" in n and "sm_80" in n for n in notes)
+    assert not any("GPU 1" in n for n in notes)
+
+
+def test_no_gpu_says_so_and_warns_about_the_driver():
+    f = _facts(sms=[])
+    a = report.assess(f)
+    text = report.render_text(f, a)
+    assert "GPU     none visible" in text and "verdict NO GPU" in text
+    assert any(
+        n.startswith("WARNING: The NVIDIA driver was not detected") and "--gpus all" in n for n in a.notes
+    )
+
+
+def test_driver_too_old_is_an_error_naming_the_fix():
+    notes = report.assess(_facts(driver_cuda=12080, driver_version="570.86")).notes
+    assert notes[0].startswith("ERROR:") and "R580" in notes[0] and "12.8" in notes[0] and "cu128" in notes[0]
+    assert not any(n.startswith("ERROR") for n in report.assess(_facts()).notes)
+
+
+def test_shm_default_gets_the_ngc_advice():
+    notes = report.assess(_facts(shm_bytes=64 * 2**20)).notes
+    assert any(n.startswith("NOTE: /dev/shm is 64 MiB") and "--ipc=host" in n for n in notes)
+    assert not any("/dev/shm" in n for n in report.assess(_facts()).notes)
+
+
+def test_json_is_complete_and_parses():
+    f = _facts(order=[3, 1, 2, 0, 4], choice=3, raw="0")
+    data = json.loads(report.render_json(f, report.assess(f)))
+    assert data["verdict"]["level"] == "exposed"
+    assert data["env"] == {"raw": "0", "state": "prefer-cudnn", "meaning": data["env"]["meaning"]}
+    assert data["live_order_names"][0] == "cudnn" and data["padded_choice_name"] == "cudnn"
+    assert data["facts"]["gpus"][0]["sm"] == [9, 0]
+
+
+class _FakeTensor:
+    def __getitem__(self, key):
+        return self
+
+    def __setitem__(self, key, value):
+        pass
+
+
+def _fake_torch(private_apis: bool, sm=(9, 0)):
+    """A torch stand-in with a visible GPU, with or without the private SDPA helpers."""
+    props = types.SimpleNamespace(name="NVIDIA H200", major=sm[0], minor=sm[1], total_memory=141 * GIB)
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        device_count=lambda: 1,
+        get_device_properties=lambda i: props,
+        synchronize=lambda: None,
+    )
+    torch = types.SimpleNamespace(
+        cuda=cuda,
+        bfloat16="bf16",
+        bool="bool",
+        randn=lambda *a, **k: _FakeTensor(),
+        ones=lambda *a, **k: _FakeTensor(),
+        nn=types.SimpleNamespace(
+            functional=types.SimpleNamespace(scaled_dot_product_attention=lambda *a: None)
+        ),
+        _C=types.SimpleNamespace(),
+    )
+    if private_apis:
+        torch._C._get_sdp_priority_order = lambda: [3, 1, 2, 0, 4]
+        torch._fused_sdp_choice = lambda *a, **k: 3
+    return torch
+
+
+def test_missing_private_apis_give_unknown_and_the_rule_still_decides():
+    f = _facts(raw=None)
+    f.gpus = []
+    facts_mod._gpus_and_sdpa(f, _fake_torch(private_apis=False))
+    assert f.gpus[0].sm == (9, 0)
+    assert f.live_order is None and f.padded_choice is None
+    assert any("_get_sdp_priority_order" in p for p in f.problems)
+    assert any("_fused_sdp_choice" in p for p in f.problems)
+    a = report.assess(f)
+    assert a.verdict.level == "exposed" and "by torch's rule" in a.verdict.reason
+    text = report.render_text(f, a)
+    assert "live order: unknown" in text and "takes: unknown" in text
+
+
+def test_private_apis_present_are_read():
+    f = _facts(raw="0")
+    f.gpus = []
+    facts_mod._gpus_and_sdpa(f, _fake_torch(private_apis=True))
+    assert f.live_order == [3, 1, 2, 0, 4] and f.padded_choice == 3
+    assert report.assess(f).verdict.level == "exposed"
+
+
+def test_a_raising_cuda_is_recorded_not_raised():
+    torch = _fake_torch(private_apis=True)
+    torch.cuda.is_available = lambda: (_ for _ in ()).throw(RuntimeError("driver too old"))
+    f = Facts()
+    facts_mod._gpus_and_sdpa(f, torch)
+    assert f.gpus == [] and any("driver too old" in p for p in f.problems)
+
+
+def test_collect_on_this_machine_never_raises_and_report_exits_0(capsys, monkeypatch):
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "true")
+    f = facts_mod.collect()
+    assert f.env_raw == "true"
+    from ftenv.cli import main
+
+    assert main(["report", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["env"]["state"] == "ignored"
+
+
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        (None, "TORCH_CUDNN_SDPA_DEPRIORITIZED unset"),
+        ("1", "TORCH_CUDNN_SDPA_DEPRIORITIZED=1:"),
+        ("", "TORCH_CUDNN_SDPA_DEPRIORITIZED='':"),
+        (" 1", "TORCH_CUDNN_SDPA_DEPRIORITIZED=' 1':"),
+    ],
+)
+def test_the_variable_is_shown_unambiguously(raw, shown):
+    f = _facts(raw=raw)
+    assert shown in report.render_text(f, report.assess(f))
