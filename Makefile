@@ -44,8 +44,8 @@ run: image
 	podman run --rm --pull=never $(IMAGE)
 
 lint: venv
-	$(VENV)/bin/ruff check scripts tests
-	$(VENV)/bin/ruff format --check scripts tests
+	$(VENV)/bin/ruff check scripts tests benchmarks
+	$(VENV)/bin/ruff format --check scripts tests benchmarks
 	$(VENV)/bin/hadolint docker/Dockerfile
 	$(VENV)/bin/shellcheck docker/entrypoint.sh scripts/*.sh .ci/run
 
