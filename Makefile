@@ -10,8 +10,10 @@ export CONTAINERS_CONF := $(CURDIR)/scripts/containers.conf
 IMAGE = $(shell $(FTENV) versions image $(VARIANT))
 BASE_IMAGE = $(shell $(FTENV) versions build-args $(VARIANT) | sed -n 's/^--build-arg=BASE_IMAGE=//p')
 ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
+# A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
+SLURM_PKGS := slurm-wlm munge
 
-.PHONY: help run test unit lint image standin-base engine venv lock clean
+.PHONY: help run test unit lint release-check bake image standin-base engine venv lock clean
 
 help:
 	@echo "make run      build the $(VARIANT) image and run it on its default"
@@ -19,6 +21,8 @@ help:
 	@echo "make test     install tools, lint, build the image, run all tests (what CI runs)"
 	@echo "make unit     fast tests only (no image build)"
 	@echo "make lock     recompile docker/locks/ from versions.toml"
+	@echo "make bake     regenerate docker/docker-bake.json from versions.toml"
+	@echo "make release-check  actionlint + bake file, tags, labels, action pins (docs/releasing.md)"
 
 venv: $(VENV)/.installed
 # The host venv holds the same locked stack as the default image (torch runs on the CPU here),
@@ -30,8 +34,9 @@ $(VENV)/.installed: pyproject.toml docker/locks/$(VARIANT).txt
 	touch $@
 
 engine:
-	@command -v podman >/dev/null && command -v debootstrap >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PKGS) >/dev/null; }
+	@command -v podman >/dev/null && command -v debootstrap >/dev/null \
+	  && command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PKGS) $(SLURM_PKGS) >/dev/null; }
 
 standin-base: engine
 	scripts/make-standin-base.sh $(BASE_IMAGE)
@@ -52,8 +57,18 @@ lint: venv
 unit: venv
 	$(VENV)/bin/pytest -m "not container" $(PYTEST_ARGS)
 
-test: venv lint image
+test: venv lint release-check image
 	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# What can be checked of the release pipeline without GitHub (docs/releasing.md): the workflows
+# (actionlint, with shellcheck on their scripts), then the bake file, tags, labels and action pins.
+release-check: venv
+	$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck
+	$(VENV)/bin/ftenv release check
+
+# docker/docker-bake.json is generated from versions.toml (release-check fails when it is stale).
+bake:
+	$(FTENV) release bake --write
 
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
 lock:

@@ -4,7 +4,7 @@
 For machines without a Docker daemon (these and CI's): the build args come from versions.toml,
 the base image must exist locally (scripts/make-standin-base.sh makes a stand-in) and nothing is
 pulled. Extra arguments after `--` go to `podman build` (e.g. `-- --build-arg=FUNASR_VERSION=0`).
-With Docker and BuildKit, use docker/docker-bake.hcl instead.
+With Docker and BuildKit, use docker/docker-bake.json instead (docs/releasing.md).
 """
 
 from __future__ import annotations
