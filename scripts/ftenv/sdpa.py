@@ -2,7 +2,7 @@
 
 Pure logic, no torch import: the facts (versions, GPU arch, the variable, the live order) come in
 as arguments so that every case can be tested without a GPU. The rule is the one read from
-PyTorch's sdp_utils.cpp (see docs/cudnn-sdpa.md): in torch >= 2.10, cuDNN moves to the front of the
+PyTorch's sdp_utils.cpp (see docs/cudnn-sdpa-guide.md): in torch >= 2.10, cuDNN moves to the front of the
 order when the runtime cuDNN is newer than 9.15.0, the device is sm_90, sm_100 or sm_103, and
 TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1".
 """

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Fine-tune Fun-ASR-Nano on ALL the GPUs of one machine with `docker run` (torchrun starts one
+# process per GPU). Change the paths below, then run this script.
+#
+# --shm-size gives the DataLoader workers shared memory (Docker's default 64 MB makes them die
+# with "Bus error"); --ipc=host, as in finetune-one-gpu.sh, does the same.
+set -euo pipefail
+
+IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56}
+MODEL_DIR=${MODEL_DIR:-/srv/models/Fun-ASR-Nano-2512}  # local checkout: config.yaml, model.pt, Qwen3-0.6B/
+DATA_DIR=${DATA_DIR:-/srv/data/asr}                    # train.jsonl, val.jsonl and the audio they name
+OUT_DIR=${OUT_DIR:-/srv/runs/nano-all-gpus}            # checkpoints and logs (created, must be yours)
+
+mkdir -p "$OUT_DIR"
+# Without --gpus-per-node, ftenv finetune starts one process per visible GPU.
+docker run --rm --gpus all --shm-size=16g \
+  --user "$(id -u):0" \
+  -v "$MODEL_DIR:$MODEL_DIR:ro" \
+  -v "$DATA_DIR:$DATA_DIR:ro" \
+  -v "$OUT_DIR:$OUT_DIR" \
+  "$IMAGE" \
+  ftenv finetune \
+    --model-dir "$MODEL_DIR" \
+    --train "$DATA_DIR/train.jsonl" \
+    --valid "$DATA_DIR/val.jsonl" \
+    --output-dir "$OUT_DIR" \
+    ++train_conf.max_epoch=5

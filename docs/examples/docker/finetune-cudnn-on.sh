@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The same one-GPU fine-tune with cuDNN attention put back in front (the image sets
+# TORCH_CUDNN_SDPA_DEPRIORITIZED=1; 0 overrides it). On H100/H200/B200/B300 with this image's
+# torch and cuDNN, expect the slow steps of docs/cudnn-sdpa-guide.md: one step in several takes
+# about a second while cuDNN builds a plan for a new batch shape. Use it to compare, not to train.
+set -euo pipefail
+
+IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56}
+MODEL_DIR=${MODEL_DIR:-/srv/models/Fun-ASR-Nano-2512}
+DATA_DIR=${DATA_DIR:-/srv/data/asr}
+OUT_DIR=${OUT_DIR:-/srv/runs/nano-cudnn-on}
+
+mkdir -p "$OUT_DIR"
+docker run --rm --gpus '"device=0"' --ipc=host \
+  -e TORCH_CUDNN_SDPA_DEPRIORITIZED=0 \
+  --user "$(id -u):0" \
+  -v "$MODEL_DIR:$MODEL_DIR:ro" \
+  -v "$DATA_DIR:$DATA_DIR:ro" \
+  -v "$OUT_DIR:$OUT_DIR" \
+  "$IMAGE" \
+  ftenv finetune \
+    --model-dir "$MODEL_DIR" \
+    --train "$DATA_DIR/train.jsonl" \
+    --valid "$DATA_DIR/val.jsonl" \
+    --output-dir "$OUT_DIR" \
+    --gpus-per-node 1 \
+    ++train_conf.max_epoch=1

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Fine-tune Fun-ASR-Nano on ONE GPU with `docker run`. Change the paths below, then run this script.
+#
+# Every path is mounted at the same place inside the container, so that the audio paths written in
+# your JSONL files stay valid there. Output files belong to you (--user), the model and data are
+# mounted read-only. See docs/finetune.md for the data format and docs/cudnn-sdpa-guide.md for the
+# attention setting.
+set -euo pipefail
+
+IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56}
+MODEL_DIR=${MODEL_DIR:-/srv/models/Fun-ASR-Nano-2512}  # local checkout: config.yaml, model.pt, Qwen3-0.6B/
+DATA_DIR=${DATA_DIR:-/srv/data/asr}                    # train.jsonl, val.jsonl and the audio they name
+OUT_DIR=${OUT_DIR:-/srv/runs/nano-one-gpu}             # checkpoints and logs (created, must be yours)
+
+mkdir -p "$OUT_DIR"
+docker run --rm --gpus '"device=0"' --ipc=host \
+  --user "$(id -u):0" \
+  -v "$MODEL_DIR:$MODEL_DIR:ro" \
+  -v "$DATA_DIR:$DATA_DIR:ro" \
+  -v "$OUT_DIR:$OUT_DIR" \
+  "$IMAGE" \
+  ftenv finetune \
+    --model-dir "$MODEL_DIR" \
+    --train "$DATA_DIR/train.jsonl" \
+    --valid "$DATA_DIR/val.jsonl" \
+    --output-dir "$OUT_DIR" \
+    --gpus-per-node 1 \
+    ++train_conf.max_epoch=5

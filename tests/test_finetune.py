@@ -1,0 +1,361 @@
+"""`ftenv finetune`: the command it builds, and every message for a bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ftenv import cli, finetune
+from ftenv.finetune import InputError, check_line
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = {
+    "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "语音转写：<|startofspeech|>!wav/a.wav<|endofspeech|>"},
+        {"role": "assistant", "content": "几点了？"},
+    ],
+    "speech_length": 145,
+    "text_length": 3,
+}
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """A fake model dir, data with one (empty) wav, an output dir: all the launcher checks."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model/config.yaml").write_text("model: FunASRNano\n")
+    (tmp_path / "model/model.pt").write_bytes(b"")
+    (tmp_path / "wav").mkdir()
+    (tmp_path / "wav/a.wav").write_bytes(b"")
+    line = json.dumps(GOOD, ensure_ascii=False)
+    (tmp_path / "train.jsonl").write_text(f"{line}\n{line}\n", encoding="utf-8")
+    (tmp_path / "val.jsonl").write_text(f"{line}\n", encoding="utf-8")
+    return tmp_path
+
+
+def cmdline(work: Path, *extra: str) -> list[str]:
+    return [
+        "finetune",
+        "--model-dir", "model", "--train", "train.jsonl", "--valid", "val.jsonl",
+        "--output-dir", "out", "--cwd", str(work), *extra,
+    ]  # fmt: skip
+
+
+def parse(argv: list[str]):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    finetune.add_parser(parser.add_subparsers())
+    return parser.parse_args(argv)
+
+
+def plan(work: Path, *extra: str, env: dict | None = None) -> finetune.Plan:
+    return finetune.plan(parse(cmdline(work, *extra)), environ=env or {})
+
+
+def overrides_of(p: finetune.Plan) -> list[str]:
+    return [a for a in p.argv if a.startswith("++")]
+
+
+def test_single_node_command_is_upstreams_recipe(work):
+    p = plan(work, "--gpus-per-node", "1")
+    argv = p.argv
+    assert Path(argv[0]).name == "torchrun"
+    assert argv[1:11] == [
+        "--nnodes", "1", "--nproc_per_node", "1", "--node_rank", "0",
+        "--master_addr", "127.0.0.1", "--master_port", "26669",
+    ]  # fmt: skip
+    assert Path(argv[11]).name == "funasr-train-ds"
+    assert overrides_of(p) == [
+        f"++model={work}/model",
+        "++trust_remote_code=false",
+        f"++train_data_set_list={work}/train.jsonl",
+        f"++valid_data_set_list={work}/val.jsonl",
+        "++dataset_conf.data_split_num=1",
+        "++dataset_conf.batch_sampler=BatchSampler",
+        "++dataset_conf.batch_size=6000",
+        "++dataset_conf.sort_size=1024",
+        "++dataset_conf.batch_type=token",
+        "++dataset_conf.num_workers=4",
+        "++train_conf.max_epoch=50",
+        "++train_conf.log_interval=1",
+        "++train_conf.resume=true",
+        "++train_conf.validate_interval=2000",
+        "++train_conf.save_checkpoint_interval=2000",
+        "++train_conf.effective_save_name_excludes=None",
+        "++train_conf.keep_nbest_models=20",
+        "++train_conf.avg_nbest_model=10",
+        "++train_conf.use_deepspeed=false",
+        "++optim_conf.lr=0.0002",
+        "++audio_encoder_conf.freeze=true",
+        "++audio_adaptor_conf.freeze=true",
+        "++llm_conf.freeze=false",
+        "++disable_update=true",
+        f"++output_dir={work}/out",
+    ]
+    assert p.env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
+
+
+def test_user_overrides_replace_defaults_and_pass_through(work):
+    p = plan(
+        work, "--gpus-per-node", "2", "++train_conf.max_epoch=3", "++llm_conf.freeze=true", "++foo.bar=x y"
+    )
+    ov = overrides_of(p)
+    assert [o for o in ov if "max_epoch" in o] == ["++train_conf.max_epoch=3"]
+    assert [o for o in ov if o.startswith("++llm_conf.freeze")] == ["++llm_conf.freeze=true"]
+    assert ov[-3:] == ["++train_conf.max_epoch=3", "++llm_conf.freeze=true", "++foo.bar=x y"]
+
+
+def test_slurm_and_pytorchjob_commands(work):
+    slurm = {
+        "SLURM_JOB_ID": "9",
+        "SLURM_STEP_ID": "0",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_STEP_NUM_NODES": "2",
+        "SLURM_NODEID": "1",
+        "SLURM_STEP_NODELIST": "dgx[01-02]",
+        "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
+    }
+    argv = plan(work, "--gpus-per-node", "8", env=slurm).argv
+    assert argv[1:11] == [
+        "--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1",
+        "--master_addr", "dgx01", "--master_port", "20009",
+    ]  # fmt: skip
+    worker = {"MASTER_ADDR": "ft-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1"}
+    assert plan(work, "--gpus-per-node", "8", env=worker).argv[5:11] == [
+        "--node_rank", "1", "--master_addr", "ft-master-0", "--master_port", "23456",
+    ]  # fmt: skip
+
+
+def test_gpus_per_node_from_pet_variable(work):
+    env = {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4"}
+    assert plan(work, env=env).argv[3:5] == ["--nproc_per_node", "4"]
+
+
+def test_no_gpu_and_no_count_is_explained(work):
+    with pytest.raises(InputError, match=r"no GPU visible.*--gpus-per-node N"):
+        plan(work, env={"CUDA_VISIBLE_DEVICES": ""})
+
+
+def test_model_dir_model_py_turns_on_remote_code(work):
+    (work / "model/model.py").write_text("# the example's model code\n")
+    ov = overrides_of(plan(work, "--gpus-per-node", "1"))
+    assert ov[1:3] == ["++trust_remote_code=true", f"++remote_code={work}/model/model.py"]
+
+
+def test_remote_code_option(work):
+    (work / "example_model.py").write_text("# upstream example's model code\n")
+    ov = overrides_of(plan(work, "--gpus-per-node", "1", "--remote-code", "example_model.py"))
+    assert ov[1:3] == ["++trust_remote_code=true", f"++remote_code={work}/example_model.py"]
+    with pytest.raises(InputError, match=f"--remote-code {work}/nope.py is not a file"):
+        plan(work, "--gpus-per-node", "1", "--remote-code", "nope.py")
+
+
+def test_allow_hub_takes_a_hub_id_and_stays_online(work):
+    p = plan(work, "--gpus-per-node", "1", "--allow-hub")
+    assert p.env == {}
+    assert "++disable_update=true" not in p.argv
+    argv = cmdline(work, "--gpus-per-node", "1", "--allow-hub")
+    argv[2] = "FunAudioLLM/Fun-ASR-Nano-2512"
+    p = finetune.plan(parse(argv), environ={})
+    assert "++model=FunAudioLLM/Fun-ASR-Nano-2512" in p.argv
+
+
+def test_trainer_option_is_split_like_a_shell(work):
+    argv = plan(work, "--gpus-per-node", "2", "--trainer", "/x/python -m ftenv.cpu_train").argv
+    assert argv[11:14] == ["/x/python", "-m", "ftenv.cpu_train"]
+
+
+# --- bad inputs: each message, and the same input fixed passes --------------------------------
+
+
+def test_good_line_passes(work):
+    assert check_line(json.dumps(GOOD), work) is None
+
+
+def _with(**changes) -> dict:
+    item = json.loads(json.dumps(GOOD))
+    for key, value in changes.items():
+        if value is None:
+            item.pop(key)
+        else:
+            item[key] = value
+    return item
+
+
+def _user(content: str) -> dict:
+    item = json.loads(json.dumps(GOOD))
+    item["messages"][1]["content"] = content
+    return item
+
+
+BAD_LINES = [
+    ("", "the line is empty"),
+    ('{"messages": [}', "not valid JSON"),
+    ("[1, 2]", "a JSON list, expected an object"),
+    ('{"key": "a", "source": "a.wav", "target": "hi"}', "source/target format"),
+    (json.dumps(_with(messages=[])), "'messages' must be a non-empty list"),
+    (
+        json.dumps(_with(messages=[{"role": "user"}])),
+        r"messages\[0\] must be an object with 'role' and 'content'",
+    ),
+    (json.dumps(_with(messages=[GOOD["messages"][0], GOOD["messages"][2]])), "no message with role 'user'"),
+    (json.dumps(_with(messages=GOOD["messages"][:2])), "no message with role 'assistant'"),
+    (json.dumps(_user("语音转写：wav/a.wav")), r"has no <\|startofspeech\|>"),
+    (json.dumps(_user("<|startofspeech|>wav/a.wav<|endofspeech|>")), "must follow <.*> with '!'"),
+    (
+        json.dumps(_user("<|startofspeech|>!wav/missing.wav<|endofspeech|>")),
+        "audio file wav/missing.wav not found",
+    ),
+    (json.dumps(_with(speech_length=None)), "speech_length must be a positive integer"),
+    (json.dumps(_with(text_length=0)), "text_length must be a positive integer.*silently drops"),
+    (json.dumps(_with(speech_length="145")), "speech_length must be a positive integer"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), BAD_LINES)
+def test_bad_line_messages(work, line, message):
+    problem = check_line(line, work)
+    assert problem is not None
+    assert __import__("re").search(message, problem), problem
+
+
+def test_urls_are_not_checked_for_existence(work):
+    line = json.dumps(_user("<|startofspeech|>!https://example.org/a.wav<|endofspeech|>"))
+    assert check_line(line, work) is None
+
+
+def test_bad_jsonl_names_the_file_and_line(work):
+    lines = (work / "train.jsonl").read_text().splitlines()
+    lines.insert(1, '{"source": "a.wav", "target": "x"}')
+    (work / "train.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as err:
+        plan(work, "--gpus-per-node", "1")
+    text = str(err.value)
+    assert f"train data {work}/train.jsonl line 2: no 'messages' key" in text
+    assert "each line must be one JSON object like:" in text
+    assert "line 1" not in text and "line 3" not in text
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda w: __import__("shutil").rmtree(w / "model"), "model dir {w}/model does not exist"),
+        (lambda w: (w / "model/config.yaml").unlink(), "model dir {w}/model has no config.yaml"),
+        (lambda w: (w / "model/model.pt").unlink(), "model dir {w}/model has no model.pt"),
+        (lambda w: (w / "train.jsonl").unlink(), "train data {w}/train.jsonl does not exist"),
+        (lambda w: (w / "val.jsonl").write_text(""), "valid data {w}/val.jsonl is empty"),
+        (
+            lambda w: ((w / "val.jsonl").unlink(), (w / "val.jsonl").mkdir()),
+            "valid data {w}/val.jsonl is not a file",
+        ),
+        (
+            lambda w: ((w / "out").rmdir(), (w / "out").write_text("x")),
+            "output dir {w}/out cannot be created",
+        ),
+    ],
+)
+def test_bad_input_messages(work, setup, message):
+    plan(work, "--gpus-per-node", "1")  # passes before the damage
+    setup(work)
+    with pytest.raises(InputError, match=__import__("re").escape(message.format(w=work))):
+        plan(work, "--gpus-per-node", "1")
+
+
+def test_a_list_file_is_followed_to_its_first_jsonl(work):
+    (work / "train.list").write_text(f"{work}/train.jsonl\n")
+    assert finetune.check_jsonl(work / "train.list", "train", work) == []
+    (work / "train.list").write_text("train.txt\n")
+    assert (
+        "reads a file not named *.jsonl as a list"
+        in finetune.check_jsonl(work / "train.list", "train", work)[0]
+    )
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to switch to an unprivileged user")
+@pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="needs a system python for that user")
+def test_unwritable_output_dir_for_a_real_unprivileged_user():
+    # Root writes anywhere, so the check is run as `nobody` on a folder it may only read.
+    base = Path(tempfile.mkdtemp(prefix="ftenv-ro-"))
+    try:
+        os.chmod(base, 0o755)
+        out = base / "out"
+        out.mkdir(mode=0o555)
+        code = (
+            "import sys; from ftenv.finetune import check_output_dir; from pathlib import Path; "
+            "print('\\n'.join(check_output_dir(Path(sys.argv[1]), create=sys.argv[2] == '1')))"
+        )
+        scripts = Path(tempfile.mkdtemp(prefix="ftenv-src-"))
+        os.chmod(scripts, 0o755)
+        shutil.copytree(ROOT / "scripts/ftenv", scripts / "ftenv")
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(scripts)}
+
+        def as_nobody(path, create="1"):
+            return subprocess.run(
+                ["/usr/bin/python3", "-c", code, str(path), create],
+                capture_output=True, text=True, env=env, user=65534, group=65534, cwd="/",
+            )  # fmt: skip
+
+        bad = as_nobody(out)
+        assert f"output dir {out} is not writable by uid 65534" in bad.stdout, bad.stderr
+        # A dry run only looks: an existing read-only folder, a folder it could not create.
+        assert f"output dir {out} is not writable by uid 65534" in as_nobody(out, "0").stdout
+        assert (
+            f"output dir {out}/sub cannot be created: {out} is not writable"
+            in as_nobody(out / "sub", "0").stdout
+        )
+        os.chmod(out, 0o777)
+        for create in ("1", "0"):
+            good = as_nobody(out / "sub", create)
+            assert good.returncode == 0 and good.stdout.strip() == "", good.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(scripts, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["++a=1", "--dry-run"], "'--dry-run' comes after a Hydra override"),
+        (["train_conf.max_epoch"], "is not a Hydra override"),
+    ],
+)
+def test_bad_override_messages(work, extra, message):
+    with pytest.raises(InputError, match=message):
+        plan(work, "--gpus-per-node", "1", *extra)
+
+
+def test_missing_options_are_named(work):
+    args = parse(["finetune", "--model-dir", "m"])
+    with pytest.raises(InputError, match="missing --train, --valid, --output-dir"):
+        finetune.plan(args, environ={})
+
+
+def test_cli_dry_run_prints_the_command_and_creates_nothing(work, capsys, monkeypatch):
+    for key in [k for k in os.environ if k.startswith(("SLURM_", "PET_"))] + ["MASTER_ADDR", "WORLD_SIZE"]:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "1")
+    rc = cli.main([*cmdline(work, "--gpus-per-node", "1", "--dry-run"), "++train_conf.max_epoch=1"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    argv = shlex.split(out)
+    assert Path(argv[0]).name == "torchrun" and argv[-1] == "++train_conf.max_epoch=1"
+    assert "launch: single node: node 0 of 1, master 127.0.0.1:26669" in err
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1: cuDNN attention is not moved to the front" in err
+    assert not (work / "out").exists()
+
+
+def test_cli_reports_bad_input_with_exit_2(work, capsys):
+    argv = cmdline(work, "--gpus-per-node", "1", "--dry-run")
+    argv[2] = "/nope"
+    rc = cli.main(argv)
+    assert rc == 2
+    assert "ftenv finetune: model dir /nope does not exist" in capsys.readouterr().err

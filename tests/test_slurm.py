@@ -1,0 +1,257 @@
+"""A real Slurm on this machine runs the pyxis sbatch example through `ftenv finetune`, two nodes of
+one CPU rank each, on the tiny Fun-ASR-Nano, until its checkpoint is written.
+
+The test starts munged, slurmctld and two slurmd (Debian's slurm-wlm runs several slurmd on one
+host: two Slurm nodes, node 0 named after this host so that it resolves as the master), submits
+docs/examples/slurm/finetune-pyxis.sbatch with `sbatch --wait`, and stops every daemon by its PID.
+What differs from a GPU cluster, and why:
+- no pyxis/enroot here (not in Debian): the `--container-*` options are removed from the srun line
+  and the job runs the host's ftenv, torch and funasr (the image's locked stack, in the venv);
+- no GPUs: the `#SBATCH --gpus-per-node` line is removed, GPUS_PER_NODE=1, and the trainer is
+  tests/cpu_train_ds.py, which runs the real funasr-train-ds after mapping its hard-coded CUDA
+  calls to the CPU, with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
+Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
+reading SLURM_* (node rank, node count, first host as master), torchrun per node, DDP across the
+two nodes, the recipe's overrides, the watchdog, checkpoints in OUT_DIR.
+Needs root and `slurm-wlm munge` (installed by `make engine`, part of `make test`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _missing() -> str | None:
+    if os.getuid() != 0:
+        return "needs root (munged runs as the munge user, slurmd as root)"
+    absent = [d for d in DAEMONS if not (shutil.which(d) or Path(f"/usr/sbin/{d}").exists())]
+    if absent:
+        return f"{', '.join(absent)} not installed: run `make engine` (apt: slurm-wlm munge)"
+    return None
+
+
+def _exe(name: str) -> str:
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+class Cluster:
+    """Two Slurm nodes on this host, in a temporary folder; stop() ends what start() began."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.pids: list[int] = []
+        self.host = socket.gethostname().split(".")[0]
+        # Slurm lists nodes sorted by name: the second must sort after this host to keep it first.
+        self.other = "zzz-ftenv-node2"
+        self.conf = base / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def start(self) -> None:
+        b = self.base
+        for d in ("state", "spool", "log", "munge", "msock"):
+            (b / d).mkdir(parents=True, exist_ok=True)
+        os.chmod(b, 0o755)
+        (b / "munge/key").write_bytes(os.urandom(128))  # this cluster's own key
+        shutil.chown(b / "munge", "munge", "munge")
+        shutil.chown(b / "munge/key", "munge", "munge")
+        shutil.chown(b / "msock", "munge", "munge")
+        os.chmod(b / "munge", 0o700)
+        os.chmod(b / "munge/key", 0o400)
+        os.chmod(b / "msock", 0o755)
+        sock = b / "msock/sock"
+        subprocess.run(
+            ["runuser", "-u", "munge", "--", _exe("munged"), f"--socket={sock}", f"--key-file={b}/munge/key",
+             f"--pid-file={b}/munge/pid", f"--log-file={b}/munge/log", f"--seed-file={b}/munge/seed"],
+            check=True,
+        )  # fmt: skip
+        self.pids.append(self._pid(b / "munge/pid"))
+        ctld, d1, d2 = _free_port(), _free_port(), _free_port()
+        self.conf.write_text(
+            f"""ClusterName=ftenvtest
+SlurmctldHost={self.host}(127.0.0.1)
+AuthType=auth/munge
+AuthInfo=socket={sock}
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={ctld}
+StateSaveLocation={b}/state
+SlurmdSpoolDir={b}/spool/%n
+SlurmctldPidFile={b}/slurmctld.pid
+SlurmdPidFile={b}/slurmd-%n.pid
+SlurmctldLogFile={b}/log/slurmctld.log
+SlurmdLogFile={b}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+NodeName={self.host} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={d1} CPUs=2 State=UNKNOWN
+NodeName={self.other} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={d2} CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes={self.host},{self.other} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+"""
+        )
+        subprocess.run([_exe("slurmctld"), "-f", str(self.conf), "-i"], check=True, env=self.env)
+        self.pids.append(self._pid(b / "slurmctld.pid"))
+        for node in (self.host, self.other):
+            subprocess.run([_exe("slurmd"), "-f", str(self.conf), "-N", node], check=True, env=self.env)
+            self.pids.append(self._pid(b / f"slurmd-{node}.pid"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            out = subprocess.run(
+                ["sinfo", "-h", "-o", "%T %D"], capture_output=True, text=True, env=self.env
+            ).stdout.split()
+            if out[:2] == ["idle", "2"]:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"Slurm nodes not idle after 60 s: {out}\n{self.logs()}")
+
+    @staticmethod
+    def _pid(path: Path) -> int:
+        for _ in range(50):
+            if path.is_file() and path.read_text().strip():
+                return int(path.read_text().strip())
+            time.sleep(0.1)
+        raise RuntimeError(f"no pid file {path}")
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"== {p.name}\n{p.read_text()[-3000:]}" for p in sorted((self.base / "log").glob("*"))
+        )
+
+    def stop(self) -> None:
+        for pid in reversed(self.pids):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            for _ in range(50):
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if reason := _missing():
+        pytest.skip(reason)
+    host = socket.gethostname().split(".")[0]
+    try:
+        socket.gethostbyname(host)
+    except OSError:
+        pytest.skip(f"this host's name {host!r} does not resolve: torchrun could not reach it as master")
+    c = Cluster(Path("/tmp") / f"ftenv-slurm-{os.getpid()}")
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(c.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from ftenv import tinymodel
+
+    out = tmp_path_factory.mktemp("tiny")
+    return tinymodel.build(out)
+
+
+def runnable_example(text: str, trainer: Path) -> str:
+    """The pyxis example minus what this machine lacks (pyxis, GPUs), plus the CPU trainer."""
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#SBATCH --gpus-per-node"):
+            continue
+        if stripped.startswith(("--container-", "--no-container-")):
+            continue
+        lines.append(line)
+        if stripped == "ftenv finetune \\":
+            lines.append(f"    --trainer {trainer} \\")
+    script = "\n".join(lines)
+    # The CPU run's overrides follow the example's own (Hydra: the later value wins).
+    script = script.replace(
+        "++train_conf.max_epoch=5",
+        "++train_conf.max_epoch=5 ++train_conf.max_epoch=1 ++device=cpu ++backend=gloo "
+        "++dataset_conf.batch_size=400 ++dataset_conf.num_workers=0",
+    )
+    assert "--container-image" not in script and "--trainer" in script and "++backend=gloo" in script
+    return script + "\n"
+
+
+def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text(runnable_example(EXAMPLE.read_text(), ROOT / "tests/cpu_train_ds.py"))
+    out_dir = tmp_path / "run"
+    env = {
+        **cluster.env,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "MODEL_DIR": str(tiny.root),
+        "DATA_DIR": str(tiny.train_jsonl.parent),
+        "OUT_DIR": str(out_dir),
+        "GPUS_PER_NODE": "1",
+        "MASTER_PORT": str(_free_port()),
+        "OMP_NUM_THREADS": "1",
+    }
+    if tiny.val_jsonl.name != "val.jsonl" or tiny.train_jsonl.name != "train.jsonl":
+        pytest.fail(f"the example expects train.jsonl and val.jsonl, the tiny model has {tiny}")
+    proc = subprocess.run(
+        ["sbatch", "--wait", "--output", str(tmp_path / "job-%j.out"), str(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+    )  # fmt: skip
+    logs = "\n".join(p.read_text(errors="replace") for p in tmp_path.glob("job-*.out"))
+    tail = f"{proc.stdout}{proc.stderr}\n{logs[-6000:]}\n{cluster.logs()[-3000:]}"
+    assert proc.returncode == 0, tail
+    # One ftenv finetune per node; each read Slurm's variables and agreed on the master.
+    for rank in (0, 1):
+        assert f"launch: slurm: node {rank} of 2, master {cluster.host}:{env['MASTER_PORT']}" in logs, tail
+    # DDP over the two "nodes": both global ranks trained and logged steps.
+    assert re.search(r"train, rank: 0, epoch: 0/1", logs), tail
+    assert re.search(r"train, rank: 1, epoch: 0/1", logs), tail
+    assert (out_dir / "model.pt").is_file() and (out_dir / "model.pt.ep1").is_file(), sorted(
+        p.name for p in out_dir.glob("*")
+    )
+
+
+def test_multi_node_launch_in_the_batch_script_is_refused(cluster, tiny, tmp_path):
+    """Run without srun, ftenv finetune would start on the first node only: it says so instead."""
+    script = tmp_path / "wrong.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n"
+        f"ftenv finetune --dry-run --model-dir {tiny.root} --train {tiny.train_jsonl} "
+        f"--valid {tiny.val_jsonl} --output-dir {tmp_path}/out --gpus-per-node 1\n"
+    )
+    env = {**cluster.env, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    proc = subprocess.run(
+        ["sbatch", "--wait", "--output", str(tmp_path / "wrong.out"), str(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    log = (tmp_path / "wrong.out").read_text()
+    assert proc.returncode != 0, log
+    assert "this Slurm job has 2 nodes but `ftenv finetune` runs in the batch script itself" in log, log
