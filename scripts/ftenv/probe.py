@@ -1,0 +1,182 @@
+"""`ftenv probe`: what one new attention shape costs, measured, under the current settings and with
+cuDNN attention forced first.
+
+For three (batch, padded length) shapes new to the process, it times the first and the second call
+of a padded-mask bf16 scaled_dot_product_attention, forward and backward (with the GPU synchronised),
+with Fun-ASR-Nano's LLM attention size (16 heads of 128, a causal + padding boolean mask as
+transformers builds it). first - second is the per-new-shape cost: cuDNN's plan build when cuDNN
+runs the call, about nothing for the other backends. Each mode uses its own shapes (plans are
+cached per process) and starts with one throw-away call, so one-time library loading is not counted
+as a per-shape cost. Without a GPU it says so and exits 0 (`--device cpu` runs the current-settings
+half on the CPU, to try the machinery).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+
+from ftenv import facts, sdpa
+
+#: (batch, padded length) per mode: distinct, so that one mode never reuses the other's plans.
+SHAPES = {
+    "current": [(3, 203), (5, 331), (2, 459)],
+    "cudnn-first": [(3, 205), (5, 333), (2, 461)],
+}
+WARMUP_SHAPE = {"current": (1, 67), "cudnn-first": (1, 69)}
+
+
+def _inputs(torch, shape, device, dtype, heads, head_dim):
+    b, t = shape
+    g = torch.Generator(device="cpu").manual_seed(b * 1000 + t)
+    q, k, v = (
+        torch.randn(b, heads, t, head_dim, generator=g, dtype=torch.float32)
+        .to(device, dtype)
+        .requires_grad_()
+        for _ in range(3)
+    )
+    valid = torch.ones(b, t, dtype=torch.bool)
+    for i in range(b):  # right padding, every item but the first shorter
+        valid[i, t - (t * i) // (2 * b) :] = i == 0
+    causal = torch.tril(torch.ones(t, t, dtype=torch.bool))
+    mask = (causal[None, None] & valid[:, None, None, :]).to(device)
+    return q, k, v, mask
+
+
+def _choice(torch, q, k, v, mask) -> str:
+    try:  # private API: guarded
+        return sdpa.backend_name(int(torch._fused_sdp_choice(q, k, v, attn_mask=mask)))
+    except Exception:
+        return "unknown"
+
+
+def measure_shape(torch, shape, device, dtype, heads, head_dim) -> dict:
+    F = torch.nn.functional
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    q, k, v, mask = _inputs(torch, shape, device, dtype, heads, head_dim)
+    row = {"batch": shape[0], "padded_len": shape[1], "backend": _choice(torch, q, k, v, mask)}
+    for call in (1, 2):
+        sync()
+        t0 = time.perf_counter()
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        sync()
+        t1 = time.perf_counter()
+        out.backward(torch.ones_like(out))
+        sync()
+        t2 = time.perf_counter()
+        row[f"fwd{call}"], row[f"bwd{call}"] = t1 - t0, t2 - t1
+        q.grad = k.grad = v.grad = None
+    row["fwd_cost"] = row["fwd1"] - row["fwd2"]
+    row["bwd_cost"] = row["bwd1"] - row["bwd2"]
+    row["cost"] = row["fwd_cost"] + row["bwd_cost"]
+    return row
+
+
+def _mode_context(torch, mode):
+    if mode == "current":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    order = [
+        SDPBackend.CUDNN_ATTENTION,
+        SDPBackend.FLASH_ATTENTION,
+        SDPBackend.EFFICIENT_ATTENTION,
+        SDPBackend.MATH,
+    ]
+    return sdpa_kernel(order, set_priority=True)
+
+
+def probe(device: str = "cuda", heads: int = facts.LLM_HEADS, head_dim: int = facts.LLM_HEAD_DIM) -> dict:
+    import torch
+
+    dtype = torch.bfloat16
+    modes = ["current", "cudnn-first"] if device == "cuda" else ["current"]
+    result = {
+        "device": device,
+        "torch": torch.__version__,
+        "cudnn": None,
+        sdpa.ENV_VAR: os.environ.get(sdpa.ENV_VAR),
+        "heads": heads,
+        "head_dim": head_dim,
+        "modes": {},
+    }
+    with contextlib.suppress(Exception):
+        result["cudnn"] = torch.backends.cudnn.version()
+    if device == "cuda":
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        result["gpu"], result["sm"] = p.name, f"sm_{p.major}{p.minor}"
+    for mode in modes:
+        with _mode_context(torch, mode):
+            measure_shape(torch, WARMUP_SHAPE[mode], device, dtype, heads, head_dim)
+            rows = [measure_shape(torch, s, device, dtype, heads, head_dim) for s in SHAPES[mode]]
+        result["modes"][mode] = {
+            "rows": rows,
+            "median_cost": statistics.median(r["cost"] for r in rows),
+            "median_fwd_cost": statistics.median(r["fwd_cost"] for r in rows),
+            "median_bwd_cost": statistics.median(r["bwd_cost"] for r in rows),
+        }
+    return result
+
+
+def render(r: dict) -> str:
+    where = f"{r['gpu']} ({r['sm']})" if r.get("gpu") else r["device"]
+    raw = r.get(sdpa.ENV_VAR)
+    lines = [
+        f"== ftenv probe: padded-mask bf16 attention ({r['heads']} heads x {r['head_dim']}), "
+        "first vs second call per new shape ==",
+        f"{where}; torch {r['torch']}, cuDNN {sdpa.cudnn_name(r['cudnn'])}, {sdpa.ENV_VAR}="
+        f"{'unset' if raw is None else repr(raw)}",
+        f"{'mode':<12} {'B x T':>9} {'backend':<10} {'fwd 1st':>8} {'fwd 2nd':>8} {'bwd 1st':>8} "
+        f"{'bwd 2nd':>8} {'new-shape cost':>14}",
+    ]
+    for mode, m in r["modes"].items():
+        for row in m["rows"]:
+            lines.append(
+                f"{mode:<12} {row['batch']:>3} x {row['padded_len']:<3} {row['backend']:<10} "
+                f"{row['fwd1']:>8.4f} {row['fwd2']:>8.4f} {row['bwd1']:>8.4f} {row['bwd2']:>8.4f} "
+                f"{row['cost']:>12.4f} s"
+            )
+    costs = ", ".join(
+        f"{mode} {m['median_cost']:.4f} s (fwd {m['median_fwd_cost']:.4f} + bwd {m['median_bwd_cost']:.4f})"
+        for mode, m in r["modes"].items()
+    )
+    lines.append(f"median per-new-shape cost: {costs}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else None
+    if device is None:
+        msg = (
+            "ftenv probe: no CUDA GPU visible, skipped (it times cuDNN attention plan builds, which "
+            "happen only on a GPU; `--device cpu` tries the machinery on the CPU)"
+        )
+        print(json.dumps({"skipped": msg}) if args.json else msg)
+        return 0
+    result = probe(device)
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "probe",
+        help="time the per-new-shape cost of padded bf16 attention (current settings vs cuDNN first)",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+if __name__ == "__main__":
+    sys.exit(run(argparse.Namespace(device="auto", json="--json" in sys.argv)))

@@ -1,0 +1,125 @@
+"""`ftenv selfcheck --recipe`: the real `funasr-train-ds`, through torchrun, on the tiny model.
+
+It runs what upstream's finetune.sh runs (one process, the recipe's Hydra overrides from
+ftenv.finetune.RECIPE_DEFAULTS: token batching with the sorting buffer, encoder and adaptor frozen,
+LLM trainable, log_interval 1), with these changes for the tiny model and data: the model and data
+paths, a writable output dir, batch_size 500 tokens (6000 would put the whole tiny set in one
+batch), 2 epochs, no update check, and on a CPU `++device=cpu`, num_workers 0 and the CPU shim.
+
+Why 2 epochs: the sampler sorts each buffer by declared length; the tiny data has no ties, so the
+second epoch repeats every batch of the first. Epoch 1 is where each (batch, padded length) is new,
+epoch 2 where it recurs. The trainer's per-step lines are read with ftenv.funasrlog (step time =
+data_load + forward + backward + optim, the time inside the step) and judged like the in-process
+check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ftenv import funasrlog, selfcheck, tinymodel
+from ftenv.finetune import RECIPE_DEFAULTS, merge_overrides
+from ftenv.funasr_train_entry import CPU_SHIM_ENV
+
+BATCH_TOKENS = 500
+TIMEOUT_S = 900
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) -> list[str]:
+    mine = [
+        f"++model={tiny.root}",
+        f"++train_data_set_list={tiny.train_jsonl}",
+        f"++valid_data_set_list={tiny.val_jsonl}",
+        f"++output_dir={out / 'exp'}",
+        f"++dataset_conf.batch_size={BATCH_TOKENS}",
+        f"++train_conf.max_epoch={epochs}",
+        "++disable_update=true",
+        f"hydra.run.dir={out / 'hydra'}",
+    ]
+    if device == "cpu":
+        # fp32 LLM on a CPU: bf16 matmuls there build a oneDNN primitive per new shape (see
+        # selfcheck.llm_dtype), a CPU-only per-shape cost.
+        mine += ["++device=cpu", "++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32"]
+    return merge_overrides(RECIPE_DEFAULTS, mine)
+
+
+def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_entry: bool) -> list[str]:
+    torchrun = shutil.which("torchrun")
+    launcher = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
+    launcher += [
+        "--nnodes=1",
+        "--nproc_per_node=1",
+        "--node_rank=0",
+        "--master_addr=127.0.0.1",
+        f"--master_port={_free_port()}",
+    ]
+    if use_entry:
+        program = ["-m", "ftenv.funasr_train_entry"]
+    else:
+        script = shutil.which("funasr-train-ds")
+        if not script:
+            raise FileNotFoundError("funasr-train-ds is not on PATH")
+        program = [script]
+    return [*launcher, *program, *overrides(tiny, out, device, epochs)]
+
+
+def run_recipe(args: argparse.Namespace, workdir: Path) -> dict:
+    wall0 = time.perf_counter()
+    tiny = tinymodel.paths(selfcheck.tiny_dir(args.tiny, workdir))
+    device = selfcheck.pick_device(args.device)
+    out = workdir / "recipe"
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(tinymodel.OFFLINE_ENV)
+    # The child must import this same ftenv (an editable or a source checkout included).
+    here = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    use_entry = device == "cpu" or bool(args.inject_stall)
+    if device == "cpu":
+        env[CPU_SHIM_ENV] = "1"
+    if args.inject_stall:
+        from ftenv import stall
+
+        env[stall.ENV] = str(args.inject_stall)
+    cmd = command(tiny, out, device, args.recipe_epochs, use_entry)
+    log = out / "train.log"
+    t0 = time.perf_counter()
+    with open(log, "wb") as fh:
+        proc = subprocess.run(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=out, timeout=TIMEOUT_S, check=False
+        )
+    run_seconds = time.perf_counter() - t0
+    scan = funasrlog.scan_files([str(log)])
+    if proc.returncode != 0 or not scan.steps:
+        tail = log.read_text(errors="replace").splitlines()[-25:]
+        raise RuntimeError(
+            f"funasr-train-ds exited {proc.returncode} with {len(scan.steps)} step lines; log {log}:\n"
+            + "\n".join(tail)
+        )
+    return selfcheck.verdict_result(
+        "recipe",
+        scan.steps,
+        selfcheck.thresholds_from(args, device),
+        environment=selfcheck.environment(device),
+        losses=[],
+        tiny_dir=str(tiny.root),
+        injected_stall_s=args.inject_stall or None,
+        command=cmd,
+        log=str(log),
+        val_lines=scan.val_lines,
+        setup_seconds=run_seconds - sum(s.seconds for s in scan.steps),
+        wall_seconds=time.perf_counter() - wall0,
+    )

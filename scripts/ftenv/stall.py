@@ -1,0 +1,56 @@
+"""A TEST AID, never on by default: make attention slow the first time it sees a shape.
+
+It imitates the stall the self-check guards against (cuDNN attention building a plan for every new
+(batch, padded length)) on any machine, so that tests can show the check FAILs when the stall is
+there and PASSes when it is not. It wraps torch.nn.functional.scaled_dot_product_attention (which
+transformers' sdpa attention calls at each layer) and sleeps `seconds` on the first call with a
+new (query, key, mask) shape in this process, like cuDNN's per-process plan cache.
+
+Enabled only by `install(seconds)` or, in a child process (the recipe path), by the variable
+FTENV_TEST_SDPA_STALL_S through `install_from_env()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+
+ENV = "FTENV_TEST_SDPA_STALL_S"
+
+
+def install(seconds: float):
+    """Wrap SDPA; returns a function that undoes it. Returns None when seconds <= 0."""
+    if seconds <= 0:
+        return None
+    import torch.nn.functional as F
+
+    original = F.scaled_dot_product_attention
+    seen: set = set()
+
+    @functools.wraps(original)
+    def stalled_sdpa(query, key, value, attn_mask=None, *args, **kwargs):
+        shape = (
+            tuple(query.shape),
+            tuple(key.shape),
+            None if attn_mask is None else tuple(attn_mask.shape),
+        )
+        if shape not in seen:
+            seen.add(shape)
+            time.sleep(seconds)
+        return original(query, key, value, attn_mask, *args, **kwargs)
+
+    stalled_sdpa.ftenv_injected_stall = seconds
+    F.scaled_dot_product_attention = stalled_sdpa
+
+    def undo() -> None:
+        F.scaled_dot_product_attention = original
+
+    return undo
+
+
+def install_from_env(environ=os.environ):
+    raw = environ.get(ENV)
+    if not raw:
+        return None
+    return install(float(raw))

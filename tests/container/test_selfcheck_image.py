@@ -1,0 +1,69 @@
+"""The image's default run (report, then the self-check) and the self-check inside the image, on
+the CPU here: PASS as built, FAIL with an injected per-shape attention stall, for the in-process
+check and for the recipe path (torchrun + funasr-train-ds), as the default and as an arbitrary UID."""
+
+import json
+
+import pytest
+
+STALL = ["--inject-stall", "0.5"]
+
+
+def test_default_run_prints_the_report_and_a_passing_selfcheck(run):
+    r = run()  # the image's CMD
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr.count("== ftenv report:") == 1
+    assert "== ftenv selfcheck (in-process): Fun-ASR-Nano fine-tune steps on cpu ==" in r.stdout
+    assert r.stdout.strip().splitlines()[-1].startswith("PASS")
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED='1'" in r.stdout
+
+
+def test_the_tiny_model_is_in_the_image_and_readable_by_any_uid(run):
+    r = run(
+        "python3",
+        "-c",
+        "from ftenv import tinymodel; print(tinymodel.is_built('/opt/ftenv/tiny'))",
+        user="12345:0",
+        env={"FTENV_REPORT": "0"},
+    )
+    assert (r.returncode, r.stdout.strip()) == (0, "True"), r.stderr
+
+
+@pytest.mark.parametrize("user", [None, "12345:0"], ids=["default-user", "arbitrary-uid"])
+def test_selfcheck_json_passes_offline(run, user):
+    r = run(
+        "ftenv",
+        "selfcheck",
+        "--json",
+        user=user,
+        env={"FTENV_REPORT": "0"},
+        extra=["--network=none"],
+    )
+    result = json.loads(r.stdout)
+    assert (r.returncode, result["verdict"]) == (0, "PASS"), result.get("summary", result)
+    assert result["tiny_dir"] == "/opt/ftenv/tiny"
+
+
+def test_selfcheck_fails_with_an_injected_stall(run):
+    r = run("ftenv", "selfcheck", "--json", *STALL, env={"FTENV_REPORT": "0"})
+    result = json.loads(r.stdout)
+    assert (r.returncode, result["verdict"]) == (1, "FAIL")
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in result["summary"]["fix"]
+
+
+@pytest.mark.parametrize("stall", [False, True], ids=["as-built", "injected-stall"])
+def test_recipe_path_in_the_image(run, stall):
+    r = run(
+        "ftenv",
+        "selfcheck",
+        "--recipe",
+        "--json",
+        *(STALL if stall else []),
+        env={"FTENV_REPORT": "0"},
+        extra=["--network=none"],
+        user="12345:0",
+    )
+    result = json.loads(r.stdout)
+    expected = (1, "FAIL") if stall else (0, "PASS")
+    assert (r.returncode, result["verdict"]) == expected, result.get("summary", result)
+    assert any(part.endswith("torchrun") for part in result["command"][:1])

@@ -1,0 +1,279 @@
+"""ftenv selfcheck: the statistics on synthetic timings, the schedule, and real Fun-ASR-Nano training
+steps on the tiny offline model, in-process and through the recipe (torchrun + funasr-train-ds),
+each shown to PASS without and FAIL with an injected per-shape attention stall.
+
+The end-to-end tests run on the CPU (no timing is asserted: only the verdict, whose thresholds leave
+room for a noisy shared machine). GPU tests are marked `gpu` and skip without CUDA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import steplogs
+from ftenv import cli, funasrlog, selfcheck, stepstats, tinymodel
+
+ROOT = Path(__file__).resolve().parents[1]
+STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
+
+
+# --- the statistics on synthetic timings -------------------------------------------------------
+
+
+def _steps(gen) -> list[stepstats.Step]:
+    return [stepstats.Step(g.index, g.seconds, g.batch, g.padded, g.rank) for g in gen]
+
+
+@pytest.mark.parametrize("kind", ["cuda", "cpu"])
+def test_field_report_numbers_fail(kind):
+    run = steplogs.field_report_run()
+    slow = [g for g in run if g.seconds > 0.5]
+    assert len(run) == 382 and len(slow) == 59  # the report's 323 fast + 59 slow steps
+    s = stepstats.summarize(_steps(run), selfcheck.THRESHOLDS[kind])
+    assert s.verdict == stepstats.FAIL
+    assert s.new_over_seen > 9
+    assert s.fix and "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s.fix
+
+
+@pytest.mark.parametrize("kind", ["cuda", "cpu"])
+def test_flat_steps_with_5_percent_jitter_pass(kind):
+    s = stepstats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), selfcheck.THRESHOLDS[kind])
+    assert s.verdict == stepstats.PASS, s.reasons
+    assert 0.9 < s.new_over_seen < 1.1
+
+
+@pytest.mark.parametrize("kind", ["cuda", "cpu"])
+def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
+    """The self-check's own schedule (8 new shapes, 3 seen steps each) with the report's costs."""
+    rng = random.Random(0)
+    plan = selfcheck.plan_schedule(list(range(60, 100)))
+    seen, steps = set(), []
+    for i, p in enumerate(plan):
+        new = p.shape not in seen
+        seen.add(p.shape)
+        base = 1.05 if new else 0.098
+        steps.append(stepstats.Step(i, base * rng.uniform(0.95, 1.05), *p.shape))
+    s = stepstats.summarize(steps, selfcheck.THRESHOLDS[kind])
+    assert s.verdict == stepstats.FAIL
+    flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]
+    assert stepstats.summarize(flat, selfcheck.THRESHOLDS[kind]).verdict == stepstats.PASS
+
+
+def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
+    """The recipe path's verdict reads the trainer's real line format (ftenv.funasrlog)."""
+    for fixed, expected in ((False, stepstats.FAIL), (True, stepstats.PASS)):
+        lines, _ = steplogs.field_report_log(fixed=fixed)
+        log = tmp_path / f"train-{fixed}.log"
+        log.write_text("\n".join(lines) + "\n")
+        scan = funasrlog.scan_files([str(log)])
+        result = selfcheck.verdict_result("recipe", scan.steps, selfcheck.THRESHOLDS["cuda"])
+        assert result["verdict"] == expected, result["summary"]["reasons"]
+
+
+def test_thresholds_are_options():
+    ns = cli_args("selfcheck", "--new-over-seen", "12", "--p95-over-median", "15")
+    t = selfcheck.thresholds_from(ns, "cuda")
+    assert (t.new_over_seen, t.p95_over_median) == (12, 15)
+    assert t.max_over_median == selfcheck.THRESHOLDS["cuda"].max_over_median
+    run = steplogs.field_report_run()
+    # With thresholds above the report's 10x, its pattern no longer fails on the shape rule.
+    s = stepstats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
+    assert s.verdict == stepstats.PASS
+
+
+def cli_args(*argv):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    selfcheck.add_parser(sub)
+    return parser.parse_args(list(argv))
+
+
+# --- the schedule ------------------------------------------------------------------------------
+
+
+def test_schedule_every_shape_appears_then_recurs_and_is_padded():
+    lengths = [60 + (i * 7) % 33 for i in range(48)]
+    plan = selfcheck.plan_schedule(lengths, n_new=8, recur=3, warmup=3)
+    assert len(plan) == 3 + 8 * 4
+    first = {}
+    for i, p in enumerate(plan):
+        first.setdefault(p.shape, i)
+        b, n = p.shape
+        assert len(p.indices) == b
+        got = sorted(lengths[j] for j in p.indices)
+        assert got[-1] == n and got[0] < n  # the padded length, and padding in every batch
+    assert len(first) == 9
+    # Warm-up is the largest shape only; every later shape is new exactly once and then recurs.
+    assert {p.shape for p in plan[:3]} == {plan[0].shape}
+    assert plan[0].shape[0] * plan[0].shape[1] == max(b * n for b, n in first)
+    counts = {s: sum(p.shape == s for p in plan[3:]) for s in first if s != plan[0].shape}
+    assert all(c >= 1 for c in counts.values())
+    assert sum(c - 1 for c in counts.values()) == 8 * 3  # the seen-shape steps
+    with pytest.raises(ValueError, match="distinct lengths"):
+        selfcheck.plan_schedule([60, 61, 62], n_new=8)
+
+
+# --- real training steps on the tiny model (CPU) -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny")
+    tinymodel.build(out)
+    return out
+
+
+def _selfcheck(capsys, *argv) -> tuple[int, dict]:
+    rc = cli.main(["selfcheck", "--json", "--device", "cpu", *argv])
+    out = capsys.readouterr().out
+    return rc, json.loads(out)
+
+
+def test_inprocess_selfcheck_passes(tiny, tmp_path, capsys):
+    rc, r = _selfcheck(capsys, "--tiny", str(tiny), "--workdir", str(tmp_path))
+    assert r["verdict"] == "PASS", r["summary"]["reasons"]
+    assert rc == 0
+    s = r["summary"]
+    assert (s["n_new"], s["n_seen"], s["n_warmup"]) == (8, 24, 3)
+    assert r["losses"][-1] < r["losses"][0]  # it really trains
+    assert r["environment"]["device"] == "cpu"
+
+
+def test_inprocess_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path, capsys):
+    rc, r = _selfcheck(
+        capsys, "--tiny", str(tiny), "--workdir", str(tmp_path), "--inject-stall", str(STALL_S)
+    )
+    assert r["verdict"] == "FAIL"
+    assert rc == 1
+    s = r["summary"]
+    assert s["new_over_seen"] >= selfcheck.THRESHOLDS["cpu"].new_over_seen
+    assert s["slow_on_new"] >= 6
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s["fix"]
+    # The wrapper is gone afterwards.
+    import torch.nn.functional as F
+
+    assert not hasattr(F.scaled_dot_product_attention, "ftenv_injected_stall")
+
+
+def test_text_table(tiny, tmp_path, capsys):
+    rc = cli.main(["selfcheck", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    for needle in ("median new-shape step", "median seen-shape step", "new / seen", "p95 / median"):
+        assert needle in out
+    assert out.strip().splitlines()[-1].startswith("PASS")
+
+
+def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
+    rc, r = _selfcheck(capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path))
+    assert r["verdict"] == "PASS", r["summary"]["reasons"]
+    assert rc == 0
+    cmd = r["command"]
+    assert "-m" in cmd and "ftenv.funasr_train_entry" in cmd  # the CPU shim, named
+    for override in ("++audio_encoder_conf.freeze=true", "++llm_conf.freeze=false", "++disable_update=true"):
+        assert override in cmd
+    s = r["summary"]
+    assert s["n_new"] >= 5 and s["n_seen"] >= 10
+    assert r["val_lines"] > 0
+
+
+def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path, capsys):
+    rc, r = _selfcheck(
+        capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path), "--inject-stall", str(STALL_S)
+    )
+    assert r["verdict"] == "FAIL"
+    assert rc == 1
+    assert r["summary"]["new_over_seen"] >= selfcheck.THRESHOLDS["cpu"].new_over_seen
+
+
+def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
+    rc = cli.main(["selfcheck", "--json", "--tiny", str(tmp_path / "nothing")])
+    assert rc == selfcheck.EXIT_ERROR
+    assert json.loads(capsys.readouterr().out)["verdict"] == "ERROR"
+
+
+# --- the probe ---------------------------------------------------------------------------------
+
+
+def test_probe_machinery_on_cpu():
+    from ftenv import probe
+
+    r = probe.probe("cpu", heads=2, head_dim=16)
+    rows = r["modes"]["current"]["rows"]
+    assert [(x["batch"], x["padded_len"]) for x in rows] == probe.SHAPES["current"]
+    assert all(x["fwd1"] > 0 and x["bwd2"] > 0 for x in rows)
+    assert "cudnn-first" not in r["modes"]  # forcing cuDNN means nothing on a CPU
+    assert "per-new-shape cost" in probe.render(r)
+
+
+def _cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_probe_skips_without_a_gpu(capsys):
+    if _cuda():
+        pytest.skip("a GPU is present")
+    assert cli.main(["probe"]) == 0
+    assert "skipped" in capsys.readouterr().out
+
+
+# --- on a GPU: the variable at 1 passes, at 0 fails (the control) ------------------------------
+
+
+def _gpu_exposed_at_0() -> bool:
+    """cuDNN goes first at 0 only on sm_90/sm_100/sm_103 with cuDNN >= 9.15.1."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return (major, minor) in {(9, 0), (10, 0), (10, 3)} and (torch.backends.cudnn.version() or 0) > 91500
+
+
+def _subprocess_selfcheck(value: str, *argv) -> tuple[int, dict]:
+    env = dict(os.environ, TORCH_CUDNN_SDPA_DEPRIORITIZED=value)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "scripts"), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-m", "ftenv.cli", "selfcheck", "--json", "--device", "cuda", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", [[], ["--recipe"]], ids=["in-process", "recipe"])
+def test_gpu_passes_with_the_fix_and_fails_without(mode, tiny):
+    if not _cuda():
+        pytest.skip("no CUDA GPU")
+    rc, r = _subprocess_selfcheck("1", "--tiny", str(tiny), *mode)
+    assert (rc, r["verdict"]) == (0, "PASS"), r["summary"]["reasons"]
+    if not _gpu_exposed_at_0():
+        pytest.skip("this GPU/cuDNN never puts cuDNN attention first: no control possible")
+    rc, r = _subprocess_selfcheck("0", "--tiny", str(tiny), *mode)
+    assert (rc, r["verdict"]) == (1, "FAIL"), r["summary"]["reasons"]
+
+
+def test_gpu_check_script_says_it_needs_a_gpu():
+    if _cuda():
+        pytest.skip("a GPU is present: run scripts/gpu_check.py itself")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu_check.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "no CUDA GPU visible" in proc.stdout
