@@ -9,7 +9,18 @@ import sys
 from ftenv import __version__
 
 #: Modules under ftenv/ that provide `add_parser(subparsers)`; the order is the help's order.
-COMMANDS = ["report", "versions_cli", "buildcheck", "finetune", "watch", "analyze", "release"]
+COMMANDS = [
+    "report",
+    "versions_cli",
+    "buildcheck",
+    "finetune",
+    "watch",
+    "analyze",
+    "selfcheck",
+    "probe",
+    "tinymodel",
+    "release",
+]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,280 @@
+"""Read FunASR's per-step log lines (funasr/train_utils/trainer_ds.py, Trainer.log) into Steps.
+
+A training line looks like (one line; see /work/shared/notes/funasr-facts.md):
+
+    [2026-11-29 15:18:55,943][root][INFO] - train, rank: 0, epoch: 0/1, ..., total step: 2, ...,
+    [('batch_size_speech', 2), ..., ('batch_size', 2), ('batch_size_x_tokens', 86), ...],
+    {'data_load': '0.011', 'forward_time': '0.015', 'backward_time': '0.017', 'optim_time': '0.004',
+    'total_time': '0.050'}, GPU, memory: ...
+
+Validation lines start with `val, rank:` and are counted, never taken for training steps.
+
+Which time is a step's time: FunASR's `total_time` runs from the end of one step's optimizer update
+to the end of the next, so it also holds the logging, the validation and the checkpoint saving done
+between steps. By default the step time here is data_load + forward_time + backward_time +
+optim_time (the time inside the step); `total_time` when a phase is missing, or always with
+time="total". The batch shape is (batch_size, batch_size_x_tokens / batch_size): the batch and the
+padded token length of the LLM input.
+
+Everything works on bytes: a log may hold any bytes, and the watchdog must not decode what it passes
+through.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftenv.stepstats import Step
+
+TRAIN = b"train, rank: "
+VAL = b"val, rank: "
+PHASES = ("data_load", "forward_time", "backward_time", "optim_time")
+_PHASE_KEYS = [(name, b"'" + name.encode() + b"': '") for name in (*PHASES, "total_time")]
+#: Longest line kept for parsing; longer ones pass through the watchdog but are not parsed
+#: (a FunASR step line is about 1 kB).
+MAX_LINE = 1 << 16
+
+
+def _field(line: bytes, key: bytes, end: bytes) -> bytes | None:
+    i = line.find(key)
+    if i < 0:
+        return None
+    i += len(key)
+    j = line.find(end, i)
+    return line[i:j] if j >= 0 else None
+
+
+def _int(raw: bytes | None) -> int | None:
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def _float(raw: bytes | None) -> float | None:
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def _tagged(line: bytes, tag: bytes) -> int:
+    """Offset just past `tag` when it starts the log message (not inside a word), else -1."""
+    i = line.find(tag)
+    while i > 0 and (line[i - 1 : i].isalnum() or line[i - 1 : i] == b"_"):
+        i = line.find(tag, i + 1)
+    return i + len(tag) if i >= 0 else -1
+
+
+# The fast path: the exact layout Trainer.log writes (one regex search each); anything else goes
+# through the field-by-field path below.
+_HEAD = re.compile(
+    rb"train, rank: (\d+), epoch: [^,]*, data_slice: [^,]*, step_in_slice: [^,]*, "
+    rb"step_in_epoch: \d+, total step: (\d+), "
+)
+_SHAPE = re.compile(rb"\('batch_size', (\d+)\), \('batch_size_x_tokens', (\d+)\)")
+_SPEED = re.compile(
+    rb"\{'data_load': '([0-9.]+)', 'forward_time': '([0-9.]+)', 'backward_time': '([0-9.]+)', "
+    rb"'optim_time': '([0-9.]+)', 'total_time': '([0-9.]+)'\}"
+)
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def fast_fields(line: bytes, time: str = "phases"):
+    """The hot path for the watchdog: (index, seconds, batch, padded_len, rank, (data_load,
+    forward, backward, optim)) for a training line in Trainer.log's exact layout, else None (then
+    parse_line decides). No Step is built: a frozen dataclass costs more than the parsing."""
+    head = _HEAD.search(line)
+    if head is None:
+        return None
+    at = head.start()
+    if at and line[at - 1] in _WORD:
+        return None
+    speed = _SPEED.search(line, head.end())
+    if speed is None:
+        return None
+    d, f, b, o, t = map(float, speed.groups())
+    shape = _SHAPE.search(line, head.end(), speed.start())
+    batch = padded = None
+    if shape is not None:
+        batch = int(shape.group(1))
+        if batch:
+            padded = int(shape.group(2)) // batch
+        else:
+            batch = None
+    seconds = round(d + f + b + o, 6) if time == "phases" else t
+    return int(head.group(2)), seconds, batch, padded, int(head.group(1)), (d, f, b, o)
+
+
+def _fast(line: bytes, time: str) -> Step | None:
+    fields = fast_fields(line, time)
+    if fields is None:
+        return None
+    index, seconds, batch, padded, rank, values = fields
+    return Step(index, seconds, batch, padded, rank, None, tuple(zip(PHASES, values, strict=True)))
+
+
+def parse_line(line: bytes, time: str = "phases") -> tuple[str, Step | str | None] | None:
+    """None for a line that is not a step line; ("val", None) for a validation line;
+    ("train", Step) for a training step; ("bad", reason) for a line that starts like a training
+    step but lacks what is needed (rank or a time). Step.index is FunASR's `total step`, or -1
+    when absent (the caller numbers such steps)."""
+    if len(line) > MAX_LINE:
+        return None
+    step = _fast(line, time)
+    if step is not None:
+        return ("train", step)
+    at = _tagged(line, TRAIN)
+    if at < 0:
+        return ("val", None) if _tagged(line, VAL) >= 0 else None
+    comma = line.find(b",", at)
+    rank = _int(line[at : comma if comma >= 0 else len(line)].strip())
+    if rank is None:
+        return ("bad", "no readable rank")
+    times = {name: _float(_field(line, key, b"'")) for name, key in _PHASE_KEYS}
+    phases = tuple((name, times[name]) for name in PHASES if times[name] is not None)
+    if time == "phases" and len(phases) == len(PHASES):
+        seconds = sum(v for _, v in phases)
+    elif times["total_time"] is not None:
+        seconds = times["total_time"]
+    else:
+        return ("bad", "no total_time and not all of " + ", ".join(PHASES))
+    index = _int(_field(line, b"total step: ", b","))
+    batch = _int(_field(line, b"('batch_size', ", b")"))
+    tokens = _int(_field(line, b"('batch_size_x_tokens', ", b")"))
+    padded = tokens // batch if batch and tokens is not None else None
+    step = Step(
+        index=index if index is not None else -1,
+        seconds=round(seconds, 6),
+        batch=batch if padded is not None else None,
+        padded_len=padded,
+        rank=rank,
+        phases=phases,
+    )
+    return ("train", step)
+
+
+class LineSplitter:
+    """Cuts a byte stream into lines (on b"\\n") for parsing, without holding more than MAX_LINE
+    bytes of an unfinished line: the rest of an over-long line is skipped."""
+
+    def __init__(self) -> None:
+        self._carry = b""
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> tuple[list[bytes], int]:
+        """The complete lines that this chunk ends (without b"\\n"; the first one may have begun
+        in earlier chunks), and the offset in the chunk where the first of them begins (negative
+        when it began earlier): line k ends at offset start + sum(len(line) + 1 for lines 0..k)."""
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        start = -len(self._carry)
+        if lines:
+            if self._skipping:
+                # The first piece ends an over-long line: nothing to parse (an empty line), with
+                # the offsets shifted by its length.
+                start, lines[0] = len(lines[0]), b""
+            elif self._carry:
+                lines[0] = self._carry + lines[0]
+            self._carry, self._skipping = b"", False
+        if not self._skipping:
+            self._carry += tail
+            if len(self._carry) > MAX_LINE:
+                self._carry, self._skipping = b"", True
+        return lines, start
+
+    def flush(self) -> bytes | None:
+        """The unfinished last line at end of stream, if any (and not over-long)."""
+        line, self._carry = self._carry, b""
+        skipped, self._skipping = self._skipping, False
+        return line if line and not skipped else None
+
+
+@dataclass
+class LogScan:
+    """What one or several log files hold."""
+
+    steps: list[Step] = field(default_factory=list)
+    val_lines: int = 0
+    bad_lines: int = 0
+    bad_examples: list[str] = field(default_factory=list)
+    lines: int = 0
+    files: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # "PATH: why"
+    binary: list[str] = field(default_factory=list)
+
+    def add(self, parsed, line: bytes, where: str) -> None:
+        if parsed is None:
+            return
+        kind, value = parsed
+        if kind == "train":
+            self.steps.append(value)
+        elif kind == "val":
+            self.val_lines += 1
+        else:
+            self.bad_lines += 1
+            if len(self.bad_examples) < 3:
+                text = line.decode("utf-8", "replace")
+                self.bad_examples.append(f"{where}: {value}: {text[:160]}")
+
+
+def _open(path: Path):
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
+
+
+def scan_files(paths: list[str], time: str = "phases") -> LogScan:
+    """Parse every file; a missing or unreadable one is listed in `unreadable`, never raised.
+    Steps come back per rank in step order (files may be given in any order, e.g. rotated logs
+    `train.log train.log.1`), identical repeats (overlapping files) dropped, and unnumbered steps
+    numbered in file order."""
+    scan = LogScan()
+    for name in paths:
+        path = Path(name)
+        try:
+            if path.is_dir():
+                raise IsADirectoryError("is a directory")
+            splitter, lineno, nul = LineSplitter(), 0, False
+            with _open(path) as fh:
+                while chunk := fh.read(1 << 20):
+                    nul = nul or b"\x00" in chunk[:8192]
+                    for line in splitter.feed(chunk)[0]:
+                        lineno += 1
+                        scan.add(parse_line(line, time), line, f"{name}:{lineno}")
+                last = splitter.flush()
+                if last is not None:
+                    lineno += 1
+                    scan.add(parse_line(last, time), last, f"{name}:{lineno}")
+            scan.lines += lineno
+            scan.files.append(name)
+            if nul:
+                scan.binary.append(name)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            scan.unreadable.append(f"{name}: {why}")
+    scan.steps = order_steps(scan.steps)
+    return scan
+
+
+def order_steps(steps: list[Step]) -> list[Step]:
+    """Per rank: number unnumbered steps, sort by step index (stable), drop exact duplicates."""
+    by_rank: dict[int, list[Step]] = {}
+    for s in steps:
+        by_rank.setdefault(s.rank, []).append(s)
+    out = []
+    for rank in sorted(by_rank):
+        numbered, dupes = [], set()
+        for i, s in enumerate(by_rank[rank]):
+            if s.index < 0:
+                s = Step(i + 1, s.seconds, s.batch, s.padded_len, s.rank, s.new_shape, s.phases)
+            key = (s.index, s.seconds, s.shape)
+            if key not in dupes:
+                dupes.add(key)
+                numbered.append(s)
+        numbered.sort(key=lambda s: s.index)
+        out.extend(numbered)
+    return out

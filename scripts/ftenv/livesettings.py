@@ -1,0 +1,234 @@
+"""The attention settings that apply to a running training process, read from outside it.
+
+The watchdog is the training process's parent: it must not initialise CUDA (a CUDA context would
+hold GPU memory for the whole run) and must not import torch. So:
+- GPU architecture: NVML through ctypes (libnvidia-ml.so.1, which needs no CUDA context), else
+  `nvidia-smi --query-gpu=compute_cap`; unknown when neither works.
+- TORCH_CUDNN_SDPA_DEPRIORITIZED: from the environment of the training process itself
+  (/proc/PID/environ of the watched command and its descendants, so that a script that exports it
+  is seen), else from this process's environment.
+- torch: importlib.metadata (no import). cuDNN: the image's CUDNN_VERSION variable, else the
+  installed nvidia-cudnn-cu13/-cu12 wheel's version.
+Then the rule in ftenv.sdpa decides whether cuDNN goes first. Anything unreadable is "unknown";
+nothing here raises.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from ftenv import sdpa
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    arches: tuple[tuple[int, int], ...]  # distinct compute capabilities of the visible GPUs
+    arch_source: str  # "nvml", "nvidia-smi", or why unknown
+    env: sdpa.EnvSetting
+    env_source: str  # "training process", "training process (values differ: ...)", "environment"
+    torch_version: str | None
+    cudnn_version: int | None
+    #: cuDNN first on the (first) GPU by torch's rule; None when a needed fact is unknown.
+    cudnn_first: bool | None
+
+    @property
+    def arch_text(self) -> str:
+        return "/".join(sdpa.sm_name(a) for a in self.arches) if self.arches else "GPU arch unknown"
+
+    @property
+    def env_text(self) -> str:
+        raw = "unset" if self.env.raw is None else f"={self.env.raw}"
+        return f"{sdpa.ENV_VAR}{raw}" if raw != "unset" else f"{sdpa.ENV_VAR} unset"
+
+    @property
+    def first_text(self) -> str:
+        return {True: "yes", False: "no", None: "unknown"}[self.cudnn_first]
+
+    def line(self) -> str:
+        return (
+            f"{self.arch_text}, {self.env_text}, cuDNN attention first: {self.first_text} "
+            f"(torch {self.torch_version or 'unknown'}, cuDNN {sdpa.cudnn_name(self.cudnn_version)})"
+        )
+
+    def why_not_first(self) -> str:
+        """Plain words for cudnn_first == False."""
+        if self.env.deprioritizes:
+            return f"{sdpa.FIX} is set"
+        release = sdpa.torch_release(self.torch_version)
+        if release is not None and release < sdpa.FIRST_PREFERRING_TORCH:
+            return f"torch {self.torch_version} never puts cuDNN first"
+        if self.arches and not any(a in sdpa.PREFERRING_SM for a in self.arches):
+            return f"{self.arch_text} is not one of the GPUs where torch prefers cuDNN"
+        return f"cuDNN {sdpa.cudnn_name(self.cudnn_version)} is not newer than 9.15.0"
+
+    def unknown_facts(self) -> list[str]:
+        missing = []
+        if not self.arches:
+            missing.append("GPU arch")
+        if self.torch_version is None:
+            missing.append("torch version")
+        if self.cudnn_version is None:
+            missing.append("cuDNN version")
+        return missing
+
+
+def _nvml_arches() -> tuple[tuple[int, int], ...] | None:
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None
+    try:
+        if nvml.nvmlInit_v2() != 0:
+            return None
+        try:
+            count = ctypes.c_uint()
+            if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                return None
+            arches = set()
+            for i in range(count.value):
+                handle = ctypes.c_void_p()
+                major, minor = ctypes.c_int(), ctypes.c_int()
+                if nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
+                    continue
+                if nvml.nvmlDeviceGetCudaComputeCapability(handle, ctypes.byref(major), ctypes.byref(minor)):
+                    continue
+                arches.add((major.value, minor.value))
+            return tuple(sorted(arches)) or None
+        finally:
+            nvml.nvmlShutdown()
+    except (AttributeError, OSError):
+        return None
+
+
+def _smi_arches() -> tuple[tuple[int, int], ...] | None:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    arches = set()
+    for line in out.splitlines():
+        m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", line)
+        if m:
+            arches.add((int(m.group(1)), int(m.group(2))))
+    return tuple(sorted(arches)) or None
+
+
+def gpu_arches() -> tuple[tuple[tuple[int, int], ...], str]:
+    arches = _nvml_arches()
+    if arches:
+        return arches, "nvml"
+    arches = _smi_arches()
+    if arches:
+        return arches, "nvidia-smi"
+    return (), "no NVML or nvidia-smi answer"
+
+
+def cudnn_int(text: str | None) -> int | None:
+    """'9.19.0.56' -> 91900 (torch.backends.cudnn.version()'s form)."""
+    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if not m:
+        return None
+    return int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3) or 0)
+
+
+def _package_version(*names: str) -> str | None:
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _proc_environ(pid: int) -> dict[str, str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
+
+
+def process_tree(root: int) -> list[int]:
+    """root and its descendants, breadth first (Linux /proc; [root] elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    except OSError:
+        return [root]
+    for pid in entries:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    order, queue = [], [root]
+    while queue:
+        pid = queue.pop(0)
+        order.append(pid)
+        queue.extend(sorted(children.get(pid, [])))
+    return order
+
+
+def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str | None], str]:
+    """The values of `names` in the training process: the deepest process of root's tree whose
+    environment can be read (the trainer, or a worker of it). Falls back to os.environ."""
+    if root is not None:
+        envs = [e for e in (_proc_environ(p) for p in process_tree(root)) if e is not None]
+        if envs:
+            deepest = envs[-1]
+            values = {n: deepest.get(n) for n in names}
+            differing = sorted({str(e.get(names[0])) for e in envs})
+            source = "training process"
+            if len(differing) > 1:
+                source += f" (values differ along the process tree: {', '.join(differing)})"
+            return values, source
+    return {n: os.environ.get(n) for n in names}, "environment"
+
+
+def probe(pid: int | None = None) -> AttentionSettings:
+    """Read the settings once (cheap: no CUDA, no torch import). pid: the watched command."""
+    try:
+        arches, arch_source = gpu_arches()
+    except Exception as exc:  # never let a probe take the watchdog down
+        arches, arch_source = (), f"probe failed: {exc}"
+    try:
+        values, env_source = process_env(pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
+    except Exception:
+        values, env_source = (
+            {sdpa.ENV_VAR: os.environ.get(sdpa.ENV_VAR), "CUDNN_VERSION": None},
+            "environment",
+        )
+    env = sdpa.interpret_env(values[sdpa.ENV_VAR])
+    torch_version = _package_version("torch")
+    cudnn = cudnn_int(values.get("CUDNN_VERSION") or os.environ.get("CUDNN_VERSION"))
+    if cudnn is None:
+        cudnn = cudnn_int(_package_version("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"))
+    firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, env) for a in arches}
+    if not arches:
+        # The variable alone can already say no.
+        first = False if env.deprioritizes else None
+    elif True in firsts:
+        first = True
+    elif None in firsts:
+        first = None
+    else:
+        first = False
+    return AttentionSettings(arches, arch_source, env, env_source, torch_version, cudnn, first)

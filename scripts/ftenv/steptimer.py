@@ -1,0 +1,76 @@
+"""The watchdog for people with their own training loop: call `tick()` once per step.
+
+    from ftenv.steptimer import StepTimer
+
+    timer = StepTimer()                      # prints its hints to stderr
+    for batch in loader:
+        loss = model(**batch).loss
+        loss.backward(); optim.step(); optim.zero_grad()
+        loss.item()                          # waits for the GPU (or torch.cuda.synchronize())
+        timer.tick(batch=batch["input_ids"].shape[0], padded_len=batch["input_ids"].shape[1])
+    timer.finish()                           # the summary; timer.summary() for the numbers
+
+Each tick times the step since the previous tick (the first since the timer was made, or since
+`start()`), end to end like FunASR's total_time. The GPU runs asynchronously: time only after a
+call that waits for it, or the time lands in a later step. The hints are the watchdog's: the same
+running median, the same wording, the same live attention settings (read without CUDA from this
+process's environment). Give `record(seconds, ...)` your own timing instead of tick() if you have it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TextIO
+
+from ftenv import livesettings, slowhint, stepstats
+
+
+class StepTimer:
+    def __init__(
+        self,
+        factor: float = 3.0,
+        warmup: int = 3,
+        rank: int | None = None,
+        stream: TextIO | None = None,
+        clock=time.perf_counter,
+    ):
+        self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+        self.stream, self.clock = stream, clock
+        self.watcher = slowhint.Watcher(
+            factor=factor, warmup=warmup, settings=lambda: livesettings.probe(None)
+        )
+        self._last = clock()
+        self._index = 0
+
+    def start(self) -> None:
+        """Restart the clock (e.g. right before the loop, after model set-up)."""
+        self._last = self.clock()
+
+    def tick(self, batch: int | None = None, padded_len: int | None = None) -> list[str]:
+        now = self.clock()
+        seconds, self._last = now - self._last, now
+        return self.record(seconds, batch=batch, padded_len=padded_len)
+
+    def record(self, seconds: float, batch: int | None = None, padded_len: int | None = None) -> list[str]:
+        """One step that took `seconds`; returns (and prints) the watchdog's lines, if any."""
+        self._index += 1
+        step = stepstats.Step(self._index, float(seconds), batch, padded_len, self.rank)
+        lines = self.watcher.observe(step)
+        self._print(lines)
+        return lines
+
+    def summary(self) -> stepstats.Summary:
+        return self.watcher.summary()
+
+    def finish(self) -> stepstats.Summary:
+        """Print the summary lines and return the summary."""
+        self._print(self.watcher.summary_lines(final=True))
+        return self.summary()
+
+    def _print(self, lines: list[str]) -> None:
+        if lines:
+            out = self.stream or sys.stderr
+            out.write("".join(f"{x}\n" for x in lines))
+            out.flush()

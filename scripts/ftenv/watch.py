@@ -1,0 +1,338 @@
+"""`ftenv watch -- COMMAND [ARGS...]`: run a training command, pass its output through untouched,
+and add one marked line when a step is several times the running median, saying why and what to do.
+
+Pass-through: the command's stdout and stderr are pipes read by one thread each, in raw chunks,
+each chunk written at once to the same stream of this process (no decoding, no line buffering:
+partial lines, `\\r` progress bars, any bytes and any line length pass as they come, and each
+stream keeps its order). Complete lines are parsed on the side (ftenv.funasrlog); the watchdog's
+own lines start with `[ftenv-watch]` and go, by default, into the stream that carried the step
+line, right after that line (so they land in the same log file); `--hint-stream stderr` sends them
+to stderr instead. Removing the lines that start with `[ftenv-watch]` gives back the command's
+output byte for byte.
+
+Process: the command runs in its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
+SIGUSR2 sent to the watchdog (by a terminal, `docker stop`, tini, Slurm) are forwarded to that whole
+group, and the watchdog exits with the command's exit code (128+N when a signal N ended it). It
+never initialises CUDA (see ftenv.livesettings). A failure inside the watchdog's parsing stops the
+watching, never the pass-through or the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from ftenv import funasrlog, livesettings, slowhint
+from ftenv.slowhint import PREFIX
+
+ENV_SWITCH = "FTENV_WATCH"
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+CHUNK = 1 << 16
+#: Cheap test before parsing a line: both step-line tags contain it.
+_TAG = b", rank: "
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+class _Core:
+    """The shared state of both pumps: parsing, the Watcher, and where hints go."""
+
+    def __init__(self, watcher: slowhint.Watcher, summary_every: int, time_field: str):
+        self.watcher = watcher
+        self.summary_every = summary_every
+        self.time_field = time_field
+        self.lock = threading.Lock()
+        self.last_step_fd: int | None = None
+        self.broken: str | None = None
+
+    def handle(self, line: bytes, out_fd: int) -> list[str]:
+        fields = funasrlog.fast_fields(line, self.time_field) if len(line) <= funasrlog.MAX_LINE else None
+        if fields is not None:
+            with self.lock:
+                self.last_step_fd = out_fd
+                lines = self.watcher.observe_values(*fields)
+                if self.summary_every and self.watcher.n_steps % self.summary_every == 0:
+                    lines += self.watcher.summary_lines(final=False)
+                return lines
+        parsed = funasrlog.parse_line(line, self.time_field)
+        if parsed is None:
+            return []
+        kind, value = parsed
+        with self.lock:
+            if kind == "val":
+                self.watcher.val_lines += 1
+                return []
+            if kind == "bad":
+                self.watcher.bad_lines += 1
+                return []
+            self.last_step_fd = out_fd
+            lines = self.watcher.observe(value)
+            if self.summary_every and self.watcher.n_steps % self.summary_every == 0:
+                lines += self.watcher.summary_lines(final=False)
+            return lines
+
+
+class _Pump(threading.Thread):
+    """Copies one pipe to one fd, parsing complete lines on the side."""
+
+    def __init__(self, pipe, out_fd: int, core: _Core, hint_fd: int | None):
+        super().__init__(daemon=True, name=f"ftenv-watch-{out_fd}")
+        self.pipe, self.src, self.out_fd = pipe, pipe.fileno(), out_fd
+        self.core, self.hint_fd = core, hint_fd  # hint_fd None: hints inline in this stream
+        self.splitter = funasrlog.LineSplitter()
+        self.parse = True
+        self.last_data = time.monotonic()
+        self.at_line_start = True  # the last byte written to out_fd was a newline (or none yet)
+
+    def _hints(self, chunk: bytes) -> list[tuple[int, bytes]]:
+        """(offset just past a step line's newline, the watchdog lines to insert there)."""
+        if not self.parse:
+            return []
+        inserts, end = [], 0
+        try:
+            lines, end = self.splitter.feed(chunk)
+            for line in lines:
+                end += len(line) + 1
+                if _TAG in line:
+                    extra = self.core.handle(line, self.out_fd)
+                    if extra:
+                        inserts.append((end, "".join(f"{x}\n" for x in extra).encode()))
+        except Exception as exc:  # never let the watching break the pass-through
+            self.parse = False
+            self.core.broken = f"{type(exc).__name__}: {exc}"
+            # Right after the line being parsed (at a line start), or at the end of the summary.
+            if 0 < end <= len(chunk) and chunk[end - 1 : end] == b"\n":
+                inserts.append((end, f"{PREFIX} internal error, watching stopped: {exc}\n".encode()))
+        return inserts
+
+    def run(self) -> None:
+        try:
+            while True:
+                chunk = os.read(self.src, CHUNK)
+                if not chunk:
+                    break
+                self.last_data = time.monotonic()
+                self.at_line_start = chunk.endswith(b"\n")
+                inserts = self._hints(chunk)
+                if not inserts:
+                    _write_all(self.out_fd, chunk)
+                    continue
+                start = 0
+                for end, text in inserts:
+                    if self.hint_fd is None:
+                        _write_all(self.out_fd, chunk[start:end])
+                        _write_all(self.out_fd, text)
+                    else:
+                        _write_all(self.out_fd, chunk[start:end])
+                        _write_all(self.hint_fd, text)
+                    start = end
+                _write_all(self.out_fd, chunk[start:])
+            last = self.splitter.flush()
+            if last is not None and self.parse and _TAG in last:
+                self.core.handle(last, self.out_fd)  # counted; no hint after an unfinished line
+        except BrokenPipeError:
+            pass  # our reader went away: close our end so the command sees it, as without us
+        except OSError as exc:
+            self.core.broken = f"pass-through of fd {self.out_fd}: {exc}"
+        finally:
+            self.pipe.close()
+
+
+def watch(
+    argv: list[str],
+    *,
+    factor: float = 3.0,
+    warmup: int = 3,
+    repeat: int = 3,
+    summary: bool = True,
+    summary_every: int = 0,
+    hint_stream: str = "same",
+    time_field: str = "phases",
+    drain_s: float = 3.0,
+    settings=None,
+) -> int:
+    """Run argv under the watchdog; returns its exit code (128+N when signal N ended it).
+    settings: a callable returning AttentionSettings (tests); default probes the live settings."""
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
+    except FileNotFoundError:
+        print(f"ftenv watch: command not found: {argv[0]}", file=sys.stderr)
+        return 127
+    except PermissionError:
+        print(f"ftenv watch: permission denied: {argv[0]}", file=sys.stderr)
+        return 126
+    except OSError as exc:
+        print(f"ftenv watch: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
+        return 126
+
+    def forward(signum, _frame):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signum)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in FORWARDED:
+            previous[sig] = signal.signal(sig, forward)
+    probe = settings or (lambda: livesettings.probe(proc.pid))
+    watcher = slowhint.Watcher(factor=factor, warmup=warmup, repeat=repeat, settings=probe)
+    core = _Core(watcher, summary_every, time_field)
+    out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    hint_fd = err_fd if hint_stream == "stderr" else None
+    pumps = [_Pump(proc.stdout, out_fd, core, hint_fd), _Pump(proc.stderr, err_fd, core, hint_fd)]
+    for p in pumps:
+        p.start()
+    try:
+        rc = proc.wait()
+        exited = time.monotonic()
+        # The command is gone; its output may still be in the pipes (or a leftover grandchild may
+        # hold them open): drain until EOF, or until nothing came for drain_s seconds after the exit.
+        for p in pumps:
+            while p.is_alive():
+                p.join(timeout=0.1)
+                if p.is_alive() and time.monotonic() - max(p.last_data, exited) > drain_s:
+                    break
+        if summary and (watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken):
+            with core.lock:  # a pump still draining a leftover's output may be counting
+                lines = watcher.summary_lines(final=True)
+            if watcher.bad_lines:
+                lines.append(
+                    f"{PREFIX} {watcher.bad_lines} lines began like a training step but had no rank or time"
+                )
+            if core.broken:
+                lines.append(f"{PREFIX} note: {core.broken}")
+            text = "".join(f"{x}\n" for x in lines).encode()
+            # Into the stream that carried the step lines, unless it ended in the middle of a line:
+            # then the other one; if both did, after a newline of our own.
+            at_start = {p.out_fd: p.at_line_start for p in pumps}
+            preferred = hint_fd or core.last_step_fd or err_fd
+            other = out_fd if preferred == err_fd else err_fd
+            if at_start.get(preferred, True):
+                target = preferred
+            elif at_start.get(other, True):
+                target = other
+            else:
+                target, text = preferred, b"\n" + text
+            with contextlib.suppress(OSError):
+                _write_all(target, text)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - rc if rc < 0 else rc
+
+
+def enabled(environ=None) -> bool:
+    return (environ if environ is not None else os.environ).get(ENV_SWITCH, "1") != "0"
+
+
+def run_watched(argv: list[str], **options) -> int:
+    """For launchers (`ftenv finetune`): run argv under the watchdog, or, with FTENV_WATCH=0, exec
+    it plainly (this process becomes the command; returns only if exec fails)."""
+    if not argv:
+        print("ftenv watch: no command given", file=sys.stderr)
+        return 2
+    if not enabled():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            os.execvp(argv[0], argv)
+        except FileNotFoundError:
+            print(f"ftenv watch: command not found: {argv[0]}", file=sys.stderr)
+            return 127
+        except OSError as exc:
+            print(f"ftenv watch: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
+            return 126
+    return watch(argv, **options)
+
+
+def run(args: argparse.Namespace) -> int:
+    argv = list(args.cmd)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        print(
+            "ftenv watch: no command given; usage: ftenv watch [OPTIONS] -- COMMAND [ARGS...]",
+            file=sys.stderr,
+        )
+        return 2
+    return run_watched(
+        argv,
+        factor=args.factor,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        summary=not args.no_summary,
+        summary_every=args.summary_every,
+        hint_stream=args.hint_stream,
+        time_field=args.time,
+    )
+
+
+def _factor(text: str) -> float:
+    value = float(text)
+    if not value > 1:
+        raise argparse.ArgumentTypeError("must be greater than 1")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def add_time_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--time",
+        choices=("phases", "total"),
+        default="phases",
+        help="step time: data_load+forward+backward+optim (default; excludes validation and "
+        "checkpoints done between steps) or FunASR's total_time",
+    )
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "watch",
+        help="run a training command and name slow steps, their cause and the fix, in its log",
+        description=(
+            "Runs COMMAND, passes its stdout and stderr through unchanged, and after a FunASR "
+            "training step that takes at least K times the running median prints one line marked "
+            f"{PREFIX} with the step's batch shape, the attention settings, the cause and the fix. "
+            f"{ENV_SWITCH}=0 in the image's fine-tune entry turns it off. See docs/watchdog.md."
+        ),
+        usage="ftenv watch [OPTIONS] -- COMMAND [ARGS...]",
+    )
+    p.add_argument(
+        "--factor", "-k", type=_factor, default=3.0, help="slow = at least K x the running median (3)"
+    )
+    p.add_argument("--warmup", type=_count, default=3, help="steps per rank before any is judged (3)")
+    p.add_argument(
+        "--repeat", type=_count, default=3, help="slow steps of one cause printed before the pattern line (3)"
+    )
+    p.add_argument(
+        "--summary-every", type=_count, default=0, metavar="N", help="also a summary every N steps"
+    )
+    p.add_argument("--no-summary", action="store_true", help="no summary at the end")
+    p.add_argument(
+        "--hint-stream",
+        choices=("same", "stderr"),
+        default="same",
+        help="where the watchdog's lines go: right after the step line in its own stream (default) or stderr",
+    )
+    add_time_option(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
+    p.set_defaults(func=run)

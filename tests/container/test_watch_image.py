@@ -1,0 +1,80 @@
+"""`ftenv watch` and `ftenv analyze` inside the built image: through its entrypoint with tini as
+PID 1, the image's own TORCH_CUDNN_SDPA_DEPRIORITIZED=1, an override to 0, exit codes and SIGTERM
+from the engine (`podman kill`). The command is tests/fake_trainer.py (mounted read-only): the
+field report's pattern in the trainer's real line format. No GPU: the arch is unknown here."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import uuid
+
+from conftest import ROOT
+
+MOUNT = ["-v", f"{ROOT / 'tests'}:/t:ro"]
+FAKE = ["python3", "/t/fake_trainer.py"]
+QUIET = {"FTENV_REPORT": "0"}
+
+
+def test_image_default_names_another_cause(run):
+    r = run("ftenv", "watch", "--", *FAKE, "--steps", "60", env=QUIET, extra=MOUNT)
+    assert r.returncode == 0, r.stderr
+    full = next(line for line in r.stdout.splitlines() if "SLOW STEP" in line)
+    # The image sets the variable to 1: cuDNN is not first, so the hint must not blame it.
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1, cuDNN attention first: no" in full
+    assert "not first here (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is set)" in full
+    assert "Fix: set TORCH" not in full
+
+
+def test_override_to_0_gets_the_cause_and_the_fix(run):
+    env = {**QUIET, "TORCH_CUDNN_SDPA_DEPRIORITIZED": "0"}
+    r = run("ftenv", "watch", "--", *FAKE, "--exit", "1", env=env, extra=MOUNT)
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    i = next(i for i, line in enumerate(lines) if "SLOW STEP" in line)
+    step = re.search(r" step (\d+):", lines[i]).group(1)
+    assert f"total step: {step}," in lines[i - 1]
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in lines[i] and "torch 2.11.0" in lines[i]
+    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
+    assert "this image sets it to 1: something overrode it" in lines[i]
+    assert "[ftenv-watch] verdict: FAIL" in r.stdout
+
+
+def test_analyze_in_the_image(run):
+    r = run(
+        "sh",
+        "-c",
+        "python3 /t/fake_trainer.py > /tmp/train.log 2>/dev/null && ftenv analyze /tmp/train.log",
+        env=QUIET,
+        extra=MOUNT,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "59 of 382, 59 on shapes new to their rank (100%)" in r.stdout and "verdict: FAIL" in r.stdout
+
+
+def test_sigterm_from_the_engine_reaches_the_command(image):
+    name = f"ftenv-watch-{uuid.uuid4().hex[:8]}"
+    script = (
+        "import signal, sys, time\n"
+        "def bye(s, f):\n"
+        "    print('command got SIGTERM', flush=True); sys.exit(143)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "print('READY', flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    start = ["podman", "run", "-d", "--pull=never", "--name", name, "-e", "FTENV_REPORT=0", image]
+    subprocess.run([*start, "ftenv", "watch", "--", "python3", "-c", script], check=True, capture_output=True)
+    try:
+        for _ in range(120):
+            logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True).stdout
+            if "READY" in logs:
+                break
+            time.sleep(0.5)
+        subprocess.run(["podman", "kill", "--signal", "TERM", name], check=True, capture_output=True)
+        code = subprocess.run(["podman", "wait", name], capture_output=True, text=True, timeout=120).stdout
+        logs = subprocess.run(["podman", "logs", name], capture_output=True, text=True).stdout
+        assert "command got SIGTERM" in logs
+        assert code.strip() == "143"
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], capture_output=True)

@@ -1,0 +1,235 @@
+"""`ftenv analyze` and the FunASR log parser (ftenv.funasrlog) on generated logs in the real line
+format: the field report's run, the fixed run, several ranks, rotated files, validation and noise
+lines, and bad input (empty, binary, missing, no step lines)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from ftenv import analyze, cli, funasrlog
+from ftenv.funasrlog import MAX_LINE, LineSplitter, parse_line
+from steplogs import NOISE, field_report_log, train_line, val_line
+
+#: The line from /work/shared/notes/funasr-facts.md, as funasr-train-ds printed it.
+REAL = (
+    "[2026-11-29 15:18:55,943][root][INFO] - train, rank: 0, epoch: 0/1, data_slice: 0/1, "
+    "step_in_slice: 2/6, step_in_epoch: 2, total step: 2, (loss_avg_rank: 6.160), (loss_avg_slice: "
+    "6.163), (ppl_avg_slice: 4.750e+02), (acc_avg_slice: 0.000), (lr: 6.000e-05), "
+    "[('batch_size_speech', 2), ('batch_size_x_frames', 56), ('batch_size_real_frames', 51), "
+    "('padding_frames', 5), ('acc', 0.0), ('loss', 6.16), ('batch_size', 2), "
+    "('batch_size_x_tokens', 86), ('batch_size_real_tokens', 82), ('padding_tokens', 4), "
+    "('dialog_turns_max', 1), ('dialog_turns_avg', 1.0)], {'data_load': '0.011', 'forward_time': "
+    "'0.015', 'backward_time': '0.017', 'optim_time': '0.004', 'total_time': '0.050'}, GPU, memory: "
+    "usage: 0.000 GB, peak: 0.000 GB, cache: 0.000 GB, cache_peak: 0.000 GB"
+)
+
+
+def ftenv(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ftenv.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def write(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+
+def test_parses_the_real_line():
+    kind, step = parse_line(REAL.encode())
+    assert kind == "train"
+    assert (step.rank, step.index, step.batch, step.padded_len) == (0, 2, 2, 43)
+    assert step.seconds == pytest.approx(0.011 + 0.015 + 0.017 + 0.004)
+    assert dict(step.phases)["forward_time"] == 0.015
+    assert parse_line(REAL.encode(), time="total")[1].seconds == 0.050
+
+
+def test_field_order_or_prefix_changes_still_parse_through_the_slow_path():
+    torchrun = b"[default3]:" + REAL.replace("rank: 0,", "rank: 3,").encode()
+    assert parse_line(torchrun)[1].rank == 3
+    reordered = REAL.replace("{'data_load': '0.011', ", "{").replace(
+        "'total_time': '0.050'", "'total_time': '0.050', 'data_load': '0.011'"
+    )
+    kind, step = parse_line(reordered.encode())
+    assert kind == "train" and step.seconds == pytest.approx(0.047) and step.batch == 2
+
+
+def test_validation_noise_and_almost_step_lines():
+    assert parse_line(val_line(0, 1).encode()) == ("val", None)
+    assert parse_line(NOISE[0].encode()) is None  # "Train epoch: 0, rank: 0"
+    assert parse_line(NOISE[4].encode()) == ("bad", "no readable rank")
+    assert parse_line(NOISE[5].encode())[0] == "bad"
+    assert parse_line(NOISE[6].encode()) is None  # "retrain, rank:" is not a step
+    assert parse_line(NOISE[7].encode()) is None  # "interval, rank:" is not validation
+    no_shape = REAL.replace("('batch_size', 2), ", "")
+    kind, step = parse_line(no_shape.encode())
+    assert kind == "train" and step.shape is None
+    only_total = REAL.replace("'optim_time': '0.004', ", "")
+    assert parse_line(only_total.encode())[1].seconds == 0.050
+    assert parse_line(b"\xff\xfe train, rank: \x00") == ("bad", "no readable rank")
+    assert parse_line(REAL.encode() + b" " * MAX_LINE) is None
+
+
+def test_line_splitter_keeps_offsets_and_bounds_memory():
+    rng = random.Random(5)
+    for _ in range(200):
+        parts = []
+        for _ in range(rng.randrange(1, 30)):
+            n = rng.choice([rng.randrange(0, 50), rng.randrange(MAX_LINE - 5, MAX_LINE + 20), 3 * MAX_LINE])
+            parts.append(b"a" * n + (b"\n" if rng.random() < 0.8 else b""))
+        data = b"".join(parts)
+        expected = data.split(b"\n")[:-1]
+        splitter, got, pos = LineSplitter(), [], 0
+        while pos < len(data):
+            chunk = data[pos : pos + rng.choice([1, 7, 5000, 70000, 300000])]
+            lines, end = splitter.feed(chunk)
+            for line in lines:
+                end += len(line) + 1
+                assert chunk[end - 1 : end] == b"\n"
+                got.append(line)
+            assert len(splitter._carry) <= MAX_LINE
+            pos += len(chunk)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected, strict=True):
+            assert g == e or (len(e) > MAX_LINE and g in (b"", e))
+
+
+# --- the command ------------------------------------------------------------------------------
+
+
+def test_field_report_log(tmp_path):
+    lines, _ = field_report_log()
+    r = ftenv("analyze", write(tmp_path / "train.log", lines))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "382 training steps (rank 0), 6 validation lines, 4 step-like lines" in out
+    assert "step time histogram" in out and "#" * 40 + " 323" in out and " 59\n" in out
+    assert (
+        "slow steps (>= 3x the baseline 0.098 s" in out
+        and "59 of 382, 59 on shapes new to their rank (100%)" in out
+    )
+    assert "mean step time 0.245 s over 382 steps" in out
+    assert "estimated without the slow steps: 0.098 s" in out
+    assert "verdict: FAIL" in out and "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in out
+    assert "Traceback" not in r.stderr
+
+
+def test_fixed_run_flags_nothing(tmp_path):
+    lines, _ = field_report_log(fixed=True)
+    r = ftenv("analyze", "--json", write(tmp_path / "fixed.log", lines))
+    s = json.loads(r.stdout)["summary"]
+    assert r.returncode == 0
+    assert s["verdict"] == "PASS" and s["n_slow"] == 0 and s["fix"] is None
+    assert s["mean"] == pytest.approx(0.100, abs=0.002)
+
+
+def test_json_numbers(tmp_path):
+    lines, _ = field_report_log()
+    d = json.loads(ftenv("analyze", "--json", write(tmp_path / "t.log", lines)).stdout)
+    s = d["summary"]
+    assert (s["n_steps"], s["n_slow"], s["slow_on_new"], s["verdict"]) == (382, 59, 59, "FAIL")
+    assert s["mean"] == pytest.approx(0.245, abs=0.002) and round(s["mean_without_slow"], 2) == 0.10
+    assert d["val_lines"] == 6 and d["bad_lines"] == 4
+    assert sum(b["count"] for b in d["per_rank"]["0"]["histogram"]) == 382
+
+
+def test_ranks_interleaved_and_rotated_files_in_any_order(tmp_path):
+    lines, _ = field_report_log(ranks=3)
+    whole = json.loads(ftenv("analyze", "--json", write(tmp_path / "all.log", lines)).stdout)
+    assert whole["summary"]["ranks"] == [0, 1, 2]
+    for r in ("0", "1", "2"):
+        assert whole["per_rank"][r]["n_slow"] == 59 and whole["per_rank"][r]["slow_on_new"] == 59
+    assert whole["summary"]["n_slow"] == 3 * 59
+    # Rotated: train.log holds the newest lines; given newest first, one of them gzipped.
+    third = len(lines) // 3
+    old, mid, new = lines[:third], lines[third : 2 * third], lines[2 * third :]
+    with gzip.open(tmp_path / "train.log.2.gz", "wt") as fh:
+        fh.write("\n".join(old) + "\n")
+    files = [
+        write(tmp_path / "train.log", new),
+        write(tmp_path / "train.log.1", mid),
+        str(tmp_path / "train.log.2.gz"),
+    ]
+    rotated = json.loads(ftenv("analyze", "--json", *files).stdout)
+    assert rotated["summary"] == whole["summary"]
+    # Overlapping files (the same lines twice) count once.
+    twice = json.loads(ftenv("analyze", "--json", *files, files[1]).stdout)
+    assert twice["summary"]["n_steps"] == whole["summary"]["n_steps"]
+
+
+def test_text_output_for_several_ranks(tmp_path):
+    lines, _ = field_report_log(ranks=2)
+    out = ftenv("analyze", "--top", "3", write(tmp_path / "t.log", lines)).stdout
+    assert "rank 0: 382 steps" in out and "rank 1: 382 steps" in out
+    assert "... 115 more (--all shows every one)" in out
+
+
+def test_bad_input_gives_a_message_not_a_traceback(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    binary = tmp_path / "model.pt"
+    binary.write_bytes(bytes(range(256)) * 4000)
+    nosteps = write(tmp_path / "nosteps.log", [NOISE[0], NOISE[3], val_line(0, 1)])
+    for path, words in (
+        (empty, "no FunASR training step lines"),
+        (binary, "binary"),
+        (nosteps, "1 validation"),
+    ):
+        r = ftenv("analyze", str(path))
+        assert r.returncode == 0 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+    missing = ftenv("analyze", str(tmp_path / "nope.log"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and "No such file" in missing.stderr
+    folder = ftenv("analyze", str(tmp_path))
+    assert folder.returncode == 2 and "directory" in folder.stderr
+    # A missing file among good ones: the good ones are analysed, the exit says something was wrong.
+    lines, _ = field_report_log()
+    mixed = ftenv("analyze", write(tmp_path / "t.log", lines), str(tmp_path / "nope.log"))
+    assert mixed.returncode == 2 and "verdict: FAIL" in mixed.stdout
+    assert "Traceback" not in missing.stderr + folder.stderr + mixed.stderr
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsys):
+    lines, _ = field_report_log()
+    log = write(tmp_path / "t.log", lines)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    assert cli.main(["analyze", log, "--plot", str(tmp_path / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install matplotlib" in err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_plot_with_matplotlib(tmp_path):
+    pytest.importorskip("matplotlib")
+    lines, _ = field_report_log(ranks=2)
+    png = tmp_path / "p.png"
+    r = ftenv("analyze", write(tmp_path / "t.log", lines), "--plot", str(png))
+    assert r.returncode == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_histogram_bins():
+    assert analyze.histogram([]) == []
+    assert analyze.histogram([1.0, 1.0]) == [(1.0, 1.0, 2)]
+    h = analyze.histogram([0.0, 0.5, 1.0], bins=2)
+    assert [c for _, _, c in h] == [1, 2]
+
+
+def test_scan_counts_lines_and_numbers_unnumbered_steps(tmp_path):
+    no_index = REAL.replace("total step: 2, ", "")
+    path = write(tmp_path / "x.log", [no_index, no_index, train_line_for(7)])
+    scan = funasrlog.scan_files([path])
+    assert scan.lines == 3 and [s.index for s in scan.steps] == [1, 2, 7]
+
+
+def train_line_for(index: int) -> str:
+    from steplogs import GenStep
+
+    return train_line(GenStep(0, index, 4, 100, 0.01, 0.03, 0.04, 0.01))

@@ -1,0 +1,58 @@
+"""ftenv.steptimer: the watchdog for custom training loops gives the same hint and summary."""
+
+from __future__ import annotations
+
+import io
+
+from ftenv.steptimer import StepTimer
+from steplogs import field_report_run, fixed_run
+
+
+class Clock:
+    """A fake perf_counter that the test advances by each step's time."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def drive(run) -> tuple[StepTimer, io.StringIO, list[list[str]]]:
+    clock, out = Clock(), io.StringIO()
+    timer = StepTimer(stream=out, clock=clock, rank=0)
+    returned = []
+    for s in run:
+        clock.now += s.seconds
+        returned.append(timer.tick(batch=s.batch, padded_len=s.padded))
+    return timer, out, returned
+
+
+def test_field_report_pattern_gets_the_watchdogs_hint_and_verdict(monkeypatch):
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "0")
+    timer, out, returned = drive(field_report_run())
+    lines = out.getvalue().splitlines()
+    assert sum("SLOW STEP" in x for x in lines) == 1 and sum("PATTERN" in x for x in lines) == 1
+    full = next(x for x in lines if "SLOW STEP" in x)
+    assert full.startswith("[ftenv-watch] SLOW STEP rank 0 step ") and "(new to this rank)" in full
+    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in full
+    assert [x for r in returned for x in r] == lines  # tick() returns what it prints
+    s = timer.finish()
+    assert s.verdict == "FAIL" and s.n_slow == 59 and s.slow_on_new == 59
+    assert "[ftenv-watch] verdict: FAIL" in out.getvalue()
+
+
+def test_steady_loop_is_quiet_and_passes():
+    timer, out, _ = drive(fixed_run())
+    assert out.getvalue() == ""
+    assert timer.finish().verdict == "PASS"
+
+
+def test_record_takes_own_timings_and_works_without_shapes():
+    out = io.StringIO()
+    timer = StepTimer(stream=out, rank=3)
+    for i in range(30):
+        timer.record(1.0 if i == 20 else 0.1)
+    text = out.getvalue()
+    assert "SLOW STEP rank 3 step 21: 1.000 s = 10.0x" in text and "batch shape unknown" in text
+    assert timer.summary().verdict == "FAIL"  # max/median 10x, though shapes are unknown

@@ -1,0 +1,508 @@
+"""`ftenv watch`: pass-through (byte for byte, prompt, both streams, 100 MB), the hint (where, when,
+what it says, how often), exit codes, signals (directly and under tini), FTENV_WATCH=0, and that
+the watchdog never imports torch. Children are real processes printing real FunASR lines with
+real delays (tests/fake_trainer.py); nothing here measures time."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ftenv import livesettings, sdpa, stepstats
+from steplogs import field_report_run, flood
+
+HERE = Path(__file__).parent
+FAKE = [sys.executable, str(HERE / "fake_trainer.py")]
+WATCH = [sys.executable, "-m", "ftenv.cli", "watch"]
+MARKED = re.compile(rb"(?m)^\[ftenv-watch\][^\n]*\n")
+TIMEOUT = 120
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, timeout=TIMEOUT, **kw)
+
+
+def first_flagged(ranks: int = 1):
+    """The generated step the watchdog flags first, ranks interleaved step by step as logged."""
+    d = stepstats.Detector()
+    runs = [field_report_run(rank=r) for r in range(ranks)]
+    for steps in zip(*runs, strict=True):
+        for s in steps:
+            _, event = d.observe(stepstats.Step(s.index, s.seconds, s.batch, s.padded, s.rank))
+            if event:
+                return s
+    raise AssertionError("no slow step")
+
+
+def read_until(proc, needle: bytes, deadline_s: float = 60, whole_line: bool = False) -> bytes:
+    """Read proc.stdout until needle (and, with whole_line, the rest of its line) shows up;
+    fails instead of hanging."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    got = b""
+    end = time.monotonic() + deadline_s
+
+    def done():
+        return needle in got and (not whole_line or b"\n" in got.split(needle, 1)[1])
+
+    while not done():
+        assert time.monotonic() < end, f"{needle!r} never came; got {got[-500:]!r}"
+        if sel.select(timeout=1):
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            assert chunk, f"EOF before {needle!r}; got {got[-500:]!r}"
+            got += chunk
+    return got
+
+
+# --- output ---------------------------------------------------------------------------------
+
+CHILD = textwrap.dedent(
+    r"""
+    import sys, time
+    sys.path.insert(0, {here!r})
+    from steplogs import field_report_log
+    out, err = sys.stdout.buffer, sys.stderr.buffer
+    lines, _ = field_report_log(ranks=2)
+    err.write(b"\xff\xfe not utf-8 \xc3\x28\n")
+    for i, line in enumerate(lines):
+        data = line.encode() + b"\n"
+        if i % 7 == 3:  # a line in two writes, with a pause between: a partial line must pass
+            out.write(data[:50]); out.flush(); time.sleep(0.002); out.write(data[50:])
+        else:
+            out.write(data)
+        out.flush()
+        if i % 40 == 0:
+            err.write(b"".join(b" %d%%|###| %d/100\r" % (p, p) for p in range(0, 100, 10)))
+            err.flush()
+        if i == 200:
+            out.write(b"x" * 300_000 + b"\n"); out.flush()
+    out.write(b"last line without newline")
+    err.write(b"stderr ends with a newline\n")
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def child(tmp_path_factory):
+    path = tmp_path_factory.mktemp("child") / "child.py"
+    path.write_text(CHILD.format(here=str(HERE)))
+    return [sys.executable, str(path)]
+
+
+@pytest.fixture(scope="module")
+def direct(child):
+    return run(child)
+
+
+@pytest.fixture(scope="module")
+def watched(child):
+    return run([*WATCH, "--", *child], env={**os.environ, sdpa.ENV_VAR: "0"})
+
+
+def test_output_is_the_childs_byte_for_byte_plus_marked_lines(direct, watched):
+    assert watched.returncode == direct.returncode == 0
+    assert MARKED.sub(b"", watched.stderr) == direct.stderr
+    assert MARKED.sub(b"", watched.stdout) == direct.stdout
+    assert b"[ftenv-watch] SLOW STEP" in watched.stdout
+
+
+def test_hints_follow_their_step_line_and_say_it_once(watched):
+    lines = watched.stdout.split(b"\n")
+    marked = [i for i, line in enumerate(lines) if line.startswith(b"[ftenv-watch]")]
+    slow = [i for i in marked if re.match(rb"\[ftenv-watch\] (SLOW STEP|slow step) rank", lines[i])]
+    assert slow
+    for i in slow:
+        rank, step = re.search(rb"rank (\d+) step (\d+):", lines[i]).groups()
+        prev = lines[i - 1]
+        assert b"train, rank: " + rank + b"," in prev and b"total step: " + step + b"," in prev
+    # 2 ranks x 59 slow steps: one full line, short ones up to the repeat count, one pattern line.
+    assert sum(b"SLOW STEP" in lines[i] for i in marked) == 1
+    assert sum(b"PATTERN" in lines[i] for i in marked) == 1
+    before_summary = [i for i in marked if b"SUMMARY" not in lines[i] and b"verdict" not in lines[i]]
+    assert len(before_summary) == 3 + 1 - 1  # full, short, pattern (repeat=3)
+
+
+def test_the_full_line_names_step_shape_settings_cause_and_fix(watched):
+    full = next(line for line in watched.stdout.split(b"\n") if b"SLOW STEP" in line).decode()
+    s = first_flagged(ranks=2)
+    assert f"rank {s.rank} step {s.index}: {s.seconds:.3f} s = " in full
+    assert re.search(r"= 1\d\.\dx the running median 0\.09\d s", full)
+    assert f"batch {s.batch} x {s.padded} padded tokens (new to this rank)" in full
+    # This machine has no GPU: the arch is unknown, the variable is read from the child.
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in full and "GPU arch unknown" in full
+    assert "cuDNN attention first: unknown" in full
+    assert "Cause: " in full and "builds a new execution plan for every (batch, padded length)" in full
+    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in full
+
+
+def test_summary_at_the_end(watched):
+    # stdout ended in the middle of a line: the summary went to stderr, after the child's bytes.
+    assert watched.stderr.split(b"[ftenv-watch]")[0].endswith(b"stderr ends with a newline\n")
+    text = watched.stderr.decode("utf-8", "replace")
+    summary = re.search(r"\[ftenv-watch\] SUMMARY: (\d+) training steps, ranks 0,1, (\d+) validation", text)
+    assert summary and summary.groups() == ("764", "12")
+    assert "118 slow steps" in text and "118 on new shapes (100%)" in text
+    assert "mean 0.245 s" in text and "mean without them 0.098 s" in text
+    assert "[ftenv-watch] verdict: FAIL" in text
+    assert "[ftenv-watch] fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in text
+
+
+def test_fixed_run_gets_no_hint_and_a_pass():
+    r = run([*WATCH, "--summary-every", "100", "--", *FAKE, "--fixed", "--ranks", "2"])
+    out = r.stdout.decode()
+    assert r.returncode == 0
+    assert not re.search(r"SLOW STEP|slow step rank|PATTERN", out)
+    assert out.count("[ftenv-watch] summary so far") == 7  # every 100 of 764 steps
+    assert "[ftenv-watch] verdict: PASS" in out and "0 slow steps" in out
+
+
+@pytest.mark.parametrize(
+    ("settings", "expect", "absent"),
+    [
+        (
+            (((10, 0),), "0", "2.11.0", 91900),
+            [
+                "sm_100, TORCH_CUDNN_SDPA_DEPRIORITIZED=0, cuDNN attention first: yes",
+                "=0 asks for it",
+                "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1",
+            ],
+            [],
+        ),
+        (
+            (((9, 0),), "true", "2.11.0", 91900),
+            [
+                "sm_90",
+                "first: yes",
+                "is ignored by torch: only 1 works",
+                "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1",
+            ],
+            [],
+        ),
+        (
+            (((10, 0),), "1", "2.11.0", 91900),
+            [
+                "first: no",
+                "not first here (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is set)",
+                "Fix: make shapes repeat",
+            ],
+            ["Fix: set TORCH"],
+        ),
+        (
+            (((8, 0),), None, "2.11.0", 91900),
+            ["sm_80, TORCH_CUDNN_SDPA_DEPRIORITIZED unset, cuDNN attention first: no", "sm_80 is not one of"],
+            ["Fix: set TORCH"],
+        ),
+    ],
+)
+def test_hint_follows_the_live_settings(settings, expect, absent):
+    arches, raw, torch_version, cudnn = settings
+    driver = textwrap.dedent(
+        f"""
+        import sys
+        from ftenv import sdpa
+        from ftenv.livesettings import AttentionSettings
+        from ftenv.watch import watch
+        env = sdpa.interpret_env({raw!r})
+        first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
+        s = AttentionSettings({arches!r}, "test", env, "test", {torch_version!r}, {cudnn}, first)
+        sys.exit(watch({[*FAKE, "--steps", "40"]!r}, settings=lambda: s))
+        """
+    )
+    r = run([sys.executable, "-c", driver])
+    full = next(line for line in r.stdout.decode().splitlines() if "SLOW STEP" in line)
+    for words in expect:
+        assert words in full
+    for words in absent:
+        assert words not in full
+
+
+def test_a_hanging_settings_probe_never_holds_the_output():
+    driver = (
+        "import sys, time; from ftenv.watch import watch; "
+        f"sys.exit(watch({[*FAKE, '--steps', '40']!r}, settings=lambda: time.sleep(600)))"
+    )
+    r = run([sys.executable, "-c", driver])  # would time out if the hint waited for the probe
+    full = next(line for line in r.stdout.decode().splitlines() if "SLOW STEP" in line)
+    assert r.returncode == 0 and "attention: unknown" in full and "Fix: set TORCH" in full
+
+
+def test_validation_and_noise_lines_are_not_steps():
+    r = run([*WATCH, "--", *FAKE, "--fixed"])
+    text = r.stdout.decode()
+    assert "382 training steps, ranks 0, 6 validation lines" in text
+    assert "4 lines began like a training step but had no rank or time" in text
+
+
+def test_hint_to_stderr_when_asked():
+    r = run([*WATCH, "--hint-stream", "stderr", "--", *FAKE])
+    assert b"[ftenv-watch]" not in r.stdout
+    assert b"[ftenv-watch] SLOW STEP" in r.stderr and b"[ftenv-watch] SUMMARY" in r.stderr
+
+
+# --- promptness -------------------------------------------------------------------------------
+
+
+def test_hint_arrives_while_the_child_is_still_running():
+    """The child stops right after the first flagged step's line and waits: the hint must already
+    be out, not held until the child writes more or exits."""
+    step = first_flagged().index
+    proc = subprocess.Popen(
+        [*WATCH, "--", *FAKE, "--scale", "0.01", "--pause-after", str(step)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        got = read_until(proc, b"[ftenv-watch] SLOW STEP", whole_line=True)
+        assert proc.poll() is None  # still paused
+        before = got.split(b"[ftenv-watch] SLOW STEP")[0].splitlines()[-1]
+        assert b"total step: %d," % step in before
+        rest, _ = proc.communicate(b"go\n", timeout=TIMEOUT)
+        assert proc.returncode == 0 and b"[ftenv-watch] SUMMARY" in rest
+    finally:
+        proc.kill()
+
+
+def test_a_partial_line_passes_at_once():
+    code = "import sys; sys.stdout.write('progress 50%\\r'); sys.stdout.flush(); sys.stdin.readline()"
+    proc = subprocess.Popen(
+        [*WATCH, "--", sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert read_until(proc, b"progress 50%\r") == b"progress 50%\r"
+        proc.stdin.close()
+        assert proc.wait(TIMEOUT) == 0
+    finally:
+        proc.kill()
+
+
+# --- exit codes and signals -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "code"), [([], 0), (["--exit", "1"], 1), (["--kill"], 137), (["--exit", "137"], 137)]
+)
+def test_exit_code_is_the_commands(args, code):
+    r = run([*WATCH, "--", *FAKE, "--steps", "20", *args])
+    assert r.returncode == code
+    assert b"training done" in r.stderr
+
+
+def test_command_not_found_and_no_command():
+    r = run([*WATCH, "--", "no-such-command-ftenv"])
+    assert r.returncode == 127 and b"command not found" in r.stderr and b"Traceback" not in r.stderr
+    r = run(WATCH)
+    assert r.returncode == 2 and b"no command given" in r.stderr
+
+
+SIGNALLED = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys, time
+    def handler(signum, frame):
+        print(f"{sys.argv[1]} got signal {signum}", flush=True)
+        time.sleep(0.2)  # clean-up takes a moment; the watchdog must wait for it
+        print(f"{sys.argv[1]} cleaned up", flush=True)
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    if sys.argv[1] == "child":
+        kid = subprocess.Popen([sys.executable, __file__, "grandchild"])
+        time.sleep(0.5)
+    print(f"{sys.argv[1]} READY", flush=True)
+    while True:
+        time.sleep(0.1)
+    """
+)
+
+
+def _signal_run(tmp_path, prefix: list[str], sig: int, target_is_tini: bool = False):
+    script = tmp_path / "sig.py"
+    script.write_text(SIGNALLED)
+    proc = subprocess.Popen(
+        [*prefix, *WATCH, "--", sys.executable, str(script), "child"], stdout=subprocess.PIPE
+    )
+    try:
+        read_until(proc, b"child READY")
+        os.kill(proc.pid, sig)
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+    return proc.returncode, out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_reach_the_whole_process_group(tmp_path, sig):
+    rc, out = _signal_run(tmp_path, [], sig)
+    assert f"child got signal {int(sig)}".encode() in out
+    assert f"grandchild got signal {int(sig)}".encode() in out
+    assert b"child cleaned up" in out
+    assert rc == 128 + sig
+
+
+@pytest.mark.skipif(shutil.which("tini") is None, reason="tini not installed (apt-get install tini)")
+def test_signals_under_tini(tmp_path):
+    """As in the image: tini (PID 1 there) -> ftenv watch -> the command."""
+    rc, out = _signal_run(tmp_path, [shutil.which("tini"), "-s", "--"], signal.SIGTERM)
+    assert b"child got signal 15" in out and b"grandchild got signal 15" in out
+    assert rc == 143
+
+
+def test_a_reader_that_goes_away_ends_the_command_as_without_the_watchdog():
+    """`ftenv watch -- yes | head -c 100`: yes gets SIGPIPE, nobody hangs."""
+    r = subprocess.run(
+        f"{' '.join(WATCH)} --no-summary -- yes | head -c 100 > /dev/null; echo ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert r.stdout.strip() == b"141"  # 128 + SIGPIPE, what `yes | head` gives too
+
+
+def test_a_leftover_grandchild_holding_the_pipe_does_not_hold_the_watchdog():
+    start = time.monotonic()
+    r = run([*WATCH, "--", "sh", "-c", "sleep 600 & echo started $!"])
+    pid = int(r.stdout.split()[1])
+    try:
+        assert r.returncode == 0 and r.stdout.startswith(b"started")
+        assert time.monotonic() - start < 300  # it would be 600 s if it waited for the sleep
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+# --- volume ---------------------------------------------------------------------------------
+
+
+def test_100_mb_through_both_streams_without_loss_or_deadlock():
+    mb = 50  # per stream
+    expected = []
+    for which in (0, 1):
+        h, n = hashlib.sha256(), 0
+        for piece in flood(which, mb << 20):
+            h.update(piece)
+            n += len(piece)
+        expected.append((n, h.hexdigest()))
+    proc = subprocess.Popen(
+        [*WATCH, "--no-summary", "--", *FAKE, "--flood", str(mb)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    got = [None, None]
+
+    def drain(i, pipe):
+        h, n, marked, tail = hashlib.sha256(), 0, False, b""
+        while chunk := pipe.read(1 << 16):
+            h.update(chunk)
+            n += len(chunk)
+            marked = marked or b"[ftenv-watch]" in tail + chunk
+            tail = chunk[-16:]
+        got[i] = (n, h.hexdigest(), marked)
+
+    threads = [threading.Thread(target=drain, args=(i, p)) for i, p in enumerate((proc.stdout, proc.stderr))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT * 2)
+    assert proc.wait(TIMEOUT) == 0
+    assert expected[0][0] + expected[1][0] > 100 << 20
+    for (n, digest), (m, digest2, marked) in zip(expected, got, strict=True):
+        assert (m, digest2) == (n, digest)
+        assert not marked  # steady steps: nothing added
+
+
+# --- the launcher's entry and the no-torch promise -------------------------------------------
+
+
+def test_ftenv_watch_0_execs_the_command_plainly():
+    driver = (
+        "import os, sys; from ftenv.watch import run_watched; "
+        "print('driver', os.getpid(), file=sys.stderr, flush=True); "
+        "sys.exit(run_watched(['sh', '-c', 'echo child $$ >&2; " + " ".join(FAKE) + " --steps 60 --exit 3']))"
+    )
+    off = run([sys.executable, "-c", driver], env={**os.environ, "FTENV_WATCH": "0"})
+    assert off.returncode == 3 and b"[ftenv-watch]" not in off.stdout
+    pids = re.findall(rb"(?:driver|child) (\d+)", off.stderr)
+    assert len(pids) == 2 and pids[0] == pids[1]  # exec: the same process
+    on = run([sys.executable, "-c", driver], env={k: v for k, v in os.environ.items() if k != "FTENV_WATCH"})
+    assert on.returncode == 3 and b"[ftenv-watch] SLOW STEP" in on.stdout
+    pids = re.findall(rb"(?:driver|child) (\d+)", on.stderr)
+    assert pids[0] != pids[1]
+
+
+def test_the_watchdog_never_imports_torch():
+    driver = (
+        "import sys; from ftenv.watch import watch; "
+        f"rc = watch({[*FAKE, '--steps', '40']!r}); "
+        "print('TORCH LOADED' if 'torch' in sys.modules else 'no torch', file=sys.stderr)"
+    )
+    r = run([sys.executable, "-c", driver])
+    assert b"SLOW STEP" in r.stdout  # the settings were probed
+    assert r.stderr.strip().endswith(b"no torch")
+
+
+def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
+    driver = (
+        "import sys; from ftenv import funasrlog, watch\n"
+        "def boom(*a, **k): raise RuntimeError('injected')\n"
+        "funasrlog.parse_line = boom\n"
+        f"sys.exit(watch.watch({child!r}))"
+    )
+    r = run([sys.executable, "-c", driver])
+    assert r.returncode == 0
+    assert MARKED.sub(b"", r.stdout) == direct.stdout and MARKED.sub(b"", r.stderr) == direct.stderr
+    assert b"[ftenv-watch] internal error, watching stopped: injected" in r.stdout
+
+
+# --- live settings without CUDA ------------------------------------------------------------------
+
+
+def test_settings_come_from_the_training_process_environment():
+    env = {k: v for k, v in os.environ.items() if k != sdpa.ENV_VAR}
+    proc = subprocess.Popen(
+        ["sh", "-c", f"export {sdpa.ENV_VAR}=0 CUDNN_VERSION=9.19.0.56; exec sleep 30"], env=env
+    )
+    try:
+        for _ in range(100):  # until sh has exec'd into sleep with the exported variables
+            values, source = livesettings.process_env(proc.pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
+            if values[sdpa.ENV_VAR] is not None:
+                break
+            time.sleep(0.05)
+        assert values == {sdpa.ENV_VAR: "0", "CUDNN_VERSION": "9.19.0.56"} and source == "training process"
+        s = livesettings.probe(proc.pid)
+        assert s.env.state == "prefer-cudnn" and s.cudnn_version == 91900
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
+    monkeypatch.setattr(livesettings, "gpu_arches", lambda: ((), "none"))
+    monkeypatch.setenv(sdpa.ENV_VAR, "1")
+    assert livesettings.probe(None).cudnn_first is False
+    monkeypatch.setenv(sdpa.ENV_VAR, "0")
+    s = livesettings.probe(None)
+    assert s.cudnn_first is None and "GPU arch unknown" in s.line() and "first: unknown" in s.line()
+    monkeypatch.setattr(livesettings, "gpu_arches", lambda: (((10, 0),), "nvml"))
+    monkeypatch.setenv("CUDNN_VERSION", "9.19.0.56")
+    monkeypatch.setattr(livesettings, "_package_version", lambda *n: "2.11.0" if "torch" in n else None)
+    assert livesettings.probe(None).cudnn_first is True
+    monkeypatch.setattr(livesettings, "_proc_environ", lambda pid: None)
+    assert livesettings.probe(12345).env_source == "environment"
+
+
+def test_cudnn_version_text():
+    assert livesettings.cudnn_int("9.19.0.56") == 91900
+    assert livesettings.cudnn_int("9.10.2.21") == 91002
+    assert livesettings.cudnn_int("") is None and livesettings.cudnn_int(None) is None

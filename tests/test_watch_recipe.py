@@ -1,0 +1,73 @@
+"""`ftenv watch` around the real FunASR trainer (funasr-train-ds through torchrun, the self-check's
+tiny model, on the CPU): the lines it parses are the trainer's own, not generated ones.
+
+The slow steps are made with the self-check's test aid (ftenv.stall: attention sleeps 0.5 s the
+first time it sees a shape), which imitates cuDNN's per-shape plan build on any machine. This is a
+CPU run with an injected stall: it shows the watchdog reads the real trainer's output and tells the
+two cases apart, not how a GPU behaves. About 45 s (tiny model build, two short runs)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("funasr")
+pytest.importorskip("torch")
+tinymodel = pytest.importorskip("ftenv.tinymodel")
+selfcheck_recipe = pytest.importorskip("ftenv.selfcheck_recipe")
+stall = pytest.importorskip("ftenv.stall")
+CPU_SHIM_ENV = pytest.importorskip("ftenv.funasr_train_entry").CPU_SHIM_ENV
+
+SCRIPTS = str(Path(__file__).resolve().parents[1] / "scripts")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return tinymodel.build(tmp_path_factory.mktemp("tiny") / "tiny")
+
+
+def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
+    out.mkdir()
+    env = {**os.environ, **tinymodel.OFFLINE_ENV, "PYTHONPATH": SCRIPTS, CPU_SHIM_ENV: "1"}
+    env.pop(stall.ENV, None)
+    env.pop("TORCH_CUDNN_SDPA_DEPRIORITIZED", None)
+    if stall_s:
+        env[stall.ENV] = str(stall_s)
+    cmd = selfcheck_recipe.command(tiny, out, "cpu", 2, True)
+    r = subprocess.run(
+        # K=4: the stall makes new-shape steps about 8x; a busy shared CPU must not make a clean
+        # step look slow.
+        [sys.executable, "-m", "ftenv.cli", "watch", "--factor", "4", "--", *cmd],
+        env=env,
+        cwd=out,
+        capture_output=True,
+        timeout=600,
+    )
+    return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
+
+
+def test_real_trainer_with_a_per_shape_stall_gets_the_hint(tiny, tmp_path):
+    rc, text = watched_recipe(tiny, tmp_path / "stalled", 0.5)
+    assert rc == 0, text[-3000:]
+    lines = text.splitlines()
+    full = [i for i, line in enumerate(lines) if line.startswith("[ftenv-watch] SLOW STEP")]
+    assert len(full) == 1, text[-3000:]
+    i = full[0]
+    step = lines[i].split(" step ", 1)[1].split(":", 1)[0]
+    assert "train, rank: 0," in lines[i - 1] and f"total step: {step}," in lines[i - 1]
+    assert "(new to this rank)" in lines[i] and "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
+    assert "[ftenv-watch] verdict: FAIL" in text
+
+
+def test_real_trainer_without_the_stall_is_quiet(tiny, tmp_path):
+    rc, text = watched_recipe(tiny, tmp_path / "clean", 0)
+    assert rc == 0, text[-3000:]
+    assert re.search(
+        r"\[ftenv-watch\] SUMMARY: [1-9]\d* training steps, ranks 0, [1-9]\d* validation lines", text
+    )
+    assert "SLOW STEP" not in text and "PATTERN" not in text, text[-3000:]
