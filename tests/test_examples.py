@@ -211,32 +211,6 @@ with open(os.environ["RECORD"], "a") as f:
 """
 
 
-@pytest.fixture
-def layout(tmp_path) -> dict[str, Path]:
-    """A model dir and data as the examples expect (dry runs only read them), and an output dir."""
-    model, data = tmp_path / "models/Fun-ASR-Nano-2512", tmp_path / "data/asr"
-    model.mkdir(parents=True)
-    (model / "config.yaml").write_text("model: FunASRNano\n")
-    (model / "model.pt").write_bytes(b"")
-    (data / "wav").mkdir(parents=True)
-    (data / "wav/a.wav").write_bytes(b"")
-    line = json.dumps(
-        {
-            "messages": [
-                {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": f"语音转写：<|startofspeech|>!{data}/wav/a.wav<|endofspeech|>"},
-                {"role": "assistant", "content": "几点了？"},
-            ],
-            "speech_length": 145,
-            "text_length": 3,
-        },
-        ensure_ascii=False,
-    )
-    for name in ("train.jsonl", "val.jsonl"):
-        (data / name).write_text(line + "\n", encoding="utf-8")
-    return {"MODEL_DIR": model, "DATA_DIR": data, "OUT_DIR": tmp_path / "runs/out"}
-
-
 def record(script: Path, tools: list[str], env: dict, tmp_path: Path) -> list[dict]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)

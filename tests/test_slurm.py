@@ -8,8 +8,9 @@ What differs from a GPU cluster, and why:
 - no pyxis/enroot here (not in Debian): the `--container-*` options are removed from the srun line
   and the job runs the host's ftenv, torch and funasr (the image's locked stack, in the venv);
 - no GPUs: the `#SBATCH --gpus-per-node` line is removed, GPUS_PER_NODE=1, and the trainer is
-  tests/cpu_train_ds.py, which runs the real funasr-train-ds after mapping its hard-coded CUDA
-  calls to the CPU, with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
+  `python -m ftenv.funasr_train_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
+  funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/funasr_cpu_shim.py),
+  with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
 Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
 reading SLURM_* (node rank, node count, first host as master), torchrun per node, DDP across the
 two nodes, the recipe's overrides, the watchdog, checkpoints in OUT_DIR.
@@ -29,6 +30,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from ftenv.funasr_train_entry import CPU_SHIM_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
@@ -182,7 +185,7 @@ def tiny(tmp_path_factory):
     return tinymodel.build(out)
 
 
-def runnable_example(text: str, trainer: Path) -> str:
+def runnable_example(text: str, trainer: str) -> str:
     """The pyxis example minus what this machine lacks (pyxis, GPUs), plus the CPU trainer."""
     lines = []
     for line in text.splitlines():
@@ -193,7 +196,7 @@ def runnable_example(text: str, trainer: Path) -> str:
             continue
         lines.append(line)
         if stripped == "ftenv finetune \\":
-            lines.append(f"    --trainer {trainer} \\")
+            lines.append(f"    --trainer '{trainer}' \\")
     script = "\n".join(lines)
     # The CPU run's overrides follow the example's own (Hydra: the later value wins).
     script = script.replace(
@@ -207,7 +210,7 @@ def runnable_example(text: str, trainer: Path) -> str:
 
 def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
     script = tmp_path / "job.sbatch"
-    script.write_text(runnable_example(EXAMPLE.read_text(), ROOT / "tests/cpu_train_ds.py"))
+    script.write_text(runnable_example(EXAMPLE.read_text(), "-m ftenv.funasr_train_entry"))
     out_dir = tmp_path / "run"
     env = {
         **cluster.env,
@@ -218,6 +221,7 @@ def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
         "GPUS_PER_NODE": "1",
         "MASTER_PORT": str(_free_port()),
         "OMP_NUM_THREADS": "1",
+        CPU_SHIM_ENV: "1",
     }
     if tiny.val_jsonl.name != "val.jsonl" or tiny.train_jsonl.name != "train.jsonl":
         pytest.fail(f"the example expects train.jsonl and val.jsonl, the tiny model has {tiny}")

@@ -1,10 +1,11 @@
 """CPU SHIM for FunASR's trainer: only for running `funasr-train-ds` on a machine without CUDA.
 
-funasr/bin/train_ds.py sets `trainer.device = int(LOCAL_RANK)` after building the trainer, so
-every batch goes to `cuda:0`. On a GPU nothing here is needed or used. On a CPU, with `++device=cpu`
-among the overrides, `apply()` makes the trainer keep "cpu" when it is handed a GPU index, and, if
-torch.cuda's memory counters raise on this build (the per-step log line calls them), makes them
-return 0. Nothing else of FunASR is changed.
+FunASR 1.4.16's trainer assumes CUDA: train_ds.main sets `trainer.device = int(LOCAL_RANK)` (a GPU
+index) and, with several ranks, calls torch.cuda.set_device(LOCAL_RANK); Trainer.warp_model moves
+the model with .cuda(local_rank) and wraps it in DDP with device_ids=[local_rank]; Trainer.log reads
+torch.cuda.memory_*. On a GPU nothing here is needed or used. On a CPU, with `++device=cpu` (and
+`++backend=gloo` for several ranks) among the overrides, `apply()` turns exactly those into their
+CPU equivalents. Nothing else of FunASR is changed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ def apply() -> list[str]:
     from funasr.train_utils import trainer_ds
 
     patched = []
+    if torch.cuda.is_available():
+        return patched  # a GPU: the trainer runs as upstream wrote it
 
     def get_device(self):
         return self.__dict__.get("_ftenv_cpu_shim_device", "cpu")
@@ -28,6 +31,12 @@ def apply() -> list[str]:
 
     trainer_ds.Trainer.device = property(get_device, set_device)
     patched.append("Trainer.device: a GPU index becomes 'cpu'")
+    # Several ranks (DDP over gloo): no device to select, no .cuda(), no device_ids.
+    torch.cuda.set_device = lambda *args, **kwargs: None
+    torch.nn.Module.cuda = lambda self, *args, **kwargs: self
+    ddp = trainer_ds.DDP
+    trainer_ds.DDP = lambda module, device_ids=None, **kwargs: ddp(module, **kwargs)
+    patched.append("torch.cuda.set_device, Module.cuda, DDP(device_ids=...): CPU equivalents")
     for name in _MEMORY_CALLS:
         try:
             getattr(torch.cuda, name)()

@@ -9,7 +9,6 @@ here; so does a baked variable that disagrees with what the docs say.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -21,7 +20,7 @@ EXAMPLES = ROOT / "docs/examples/docker"
 VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
 
 DOCKER_TO_PODMAN = """#!/usr/bin/env python3
-import os, sys
+import os, shlex, sys
 args = sys.argv[1:]
 assert args[0] == "run", args
 out, i = ["podman", "run", "--pull=never"], 1
@@ -36,42 +35,13 @@ while i < len(args):
     i += 1
 k = out.index("finetune") + 1
 if os.environ.get("FTENV_TEST_RUN"):  # a real run: extra options after `finetune`, overrides at the end
-    out[k:k] = os.environ.get("FTENV_TEST_OPTIONS", "").split()
-    out += os.environ.get("FTENV_TEST_OVERRIDES", "").split()
-    out[2:2] = os.environ.get("FTENV_TEST_PODMAN", "").split()
+    out[k:k] = shlex.split(os.environ.get("FTENV_TEST_OPTIONS", ""))
+    out += shlex.split(os.environ.get("FTENV_TEST_OVERRIDES", ""))
+    out[2:2] = shlex.split(os.environ.get("FTENV_TEST_PODMAN", ""))
 else:
     out.insert(k, "--dry-run")
 os.execvp("podman", out)
 """
-
-
-@pytest.fixture
-def layout(tmp_path_factory) -> dict[str, Path]:
-    base = tmp_path_factory.mktemp("layout")
-    os.chmod(base, 0o755)
-    model, data = base / "models/Fun-ASR-Nano-2512", base / "data/asr"
-    model.mkdir(parents=True)
-    (model / "config.yaml").write_text("model: FunASRNano\n")
-    (model / "model.pt").write_bytes(b"")
-    (data / "wav").mkdir(parents=True)
-    (data / "wav/a.wav").write_bytes(b"")
-    line = json.dumps(
-        {
-            "messages": [
-                {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": f"语音转写：<|startofspeech|>!{data}/wav/a.wav<|endofspeech|>"},
-                {"role": "assistant", "content": "几点了？"},
-            ],
-            "speech_length": 145,
-            "text_length": 3,
-        },
-        ensure_ascii=False,
-    )
-    for name in ("train.jsonl", "val.jsonl"):
-        (data / name).write_text(line + "\n", encoding="utf-8")
-    for p in base.rglob("*"):
-        os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return {"MODEL_DIR": model, "DATA_DIR": data, "OUT_DIR": base / "runs/out"}
 
 
 def run_example(
@@ -131,8 +101,9 @@ def test_a_typo_in_an_example_fails_in_the_image(image, layout, tmp_path):
 def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tmp_path_factory, tmp_path):
     """The example's own command line, really training: the tiny random Fun-ASR-Nano built here,
     mounted as the example mounts a real one, one epoch on the CPU through ftenv finetune, torchrun,
-    the watchdog and FunASR's funasr-train-ds (via tests/cpu_train_ds.py, mounted read-only: it maps
-    the trainer's hard-coded CUDA calls to the CPU), until the checkpoint is written."""
+    the watchdog and FunASR's funasr-train-ds (through `python -m ftenv.funasr_train_entry` with
+    FTENV_FUNASR_CPU_SHIM=1, which maps the trainer's hard-coded CUDA calls to the CPU), until the
+    checkpoint is written."""
     from ftenv import tinymodel
 
     base = tmp_path_factory.mktemp("tinyrun")
@@ -141,7 +112,6 @@ def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tm
     for p in base.rglob("*"):
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     layout = {"MODEL_DIR": tiny.root, "DATA_DIR": tiny.train_jsonl.parent, "OUT_DIR": base / "out"}
-    shim = ROOT / "tests/cpu_train_ds.py"
     proc = run_example(
         EXAMPLES / "finetune-one-gpu.sh",
         image,
@@ -149,8 +119,8 @@ def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tm
         tmp_path,
         {
             "FTENV_TEST_RUN": "1",
-            "FTENV_TEST_PODMAN": f"-v {shim}:/opt/test/cpu_train_ds.py:ro",
-            "FTENV_TEST_OPTIONS": "--trainer /opt/test/cpu_train_ds.py",
+            "FTENV_TEST_PODMAN": "-e FTENV_FUNASR_CPU_SHIM=1",
+            "FTENV_TEST_OPTIONS": "--trainer '-m ftenv.funasr_train_entry'",
             "FTENV_TEST_OVERRIDES": "++train_conf.max_epoch=1 ++device=cpu ++dataset_conf.batch_size=400 "
             "++dataset_conf.num_workers=0",
         },

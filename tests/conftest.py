@@ -1,0 +1,42 @@
+"""Fixtures shared by the host tests and the container tests."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def layout(tmp_path) -> dict[str, Path]:
+    """A model dir and data laid out as the docs' examples expect, and an output dir.
+
+    The files are placeholders (dry runs only read them); permissions let the image's
+    non-root user read them when the folder is mounted into a container.
+    """
+    os.chmod(tmp_path, 0o755)
+    model, data = tmp_path / "models/Fun-ASR-Nano-2512", tmp_path / "data/asr"
+    model.mkdir(parents=True)
+    (model / "config.yaml").write_text("model: FunASRNano\n")
+    (model / "model.pt").write_bytes(b"")
+    (data / "wav").mkdir(parents=True)
+    (data / "wav/a.wav").write_bytes(b"")
+    line = json.dumps(
+        {
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": f"语音转写：<|startofspeech|>!{data}/wav/a.wav<|endofspeech|>"},
+                {"role": "assistant", "content": "几点了？"},
+            ],
+            "speech_length": 145,
+            "text_length": 3,
+        },
+        ensure_ascii=False,
+    )
+    for name in ("train.jsonl", "val.jsonl"):
+        (data / name).write_text(line + "\n", encoding="utf-8")
+    for p in tmp_path.rglob("*"):
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return {"MODEL_DIR": model, "DATA_DIR": data, "OUT_DIR": tmp_path / "runs/out"}
