@@ -3,8 +3,9 @@
 
 Run on the host: `python3 benchmarks/report_overhead.py [IMAGE] [--rounds N]`. It starts one
 container and, inside it, alternates the two commands N times (side by side, so machine noise
-hits both alike), then prints the medians, the difference and the ratio. Record results in
-docs/benchmarks.md with the machine they ran on.
+hits both alike), then prints the medians, the difference and the ratio. `--inside` runs the same
+comparison in the current environment (a GPU machine without the image: scripts/gpu_checks.sh).
+Record results in docs/benchmarks.md with the machine they ran on.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
     "import torch": ["python3", "-c", "import torch"],
-    "ftenv report": ["ftenv", "report"],
+    "ftenv report": [sys.executable, "-m", "ftenv.cli", "report"],
 }
 
 
@@ -42,7 +43,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("image", nargs="?")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--inside", action="store_true", help="measure here, not in a container")
     args = parser.parse_args()
     if args.inside:
         inside(args.rounds)
