@@ -233,11 +233,19 @@ def test_probe_skips_without_a_gpu(capsys):
 
 
 def _gpu_exposed_at_0() -> bool:
-    """cuDNN goes first at 0 only on sm_90/sm_100/sm_103 with cuDNN >= 9.15.1."""
+    """cuDNN goes first at 0 only where torch's rule says so (sm_90/100/103, cuDNN >= 9.15.1)."""
     import torch
 
-    major, minor = torch.cuda.get_device_capability()
-    return (major, minor) in {(9, 0), (10, 0), (10, 3)} and (torch.backends.cudnn.version() or 0) > 91500
+    from ftenv import sdpa
+
+    return bool(
+        sdpa.cudnn_first_by_rule(
+            torch.__version__,
+            torch.backends.cudnn.version(),
+            torch.cuda.get_device_capability(),
+            sdpa.interpret_env("0"),
+        )
+    )
 
 
 def _subprocess_selfcheck(value: str, *argv) -> tuple[int, dict]:
