@@ -28,7 +28,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
+sys.path.insert(0, str(HERE))
+
+from ftenv import sdpa  # noqa: E402
+
+VAR = sdpa.ENV_VAR
 
 
 def ftenv(args: list[str], value: str | None = None, timeout: int = 900) -> tuple[int, dict, float]:
@@ -85,8 +89,10 @@ def main() -> int:
         g = gpus[0]
     sm = tuple(g["sm"])
     cudnn = facts.get("cudnn_version") or 0
-    exposed_at_0 = sm in {(9, 0), (10, 0), (10, 3)} and cudnn > 91500
-    c = f"{cudnn // 10000}.{cudnn // 100 % 100}.{cudnn % 100}" if cudnn else "unknown"
+    exposed_at_0 = bool(
+        sdpa.cudnn_first_by_rule(facts.get("torch_version"), cudnn, sm, sdpa.interpret_env("0"))
+    )
+    c = sdpa.cudnn_name(cudnn or None)
     print(
         f"GPU {g['name']} (sm_{sm[0]}{sm[1]}), driver {facts.get('driver_version') or 'unknown'}, "
         f"torch {facts.get('torch_version')}, cuDNN {c}, image {facts.get('image') or 'none (checkout)'}"

@@ -16,7 +16,17 @@ from ftenv import facts as facts_mod
 from ftenv import sdpa
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
-SUPPORTED_SM = {(9, 0), (10, 0), (10, 3)}
+
+
+def supported_sm() -> set[tuple[int, int]]:
+    """The GPUs the image is built and checked for, from versions.toml ("sm_100" -> (10, 0))."""
+    from ftenv import versions
+
+    try:
+        names = versions.load().image["supported_sm"]
+    except (SystemExit, KeyError, OSError, ValueError):
+        return set()  # unknown: no warning rather than a wrong one
+    return {(int(n[3:-1]), int(n[-1])) for n in names}
 
 
 @dataclass
@@ -65,11 +75,13 @@ def assess(f: facts_mod.Facts) -> Assessment:
     notes = _driver_notes(f)
     if env.state == "ignored":
         notes.append(f"WARNING: TORCH_CUDNN_SDPA_DEPRIORITIZED={f.env_raw!r}: {env.meaning}.")
+    supported = supported_sm() if f.gpus else set()
     for gpu in f.gpus:
-        if gpu.sm not in SUPPORTED_SM:
+        if supported and gpu.sm not in supported:
+            names = ", ".join(sdpa.sm_name(sm) for sm in sorted(supported))
             notes.append(
                 f"WARNING: GPU {gpu.index} ({gpu.name}, {sdpa.sm_name(gpu.sm)}) is outside what this "
-                "image is built and checked for (sm_90, sm_100, sm_103); it may work, unverified."
+                f"image is built and checked for ({names}); it may work, unverified."
             )
     if f.shm_bytes is not None and f.shm_bytes <= SHM_DOCKER_DEFAULT:
         notes.append(
