@@ -496,7 +496,7 @@ def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
     assert s.cudnn_first is None and "GPU arch unknown" in s.line() and "first: unknown" in s.line()
     monkeypatch.setattr(livesettings, "gpu_arches", lambda: (((10, 0),), "nvml"))
     monkeypatch.setenv("CUDNN_VERSION", "9.19.0.56")
-    monkeypatch.setattr(livesettings, "_package_version", lambda *n: "2.11.0" if "torch" in n else None)
+    monkeypatch.setattr(livesettings, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
     assert livesettings.probe(None).cudnn_first is True
     monkeypatch.setattr(livesettings, "_proc_environ", lambda pid: None)
     assert livesettings.probe(12345).env_source == "environment"

@@ -52,11 +52,14 @@ class Facts:
         return asdict(self)
 
 
-def _package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+def package_version(*names: str) -> str | None:
+    """The installed version of the first of these distributions that is installed."""
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def _driver(facts: Facts) -> None:
@@ -111,8 +114,8 @@ def collect(live: bool = True) -> Facts:
         variant=os.environ.get("FTENV_VARIANT"),
         min_driver=os.environ.get("FTENV_MIN_DRIVER"),
         env_raw=os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
-        transformers_version=_package_version("transformers"),
-        funasr_version=_package_version("funasr"),
+        transformers_version=package_version("transformers"),
+        funasr_version=package_version("funasr"),
     )
     with contextlib.suppress(OSError):
         shm = os.statvfs("/dev/shm")

@@ -20,10 +20,10 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
-from ftenv import sdpa
+from ftenv import sdpa, versions
+from ftenv.facts import package_version
 
 
 @dataclass(frozen=True)
@@ -136,20 +136,11 @@ def gpu_arches() -> tuple[tuple[tuple[int, int], ...], str]:
 
 
 def cudnn_int(text: str | None) -> int | None:
-    """'9.19.0.56' -> 91900 (torch.backends.cudnn.version()'s form)."""
-    m = re.match(r"\s*(\d+)\.(\d+)(?:\.(\d+))?", text or "")
-    if not m:
+    """'9.19.0.56' -> 91900 (torch.backends.cudnn.version()'s form); None when unreadable."""
+    try:
+        return versions.cudnn_int(text)
+    except (AttributeError, ValueError):
         return None
-    return int(m.group(1)) * 10000 + int(m.group(2)) * 100 + int(m.group(3) or 0)
-
-
-def _package_version(*names: str) -> str | None:
-    for name in names:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
 
 
 def _proc_environ(pid: int) -> dict[str, str] | None:
@@ -217,10 +208,10 @@ def probe(pid: int | None = None) -> AttentionSettings:
             "environment",
         )
     env = sdpa.interpret_env(values[sdpa.ENV_VAR])
-    torch_version = _package_version("torch")
+    torch_version = package_version("torch")
     cudnn = cudnn_int(values.get("CUDNN_VERSION") or os.environ.get("CUDNN_VERSION"))
     if cudnn is None:
-        cudnn = cudnn_int(_package_version("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"))
+        cudnn = cudnn_int(package_version("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"))
     firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, env) for a in arches}
     if not arches:
         # The variable alone can already say no.

@@ -27,13 +27,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-#: Offline for everything FunASR, transformers and modelscope might try to fetch.
-OFFLINE_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "MODELSCOPE_OFFLINE": "1",
-}
+#: Offline for everything FunASR, transformers and modelscope might try to fetch: the same
+#: environment `ftenv finetune` gives the trainer.
+from ftenv.finetune import OFFLINE_ENV
 
 SAMPLE_RATE = 16000
 SYSTEM_PROMPT = "You are a helpful assistant."

@@ -20,8 +20,10 @@ _TAG_RE = re.compile(
 
 
 def cudnn_int(version: str) -> int:
-    """What torch.backends.cudnn.version() returns for a cuDNN package version: 9.19.0.56 -> 91900."""
-    major, minor, patch = (int(p) for p in version.split(".")[:3])
+    """What torch.backends.cudnn.version() returns for a cuDNN package version: 9.19.0.56 -> 91900.
+
+    A missing patch counts as 0 ("9.19" -> 91900); anything else unreadable raises ValueError."""
+    major, minor, patch = ([int(p) for p in version.strip().split(".")[:3]] + [0])[:3]
     return major * 10000 + minor * 100 + patch
 
 
