@@ -64,11 +64,11 @@ test: venv lint release-check image
 # (actionlint, with shellcheck on their scripts), then the bake file, tags, labels and action pins.
 release-check: venv
 	$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck
-	$(VENV)/bin/ftenv release check
+	$(PY) -m imagetools release check
 
 # docker/docker-bake.json is generated from versions.toml (release-check fails when it is stale).
 bake:
-	$(FTENV) release bake --write
+	PYTHONPATH=scripts python3 -m imagetools release bake --write
 
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
 lock:

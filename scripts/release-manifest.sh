@@ -16,6 +16,6 @@ run cat /opt/ftenv/pip-freeze.txt >"$tmp/pip.txt"
 # shellcheck disable=SC2016  # dpkg-query's own format fields, not shell variables
 run dpkg-query -W -f '${Package}\t${Version}\t${Architecture}\n' >"$tmp/dpkg.txt"
 docker image inspect --format '{{json .Config.Labels}}' "$image" >"$tmp/labels.json"
-PYTHONPATH=$here python3 -m ftenv.cli release manifest --image "$image" --platform "$platform" \
+PYTHONPATH=$here python3 -m imagetools release manifest --image "$image" --platform "$platform" \
   --pip "$tmp/pip.txt" --dpkg "$tmp/dpkg.txt" --labels "$tmp/labels.json"
 docker image rm "$image" >/dev/null 2>&1 || true

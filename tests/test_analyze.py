@@ -1,4 +1,4 @@
-"""`ftenv analyze` and the FunASR log parser (ftenv.funasrlog) on generated logs in the real line
+"""`ftenv analyze` and the FunASR log parser (ftenv.steps.funasr_log) on generated logs in the real line
 format: the field report's run, the fixed run, several ranks, rotated files, validation and noise
 lines, and bad input (empty, binary, missing, no step lines)."""
 
@@ -12,8 +12,9 @@ import sys
 
 import pytest
 
-from ftenv import analyze, cli, funasrlog
-from ftenv.funasrlog import MAX_LINE, LineSplitter, parse_line
+from ftenv import cli
+from ftenv.steps import analyze, funasr_log
+from ftenv.steps.funasr_log import MAX_LINE, LineSplitter, parse_line
 from steplogs import NOISE, field_report_log, train_line, val_line
 
 #: The line from /work/shared/notes/funasr-facts.md, as funasr-train-ds printed it.
@@ -225,7 +226,7 @@ def test_histogram_bins():
 def test_scan_counts_lines_and_numbers_unnumbered_steps(tmp_path):
     no_index = REAL.replace("total step: 2, ", "")
     path = write(tmp_path / "x.log", [no_index, no_index, train_line_for(7)])
-    scan = funasrlog.scan_files([path])
+    scan = funasr_log.scan_files([path])
     assert scan.lines == 3 and [s.index for s in scan.steps] == [1, 2, 7]
 
 

@@ -26,7 +26,9 @@ import pytest
 import referencing
 import yaml
 
-from ftenv import finetune, sdpa, versions
+from ftenv.build import versions
+from ftenv.report import sdpa
+from ftenv.train import finetune
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs/examples"

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ftenv import cli, finetune
-from ftenv.finetune import InputError, check_line
+from ftenv import cli
+from ftenv.train import finetune
+from ftenv.train.finetune import InputError, check_line
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = {
@@ -290,7 +291,7 @@ def test_unwritable_output_dir_for_a_real_unprivileged_user():
         out = base / "out"
         out.mkdir(mode=0o555)
         code = (
-            "import sys; from ftenv.finetune import check_output_dir; from pathlib import Path; "
+            "import sys; from ftenv.train.finetune import check_output_dir; from pathlib import Path; "
             "print('\\n'.join(check_output_dir(Path(sys.argv[1]), create=sys.argv[2] == '1')))"
         )
         scripts = Path(tempfile.mkdtemp(prefix="ftenv-src-"))

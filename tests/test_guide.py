@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from ftenv import cli, report, sdpa, slowhint
+from ftenv import cli
+from ftenv.report import render, sdpa
+from ftenv.steps import hints
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs/cudnn-sdpa-guide.md"
@@ -139,15 +141,15 @@ def test_quoted_report_and_watchdog_lines_are_what_the_code_prints():
     assert exposed.line.startswith("EXPOSED: ")
     assert f"(`Fix: {exposed.fix}`)" in " ".join(text.split())
     assert "NO GPU" in sdpa.Verdict("no-gpu", "x").line and "`verdict NO GPU`" in text
-    src = (ROOT / "scripts/ftenv/slowhint.py").read_text()
+    src = (ROOT / "scripts/ftenv/steps/hints.py").read_text()
     for line in lines:
         if line.startswith("[ftenv-watch] SLOW STEP"):
-            assert slowhint.PREFIX == "[ftenv-watch]"
+            assert hints.PREFIX == "[ftenv-watch]"
             assert "{PREFIX} SLOW STEP rank " in src and "x the running median" in src
         elif line.startswith("[ftenv-watch]"):
             assert re.match(r"\[ftenv-watch\] (SUMMARY|verdict): ", line), line
-    assert report.render_text  # the report prints "verdict " + Verdict.line
-    assert 'f"verdict {a.verdict.line}"' in (ROOT / "scripts/ftenv/report.py").read_text()
+    assert render.render_text  # the report prints "verdict " + Verdict.line
+    assert 'f"verdict {a.verdict.line}"' in (ROOT / "scripts/ftenv/report/render.py").read_text()
 
 
 def ftenv_commands(text: str) -> set[str]:

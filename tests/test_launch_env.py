@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ftenv import launch_env
-from ftenv.launch_env import LaunchError, apply_overrides, detect, first_host
+from ftenv.train import cluster_env
+from ftenv.train.cluster_env import LaunchError, apply_overrides, detect, first_host
 
 
 def args_for(env: dict, nproc: int = 8, **overrides) -> list[str]:
@@ -196,4 +196,4 @@ def test_command_line_overrides_win():
 
 
 def test_defaults_are_upstreams():
-    assert (launch_env.DEFAULT_MASTER_ADDR, launch_env.DEFAULT_MASTER_PORT) == ("127.0.0.1", 26669)
+    assert (cluster_env.DEFAULT_MASTER_ADDR, cluster_env.DEFAULT_MASTER_PORT) == ("127.0.0.1", 26669)

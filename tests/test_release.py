@@ -1,7 +1,7 @@
 """The release pipeline, as far as it can be checked without GitHub (issue 6, docs/releasing.md).
 
-Each check of `ftenv release check` (what `make release-check` runs) is shown to fail on what it
-guards (a stale bake file, a bake tag or label that differs, a missing Dockerfile label, an unpinned
+Each check of `python -m imagetools release check` (what `make release-check` runs) is shown to fail on
+what it guards (a stale bake file, a bake tag or label that differs, a missing Dockerfile label, an unpinned
 action) and to pass on the repository as it is. A changed version in a copy of versions.toml shows
 the tags, labels and bake targets following it.
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ftenv import release, versions
+from ftenv.build import versions
+from imagetools import release
 
 ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
@@ -32,7 +33,7 @@ GOOD_PIN = "      - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba9
 
 
 def cli(*args: str, file: Path | None = None) -> str:
-    """`ftenv release ...` through its own parser, output captured."""
+    """`python -m imagetools release ...` through its own parser, output captured."""
     parser = argparse.ArgumentParser()
     release.add_parser(parser.add_subparsers(dest="command"))
     ns = parser.parse_args(["release", *(["--file", str(file)] if file else []), *args])

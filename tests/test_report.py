@@ -5,9 +5,9 @@ import types
 
 import pytest
 
-from ftenv import facts as facts_mod
-from ftenv import report
-from ftenv.facts import Facts, Gpu
+from ftenv.report import facts as facts_mod
+from ftenv.report import render
+from ftenv.report.facts import Facts, Gpu
 
 GIB = 2**30
 
@@ -48,13 +48,13 @@ def _facts(sms=((9, 0),), raw="1", cudnn=91900, order=None, choice=None, **kw):
     ],
 )
 def test_matrix_without_live_probe(sm, raw, cudnn, level):
-    a = report.assess(_facts(sms=[sm], raw=raw, cudnn=cudnn))
+    a = render.assess(_facts(sms=[sm], raw=raw, cudnn=cudnn))
     assert a.verdict.level == level
 
 
 def test_text_block_has_each_fact():
     f = _facts(order=[1, 2, 0, 3, 4], choice=2)
-    text = report.render_text(f, report.assess(f))
+    text = render.render_text(f, render.assess(f))
     assert "torch 2.11.0+cu130 (CUDA 13.0), cuDNN 9.19.0" in text
     assert "driver  580.126.20 (CUDA 13.0)" in text
     assert "GPU 0   GPU0, sm_90, 141.0 GiB" in text
@@ -66,21 +66,21 @@ def test_text_block_has_each_fact():
 
 def test_ignored_value_is_explained_with_the_fix():
     f = _facts(raw="true")
-    text = report.render_text(f, report.assess(f))
+    text = render.render_text(f, render.assess(f))
     assert "WARNING: TORCH_CUDNN_SDPA_DEPRIORITIZED='true': torch ignores 'true'" in text
     assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in text
 
 
 def test_unsupported_gpu_warns():
-    notes = report.assess(_facts(sms=[(8, 0), (9, 0)])).notes
+    notes = render.assess(_facts(sms=[(8, 0), (9, 0)])).notes
     assert any("GPU 0" in n and "sm_80" in n for n in notes)
     assert not any("GPU 1" in n for n in notes)
 
 
 def test_no_gpu_says_so_and_warns_about_the_driver():
     f = _facts(sms=[])
-    a = report.assess(f)
-    text = report.render_text(f, a)
+    a = render.assess(f)
+    text = render.render_text(f, a)
     assert "GPU     none visible" in text and "verdict NO GPU" in text
     assert any(
         n.startswith("WARNING: The NVIDIA driver was not detected") and "--gpus all" in n for n in a.notes
@@ -88,20 +88,20 @@ def test_no_gpu_says_so_and_warns_about_the_driver():
 
 
 def test_driver_too_old_is_an_error_naming_the_fix():
-    notes = report.assess(_facts(driver_cuda=12080, driver_version="570.86")).notes
+    notes = render.assess(_facts(driver_cuda=12080, driver_version="570.86")).notes
     assert notes[0].startswith("ERROR:") and "R580" in notes[0] and "12.8" in notes[0] and "cu128" in notes[0]
-    assert not any(n.startswith("ERROR") for n in report.assess(_facts()).notes)
+    assert not any(n.startswith("ERROR") for n in render.assess(_facts()).notes)
 
 
 def test_shm_default_gets_the_ngc_advice():
-    notes = report.assess(_facts(shm_bytes=64 * 2**20)).notes
+    notes = render.assess(_facts(shm_bytes=64 * 2**20)).notes
     assert any(n.startswith("NOTE: /dev/shm is 64 MiB") and "--ipc=host" in n for n in notes)
-    assert not any("/dev/shm" in n for n in report.assess(_facts()).notes)
+    assert not any("/dev/shm" in n for n in render.assess(_facts()).notes)
 
 
 def test_json_is_complete_and_parses():
     f = _facts(order=[3, 1, 2, 0, 4], choice=3, raw="0")
-    data = json.loads(report.render_json(f, report.assess(f)))
+    data = json.loads(render.render_json(f, render.assess(f)))
     assert data["verdict"]["level"] == "exposed"
     assert data["env"] == {"raw": "0", "state": "prefer-cudnn", "meaning": data["env"]["meaning"]}
     assert data["live_order_names"][0] == "cudnn" and data["padded_choice_name"] == "cudnn"
@@ -150,9 +150,9 @@ def test_missing_private_apis_give_unknown_and_the_rule_still_decides():
     assert f.live_order is None and f.padded_choice is None
     assert any("_get_sdp_priority_order" in p for p in f.problems)
     assert any("_fused_sdp_choice" in p for p in f.problems)
-    a = report.assess(f)
+    a = render.assess(f)
     assert a.verdict.level == "exposed" and "by torch's rule" in a.verdict.reason
-    text = report.render_text(f, a)
+    text = render.render_text(f, a)
     assert "live order: unknown" in text and "takes: unknown" in text
 
 
@@ -161,7 +161,7 @@ def test_private_apis_present_are_read():
     f.gpus = []
     facts_mod._gpus_and_sdpa(f, _fake_torch(private_apis=True))
     assert f.live_order == [3, 1, 2, 0, 4] and f.padded_choice == 3
-    assert report.assess(f).verdict.level == "exposed"
+    assert render.assess(f).verdict.level == "exposed"
 
 
 def test_a_raising_cuda_is_recorded_not_raised():
@@ -194,4 +194,4 @@ def test_collect_on_this_machine_never_raises_and_report_exits_0(capsys, monkeyp
 )
 def test_the_variable_is_shown_unambiguously(raw, shown):
     f = _facts(raw=raw)
-    assert shown in report.render_text(f, report.assess(f))
+    assert shown in render.render_text(f, render.assess(f))

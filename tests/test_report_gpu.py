@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ftenv import sdpa
+from ftenv.report import sdpa
 
 pytestmark = pytest.mark.gpu
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ftenv import sdpa
+from ftenv.report import sdpa
 
 H100, B200, B300, A100, RTX5090 = (9, 0), (10, 0), (10, 3), (8, 0), (12, 0)
 CUDNN_9_10, CUDNN_9_19 = 91002, 91900

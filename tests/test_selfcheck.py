@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 import steplogs
-from ftenv import cli, funasrlog, selfcheck, stepstats, tinymodel
+from ftenv import cli
+from ftenv.steps import funasr_log, stats
+from ftenv.train import selfcheck, tinymodel
 
 ROOT = Path(__file__).resolve().parents[1]
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
@@ -28,8 +30,8 @@ STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps
 # --- the statistics on synthetic timings -------------------------------------------------------
 
 
-def _steps(gen) -> list[stepstats.Step]:
-    return [stepstats.Step(g.index, g.seconds, g.batch, g.padded, g.rank) for g in gen]
+def _steps(gen) -> list[stats.Step]:
+    return [stats.Step(g.index, g.seconds, g.batch, g.padded, g.rank) for g in gen]
 
 
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
@@ -37,16 +39,16 @@ def test_field_report_numbers_fail(kind):
     run = steplogs.field_report_run()
     slow = [g for g in run if g.seconds > 0.5]
     assert len(run) == 382 and len(slow) == 59  # the report's 323 fast + 59 slow steps
-    s = stepstats.summarize(_steps(run), selfcheck.THRESHOLDS[kind])
-    assert s.verdict == stepstats.FAIL
+    s = stats.summarize(_steps(run), selfcheck.THRESHOLDS[kind])
+    assert s.verdict == stats.FAIL
     assert s.new_over_seen > 9
     assert s.fix and "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s.fix
 
 
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_flat_steps_with_5_percent_jitter_pass(kind):
-    s = stepstats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), selfcheck.THRESHOLDS[kind])
-    assert s.verdict == stepstats.PASS, s.reasons
+    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), selfcheck.THRESHOLDS[kind])
+    assert s.verdict == stats.PASS, s.reasons
     assert 0.9 < s.new_over_seen < 1.1
 
 
@@ -60,20 +62,20 @@ def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
         new = p.shape not in seen
         seen.add(p.shape)
         base = 1.05 if new else 0.098
-        steps.append(stepstats.Step(i, base * rng.uniform(0.95, 1.05), *p.shape))
-    s = stepstats.summarize(steps, selfcheck.THRESHOLDS[kind])
-    assert s.verdict == stepstats.FAIL
+        steps.append(stats.Step(i, base * rng.uniform(0.95, 1.05), *p.shape))
+    s = stats.summarize(steps, selfcheck.THRESHOLDS[kind])
+    assert s.verdict == stats.FAIL
     flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]
-    assert stepstats.summarize(flat, selfcheck.THRESHOLDS[kind]).verdict == stepstats.PASS
+    assert stats.summarize(flat, selfcheck.THRESHOLDS[kind]).verdict == stats.PASS
 
 
 def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
-    """The recipe path's verdict reads the trainer's real line format (ftenv.funasrlog)."""
-    for fixed, expected in ((False, stepstats.FAIL), (True, stepstats.PASS)):
+    """The recipe path's verdict reads the trainer's real line format (ftenv.steps.funasr_log)."""
+    for fixed, expected in ((False, stats.FAIL), (True, stats.PASS)):
         lines, _ = steplogs.field_report_log(fixed=fixed)
         log = tmp_path / f"train-{fixed}.log"
         log.write_text("\n".join(lines) + "\n")
-        scan = funasrlog.scan_files([str(log)])
+        scan = funasr_log.scan_files([str(log)])
         result = selfcheck.verdict_result("recipe", scan.steps, selfcheck.THRESHOLDS["cuda"])
         assert result["verdict"] == expected, result["summary"]["reasons"]
 
@@ -85,8 +87,8 @@ def test_thresholds_are_options():
     assert t.max_over_median == selfcheck.THRESHOLDS["cuda"].max_over_median
     run = steplogs.field_report_run()
     # With thresholds above the report's 10x, its pattern no longer fails on the shape rule.
-    s = stepstats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
-    assert s.verdict == stepstats.PASS
+    s = stats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
+    assert s.verdict == stats.PASS
 
 
 def cli_args(*argv):
@@ -179,7 +181,7 @@ def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
     assert rc == 0
     cmd = r["command"]
-    assert "-m" in cmd and "ftenv.funasr_train_entry" in cmd  # the CPU shim, named
+    assert "-m" in cmd and "ftenv.train.funasr_entry" in cmd  # the CPU shim, named
     for override in ("++audio_encoder_conf.freeze=true", "++llm_conf.freeze=false", "++disable_update=true"):
         assert override in cmd
     s = r["summary"]
@@ -206,14 +208,14 @@ def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
 
 
 def test_probe_machinery_on_cpu():
-    from ftenv import probe
+    from ftenv.report import shape_probe
 
-    r = probe.probe("cpu", heads=2, head_dim=16)
+    r = shape_probe.probe("cpu", heads=2, head_dim=16)
     rows = r["modes"]["current"]["rows"]
-    assert [(x["batch"], x["padded_len"]) for x in rows] == probe.SHAPES["current"]
+    assert [(x["batch"], x["padded_len"]) for x in rows] == shape_probe.SHAPES["current"]
     assert all(x["fwd1"] > 0 and x["bwd2"] > 0 for x in rows)
     assert "cudnn-first" not in r["modes"]  # forcing cuDNN means nothing on a CPU
-    assert "per-new-shape cost" in probe.render(r)
+    assert "per-new-shape cost" in shape_probe.render(r)
 
 
 def _cuda():
@@ -236,7 +238,7 @@ def _gpu_exposed_at_0() -> bool:
     """cuDNN goes first at 0 only where torch's rule says so (sm_90/100/103, cuDNN >= 9.15.1)."""
     import torch
 
-    from ftenv import sdpa
+    from ftenv.report import sdpa
 
     return bool(
         sdpa.cudnn_first_by_rule(

@@ -8,8 +8,8 @@ What differs from a GPU cluster, and why:
 - no pyxis/enroot here (not in Debian): the `--container-*` options are removed from the srun line
   and the job runs the host's ftenv, torch and funasr (the image's locked stack, in the venv);
 - no GPUs: the `#SBATCH --gpus-per-node` line is removed, GPUS_PER_NODE=1, and the trainer is
-  `python -m ftenv.funasr_train_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
-  funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/funasr_cpu_shim.py),
+  `python -m ftenv.train.funasr_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
+  funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/train/funasr_cpu_shim.py),
   with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
 Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
 reading SLURM_* (node rank, node count, first host as master), torchrun per node, DDP across the
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.funasr_train_entry import CPU_SHIM_ENV
+from ftenv.train.funasr_entry import CPU_SHIM_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
@@ -179,7 +179,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from ftenv import tinymodel
+    from ftenv.train import tinymodel
 
     out = tmp_path_factory.mktemp("tiny")
     return tinymodel.build(out)
@@ -210,7 +210,7 @@ def runnable_example(text: str, trainer: str) -> str:
 
 def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
     script = tmp_path / "job.sbatch"
-    script.write_text(runnable_example(EXAMPLE.read_text(), "-m ftenv.funasr_train_entry"))
+    script.write_text(runnable_example(EXAMPLE.read_text(), "-m ftenv.train.funasr_entry"))
     out_dir = tmp_path / "run"
     env = {
         **cluster.env,

@@ -1,4 +1,4 @@
-"""ftenv.stepstats: shapes, summary, verdict thresholds (each shown to FAIL on what it guards
+"""ftenv.steps.stats: shapes, summary, verdict thresholds (each shown to FAIL on what it guards
 against and to PASS without it), and the live Detector."""
 
 from __future__ import annotations
@@ -8,8 +8,18 @@ import random
 
 import pytest
 
-from ftenv import stepstats
-from ftenv.stepstats import DATA, FAIL, INCONCLUSIVE, NEW_SHAPE, PASS, SEEN_SHAPE, Detector, Step, Thresholds
+from ftenv.steps import stats
+from ftenv.steps.stats import (
+    DATA,
+    FAIL,
+    INCONCLUSIVE,
+    NEW_SHAPE,
+    PASS,
+    SEEN_SHAPE,
+    Detector,
+    Step,
+    Thresholds,
+)
 from steplogs import FAST, SHAPES, SLOW, STEPS, field_report_run, fixed_run
 
 
@@ -44,13 +54,13 @@ def test_mark_new_shapes_is_per_rank_and_leaves_shapeless_steps_unknown():
         Step(3, 0.1, None, None, rank=0),
         Step(4, 0.1, 8, 104, rank=0),
     ]
-    assert [s.new_shape for s in stepstats.mark_new_shapes(steps)] == [True, False, True, None, True]
+    assert [s.new_shape for s in stats.mark_new_shapes(steps)] == [True, False, True, None, True]
     assert steps[0].shape == (8, 100) and steps[3].shape is None
 
 
 def test_field_report_pattern_fails_with_the_reports_numbers():
     steps = as_steps(field_report_run())
-    s = stepstats.summarize(steps)
+    s = stats.summarize(steps)
     assert s.n_steps == STEPS == 382
     assert s.n_slow == 59 == SHAPES and s.slow_on_new == 59
     assert all(st.new_shape for st in s.slow_steps)
@@ -65,7 +75,7 @@ def test_field_report_pattern_fails_with_the_reports_numbers():
 
 
 def test_fixed_run_passes_and_flags_nothing():
-    s = stepstats.summarize(as_steps(fixed_run()))
+    s = stats.summarize(as_steps(fixed_run()))
     assert s.verdict == PASS, s.reasons
     assert s.n_slow == 0 and s.fix is None
     assert s.mean == pytest.approx(0.100, abs=0.002)
@@ -75,11 +85,11 @@ def test_fixed_run_passes_and_flags_nothing():
 def test_new_over_seen_alone_fails_and_passes_without_it():
     base = steady(shapes=8)
     # Injected: each shape's first step takes 3.5x; few enough (8 of 200) that p95 and max pass.
-    marked = stepstats.mark_new_shapes(base)
+    marked = stats.mark_new_shapes(base)
     slow = [
         Step(s.index, s.seconds * 3.5 if s.new_shape else s.seconds, s.batch, s.padded_len) for s in marked
     ]
-    bad, good = stepstats.summarize(slow), stepstats.summarize(base)
+    bad, good = stats.summarize(slow), stats.summarize(base)
     assert bad.new_over_seen >= 3 > good.new_over_seen
     assert bad.p95_over_median < 2 and bad.max_over_median < 10 and bad.n_new == 8
     assert bad.verdict == FAIL and good.verdict == PASS
@@ -93,7 +103,7 @@ def test_p95_alone_fails_and_passes_without_it():
         Step(s.index, s.seconds * 2.5 if rng.random() < 0.1 and s.index > 10 else s.seconds, 8, s.padded_len)
         for s in base
     ]
-    bad, good = stepstats.summarize(slow), stepstats.summarize(base)
+    bad, good = stats.summarize(slow), stats.summarize(base)
     assert bad.p95_over_median >= 2 > good.p95_over_median
     assert bad.new_over_seen < 3 and bad.max_over_median < 10
     assert bad.verdict == FAIL and good.verdict == PASS
@@ -103,7 +113,7 @@ def test_p95_alone_fails_and_passes_without_it():
 def test_max_alone_fails_and_passes_without_it():
     base = steady(shapes=3)
     stall = [Step(s.index, 1.5 if s.index == 150 else s.seconds, s.batch, s.padded_len) for s in base]
-    bad, good = stepstats.summarize(stall), stepstats.summarize(base)
+    bad, good = stats.summarize(stall), stats.summarize(base)
     assert bad.max_over_median >= 10 > good.max_over_median
     assert bad.p95_over_median < 2 and bad.new_over_seen < 3
     assert bad.verdict == FAIL and good.verdict == PASS
@@ -113,19 +123,19 @@ def test_max_alone_fails_and_passes_without_it():
 def test_too_few_new_or_seen_steps_is_inconclusive_not_pass():
     no_shape = [Step(i, 0.1) for i in range(1, 50)]
     all_new = [Step(i, 0.1, 8, 100 + i) for i in range(1, 50)]
-    assert stepstats.summarize(no_shape).verdict == INCONCLUSIVE
-    assert stepstats.summarize(all_new).verdict == INCONCLUSIVE
-    assert stepstats.summarize([]).verdict == INCONCLUSIVE
+    assert stats.summarize(no_shape).verdict == INCONCLUSIVE
+    assert stats.summarize(all_new).verdict == INCONCLUSIVE
+    assert stats.summarize([]).verdict == INCONCLUSIVE
     # Even with the minimums at 0, no step on a seen shape means nothing to compare with.
-    assert stepstats.summarize(all_new, Thresholds(min_new=1, min_seen=0)).verdict == INCONCLUSIVE
+    assert stats.summarize(all_new, Thresholds(min_new=1, min_seen=0)).verdict == INCONCLUSIVE
 
 
 def test_warmup_leaves_out_the_first_steps_of_each_rank():
     steps = [Step(1, 5.0, 8, 100, rank=0), Step(1, 5.0, 8, 100, rank=1)] + [
         Step(i, 0.1, 8, 100, rank=r) for i in range(2, 40) for r in (0, 1)
     ]
-    assert stepstats.summarize(steps).max_over_median == pytest.approx(50)
-    s = stepstats.summarize(steps, Thresholds(warmup=1))
+    assert stats.summarize(steps).max_over_median == pytest.approx(50)
+    s = stats.summarize(steps, Thresholds(warmup=1))
     assert s.n_warmup == 2 and s.max == pytest.approx(0.1)
 
 
@@ -134,23 +144,23 @@ def test_data_load_stalls_get_the_data_fix():
         Step(i, 0.6 if i % 10 == 0 else 0.1, 8, 100, phases=(("data_load", 0.52 if i % 10 == 0 else 0.01),))
         for i in range(1, 101)
     ]
-    s = stepstats.summarize(steps)
+    s = stats.summarize(steps)
     assert s.verdict == FAIL and s.slow_causes == {DATA: 10}
     assert "num_workers" in s.fix
 
 
 def test_summary_to_dict_is_strict_json():
     for steps in ([], as_steps(field_report_run())):
-        d = stepstats.summarize(steps).to_dict()
+        d = stats.summarize(steps).to_dict()
         json.dumps(d, allow_nan=False)
-    d = stepstats.summarize(as_steps(field_report_run())).to_dict()
+    d = stats.summarize(as_steps(field_report_run())).to_dict()
     assert d["n_slow"] == 59 and d["slow_steps"][0]["phases"]["data_load"] == pytest.approx(0.011)
 
 
 def test_percentile_matches_linear_interpolation():
-    assert stepstats.percentile([1, 2, 3, 4], 50) == 2.5
-    assert stepstats.percentile([5], 95) == 5
-    assert stepstats.percentile(list(range(101)), 95) == 95
+    assert stats.percentile([1, 2, 3, 4], 50) == 2.5
+    assert stats.percentile([5], 95) == 5
+    assert stats.percentile(list(range(101)), 95) == 95
 
 
 def test_detector_names_every_slow_step_of_the_field_report():

@@ -1,10 +1,10 @@
-"""ftenv.steptimer: the watchdog for custom training loops gives the same hint and summary."""
+"""ftenv.steps.timer: the watchdog for custom training loops gives the same hint and summary."""
 
 from __future__ import annotations
 
 import io
 
-from ftenv.steptimer import StepTimer
+from ftenv.steps.timer import StepTimer
 from steplogs import field_report_run, fixed_run
 
 

@@ -9,7 +9,8 @@ import json
 import pytest
 import yaml
 
-from ftenv import cli, tinymodel
+from ftenv import cli
+from ftenv.train import tinymodel
 
 
 @pytest.fixture(scope="module")

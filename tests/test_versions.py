@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from ftenv import versions
+from ftenv.build import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")

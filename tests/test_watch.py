@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from ftenv import livesettings, sdpa, stepstats
+from ftenv.report import attention, sdpa
+from ftenv.steps import stats
 from steplogs import field_report_run, flood
 
 HERE = Path(__file__).parent
@@ -36,11 +37,11 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 
 def first_flagged(ranks: int = 1):
     """The generated step the watchdog flags first, ranks interleaved step by step as logged."""
-    d = stepstats.Detector()
+    d = stats.Detector()
     runs = [field_report_run(rank=r) for r in range(ranks)]
     for steps in zip(*runs, strict=True):
         for s in steps:
-            _, event = d.observe(stepstats.Step(s.index, s.seconds, s.batch, s.padded, s.rank))
+            _, event = d.observe(stats.Step(s.index, s.seconds, s.batch, s.padded, s.rank))
             if event:
                 return s
     raise AssertionError("no slow step")
@@ -211,9 +212,9 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
     driver = textwrap.dedent(
         f"""
         import sys
-        from ftenv import sdpa
-        from ftenv.livesettings import AttentionSettings
-        from ftenv.watch import watch
+        from ftenv.report import sdpa
+        from ftenv.report.attention import AttentionSettings
+        from ftenv.steps.watch import watch
         env = sdpa.interpret_env({raw!r})
         first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
         s = AttentionSettings({arches!r}, "test", env, "test", {torch_version!r}, {cudnn}, first)
@@ -230,7 +231,7 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
 
 def test_a_hanging_settings_probe_never_holds_the_output():
     driver = (
-        "import sys, time; from ftenv.watch import watch; "
+        "import sys, time; from ftenv.steps.watch import watch; "
         f"sys.exit(watch({[*FAKE, '--steps', '40']!r}, settings=lambda: time.sleep(600)))"
     )
     r = run([sys.executable, "-c", driver])  # would time out if the hint waited for the probe
@@ -427,7 +428,7 @@ def test_100_mb_through_both_streams_without_loss_or_deadlock():
 
 def test_ftenv_watch_0_execs_the_command_plainly():
     driver = (
-        "import os, sys; from ftenv.watch import run_watched; "
+        "import os, sys; from ftenv.steps.watch import run_watched; "
         "print('driver', os.getpid(), file=sys.stderr, flush=True); "
         "sys.exit(run_watched(['sh', '-c', 'echo child $$ >&2; " + " ".join(FAKE) + " --steps 60 --exit 3']))"
     )
@@ -443,7 +444,7 @@ def test_ftenv_watch_0_execs_the_command_plainly():
 
 def test_the_watchdog_never_imports_torch():
     driver = (
-        "import sys; from ftenv.watch import watch; "
+        "import sys; from ftenv.steps.watch import watch; "
         f"rc = watch({[*FAKE, '--steps', '40']!r}); "
         "print('TORCH LOADED' if 'torch' in sys.modules else 'no torch', file=sys.stderr)"
     )
@@ -475,12 +476,12 @@ def test_settings_come_from_the_training_process_environment():
     )
     try:
         for _ in range(100):  # until sh has exec'd into sleep with the exported variables
-            values, source = livesettings.process_env(proc.pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
+            values, source = attention.process_env(proc.pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
             if values[sdpa.ENV_VAR] is not None:
                 break
             time.sleep(0.05)
         assert values == {sdpa.ENV_VAR: "0", "CUDNN_VERSION": "9.19.0.56"} and source == "training process"
-        s = livesettings.probe(proc.pid)
+        s = attention.probe(proc.pid)
         assert s.env.state == "prefer-cudnn" and s.cudnn_version == 91900
     finally:
         proc.kill()
@@ -488,21 +489,21 @@ def test_settings_come_from_the_training_process_environment():
 
 
 def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
-    monkeypatch.setattr(livesettings, "gpu_arches", lambda: ((), "none"))
+    monkeypatch.setattr(attention, "gpu_arches", lambda: ((), "none"))
     monkeypatch.setenv(sdpa.ENV_VAR, "1")
-    assert livesettings.probe(None).cudnn_first is False
+    assert attention.probe(None).cudnn_first is False
     monkeypatch.setenv(sdpa.ENV_VAR, "0")
-    s = livesettings.probe(None)
+    s = attention.probe(None)
     assert s.cudnn_first is None and "GPU arch unknown" in s.line() and "first: unknown" in s.line()
-    monkeypatch.setattr(livesettings, "gpu_arches", lambda: (((10, 0),), "nvml"))
+    monkeypatch.setattr(attention, "gpu_arches", lambda: (((10, 0),), "nvml"))
     monkeypatch.setenv("CUDNN_VERSION", "9.19.0.56")
-    monkeypatch.setattr(livesettings, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
-    assert livesettings.probe(None).cudnn_first is True
-    monkeypatch.setattr(livesettings, "_proc_environ", lambda pid: None)
-    assert livesettings.probe(12345).env_source == "environment"
+    monkeypatch.setattr(attention, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
+    assert attention.probe(None).cudnn_first is True
+    monkeypatch.setattr(attention, "_proc_environ", lambda pid: None)
+    assert attention.probe(12345).env_source == "environment"
 
 
 def test_cudnn_version_text():
-    assert livesettings.cudnn_int("9.19.0.56") == 91900
-    assert livesettings.cudnn_int("9.10.2.21") == 91002
-    assert livesettings.cudnn_int("") is None and livesettings.cudnn_int(None) is None
+    assert attention.cudnn_int("9.19.0.56") == 91900
+    assert attention.cudnn_int("9.10.2.21") == 91002
+    assert attention.cudnn_int("") is None and attention.cudnn_int(None) is None

@@ -8,18 +8,17 @@ import sys
 
 from ftenv import __version__
 
-#: Modules under ftenv/ that provide `add_parser(subparsers)`; the order is the help's order.
+#: Modules (dotted, below ftenv) that provide `add_parser(subparsers)`; the order is the help's order.
 COMMANDS = [
-    "report",
-    "versions_cli",
-    "buildcheck",
-    "finetune",
-    "watch",
-    "analyze",
-    "selfcheck",
-    "probe",
-    "tinymodel",
-    "release",
+    "report.render",
+    "build.versions_cli",
+    "build.buildcheck",
+    "train.finetune",
+    "steps.watch",
+    "steps.analyze",
+    "train.selfcheck",
+    "report.shape_probe",
+    "train.tinymodel",
 ]
 
 

@@ -101,10 +101,10 @@ def test_a_typo_in_an_example_fails_in_the_image(image, layout, tmp_path):
 def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tmp_path_factory, tmp_path):
     """The example's own command line, really training: the tiny random Fun-ASR-Nano built here,
     mounted as the example mounts a real one, one epoch on the CPU through ftenv finetune, torchrun,
-    the watchdog and FunASR's funasr-train-ds (through `python -m ftenv.funasr_train_entry` with
+    the watchdog and FunASR's funasr-train-ds (through `python -m ftenv.train.funasr_entry` with
     FTENV_FUNASR_CPU_SHIM=1, which maps the trainer's hard-coded CUDA calls to the CPU), until the
     checkpoint is written."""
-    from ftenv import tinymodel
+    from ftenv.train import tinymodel
 
     base = tmp_path_factory.mktemp("tinyrun")
     os.chmod(base, 0o755)
@@ -120,7 +120,7 @@ def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tm
         {
             "FTENV_TEST_RUN": "1",
             "FTENV_TEST_PODMAN": "-e FTENV_FUNASR_CPU_SHIM=1",
-            "FTENV_TEST_OPTIONS": "--trainer '-m ftenv.funasr_train_entry'",
+            "FTENV_TEST_OPTIONS": "--trainer '-m ftenv.train.funasr_entry'",
             "FTENV_TEST_OVERRIDES": "++train_conf.max_epoch=1 ++device=cpu ++dataset_conf.batch_size=400 "
             "++dataset_conf.num_workers=0",
         },

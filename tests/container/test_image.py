@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv import versions
+from ftenv.build import versions
 
 ROOT = Path(__file__).resolve().parents[2]
 V = versions.load(ROOT / "versions.toml")

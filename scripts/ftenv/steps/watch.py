@@ -4,7 +4,7 @@ and add one marked line when a step is several times the running median, saying 
 Pass-through: the command's stdout and stderr are pipes read by one thread each, in raw chunks,
 each chunk written at once to the same stream of this process (no decoding, no line buffering:
 partial lines, `\\r` progress bars, any bytes and any line length pass as they come, and each
-stream keeps its order). Complete lines are parsed on the side (ftenv.funasrlog); the watchdog's
+stream keeps its order). Complete lines are parsed on the side (ftenv.steps.funasr_log); the watchdog's
 own lines start with `[ftenv-watch]` and go, by default, into the stream that carried the step
 line, right after that line (so they land in the same log file); `--hint-stream stderr` sends them
 to stderr instead. Removing the lines that start with `[ftenv-watch]` gives back the command's
@@ -13,7 +13,7 @@ output byte for byte.
 Process: the command runs in its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 sent to the watchdog (by a terminal, `docker stop`, tini, Slurm) are forwarded to that whole
 group, and the watchdog exits with the command's exit code (128+N when a signal N ended it). It
-never initialises CUDA (see ftenv.livesettings). A failure inside the watchdog's parsing stops the
+never initialises CUDA (see ftenv.report.attention). A failure inside the watchdog's parsing stops the
 watching, never the pass-through or the command.
 """
 
@@ -29,8 +29,9 @@ import sys
 import threading
 import time
 
-from ftenv import funasrlog, livesettings, slowhint
-from ftenv.slowhint import PREFIX
+from ftenv.report import attention
+from ftenv.steps import funasr_log, hints
+from ftenv.steps.hints import PREFIX
 
 ENV_SWITCH = "FTENV_WATCH"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -49,7 +50,7 @@ def _write_all(fd: int, data: bytes) -> None:
 class _Core:
     """The shared state of both pumps: parsing, the Watcher, and where hints go."""
 
-    def __init__(self, watcher: slowhint.Watcher, summary_every: int, time_field: str):
+    def __init__(self, watcher: hints.Watcher, summary_every: int, time_field: str):
         self.watcher = watcher
         self.summary_every = summary_every
         self.time_field = time_field
@@ -58,7 +59,7 @@ class _Core:
         self.broken: str | None = None
 
     def handle(self, line: bytes, out_fd: int) -> list[str]:
-        fields = funasrlog.fast_fields(line, self.time_field) if len(line) <= funasrlog.MAX_LINE else None
+        fields = funasr_log.fast_fields(line, self.time_field) if len(line) <= funasr_log.MAX_LINE else None
         if fields is not None:
             with self.lock:
                 self.last_step_fd = out_fd
@@ -66,7 +67,7 @@ class _Core:
                 if self.summary_every and self.watcher.n_steps % self.summary_every == 0:
                     lines += self.watcher.summary_lines(final=False)
                 return lines
-        parsed = funasrlog.parse_line(line, self.time_field)
+        parsed = funasr_log.parse_line(line, self.time_field)
         if parsed is None:
             return []
         kind, value = parsed
@@ -91,7 +92,7 @@ class _Pump(threading.Thread):
         super().__init__(daemon=True, name=f"ftenv-watch-{out_fd}")
         self.pipe, self.src, self.out_fd = pipe, pipe.fileno(), out_fd
         self.core, self.hint_fd = core, hint_fd  # hint_fd None: hints inline in this stream
-        self.splitter = funasrlog.LineSplitter()
+        self.splitter = funasr_log.LineSplitter()
         self.parse = True
         self.last_data = time.monotonic()
         self.at_line_start = True  # the last byte written to out_fd was a newline (or none yet)
@@ -185,8 +186,8 @@ def watch(
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED:
             previous[sig] = signal.signal(sig, forward)
-    probe = settings or (lambda: livesettings.probe(proc.pid))
-    watcher = slowhint.Watcher(factor=factor, warmup=warmup, repeat=repeat, settings=probe)
+    probe = settings or (lambda: attention.probe(proc.pid))
+    watcher = hints.Watcher(factor=factor, warmup=warmup, repeat=repeat, settings=probe)
     core = _Core(watcher, summary_every, time_field)
     out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
     sys.stdout.flush()

@@ -4,7 +4,7 @@ It does what examples/industrial_data_pretraining/fun_asr_nano/finetune.sh does 
 overrides: encoder and adaptor frozen, LLM trainable, token batching, log_interval 1), but:
 
 - the torchrun arguments come from the environment it finds (single node, Slurm, Kubeflow
-  PyTorchJob, torchrun's own PET_* variables; see launch_env.py), and `--dry-run` prints them;
+  PyTorchJob, torchrun's own PET_* variables; see cluster_env.py), and `--dry-run` prints them;
 - it checks the inputs first and says exactly what is wrong (missing model dir or files, a JSONL
   line that is not the recipe's ChatML format, an output dir it cannot write);
 - it stays offline (HF_HUB_OFFLINE=1, no update check) unless `--allow-hub` is given;
@@ -24,7 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv import launch_env, sdpa
+from ftenv.report import sdpa
+from ftenv.train import cluster_env
 
 #: upstream finetune.sh's overrides, in its order (model, data and output are added separately).
 #: Its `++train_conf.deepspeed_config=...` is left out: it points into the example folder and is
@@ -247,7 +248,7 @@ def check_output_dir(path: Path, create: bool = True) -> list[str]:
 class Plan:
     argv: list[str]
     env: dict[str, str]
-    launch: launch_env.Launch
+    launch: cluster_env.Launch
     notes: list[str] = field(default_factory=list)
 
 
@@ -311,15 +312,15 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
         raise InputError("\n".join(problems))
 
     try:
-        launch = launch_env.detect(env)
-        launch = launch_env.apply_overrides(
+        launch = cluster_env.detect(env)
+        launch = cluster_env.apply_overrides(
             launch,
             nnodes=args.nnodes,
             node_rank=args.node_rank,
             master_addr=args.master_addr,
             master_port=args.master_port,
         )
-    except launch_env.LaunchError as exc:
+    except cluster_env.LaunchError as exc:
         raise InputError(str(exc)) from None
     notes += launch.notes
 
@@ -375,10 +376,11 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
 
 def _run_watched(argv: list[str]) -> int:
     try:
-        from ftenv.watch import run_watched
+        from ftenv.steps.watch import run_watched
     except ImportError:
         print(
-            "ftenv finetune: the watchdog (ftenv.watch) is not installed; running without it", file=sys.stderr
+            "ftenv finetune: the watchdog (ftenv.steps.watch) is not installed; running without it",
+            file=sys.stderr,
         )
         import subprocess
 

@@ -12,15 +12,15 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-from ftenv import facts as facts_mod
-from ftenv import sdpa
+from ftenv.report import facts as facts_mod
+from ftenv.report import sdpa
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
 
 
 def supported_sm() -> set[tuple[int, int]]:
     """The GPUs the image is built and checked for, from versions.toml ("sm_100" -> (10, 0))."""
-    from ftenv import versions
+    from ftenv.build import versions
 
     try:
         names = versions.load().image["supported_sm"]

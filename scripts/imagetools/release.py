@@ -1,4 +1,4 @@
-"""`ftenv release`: image tags, the bake file and the release checks, all derived from versions.toml.
+"""`python -m imagetools release`: image tags, bake file and release checks, derived from versions.toml.
 
 Tags (docs/releasing.md says what each one promises):
 
@@ -13,8 +13,8 @@ The build pushes only `<stack>-<commit>`; a release adds the other tags to the s
 the GPU smoke test (`docker buildx imagetools create`), so no moving tag ever points at an image
 that did not pass it.
 
-`docker/docker-bake.json` is generated here (`ftenv release bake --write`, `make bake`) and
-committed; `ftenv release check` fails when it differs from what versions.toml derives, and checks
+`docker/docker-bake.json` is generated here (`make bake`) and committed;
+`python -m imagetools release check` fails when it differs from what versions.toml derives, and checks
 the tag scheme, the Dockerfile's labels and the pinning of the workflows' actions.
 JSON rather than HCL: buildx reads both, the standard library writes and reads JSON, and a
 generated file needs none of HCL's expressions (only `${VAR}`, which bake's JSON supports too).
@@ -28,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-from ftenv import versions
+from ftenv.build import versions
 
 ROOT = Path(__file__).resolve().parents[2]
 BAKE_FILE = Path("docker/docker-bake.json")
@@ -152,7 +152,7 @@ def bake(v: versions.Versions) -> dict:
 
 
 def render_bake(v: versions.Versions) -> str:
-    header = {"//": "Generated from versions.toml by `make bake` (ftenv release bake --write): do not edit."}
+    header = {"//": "Generated from versions.toml by `make bake`: do not edit."}
     return json.dumps(header | bake(v), indent=2) + "\n"
 
 

@@ -2,7 +2,7 @@
 shapes, and a verdict. Pure Python (standard library only), no I/O, no torch.
 
 Used by `ftenv watch` (live, through `Detector`), `ftenv analyze` (offline, through `summarize`),
-`ftenv.steptimer` (custom training loops) and the self-check.
+`ftenv.steps.timer` (custom training loops) and the self-check.
 
 The pattern this module is built to name: with cuDNN first in torch's attention order (torch >= 2.10
 on sm_90, sm_100, sm_103), every (batch, padded length) that a process has not seen before costs a
@@ -37,7 +37,7 @@ PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One training step of one rank. `seconds` is the step's time (see ftenv.funasrlog for which
+    """One training step of one rank. `seconds` is the step's time (see ftenv.steps.funasr_log for which
     of FunASR's timers it is); `phases` optionally holds the trainer's own split, e.g.
     (("data_load", 0.011), ("forward_time", 0.015), ...)."""
 
@@ -137,7 +137,7 @@ def cause_of(step: Step, baseline: float) -> str:
 
 
 #: What to do about each verdict reason, in plain words. The per-shape fix names the variable
-#: through ftenv.sdpa; kept here as text so that this module stays free of imports beyond stdlib.
+#: through ftenv.report.sdpa; kept here as text so that this module stays free of imports beyond stdlib.
 SHAPE_FIX = (
     "set TORCH_CUDNN_SDPA_DEPRIORITIZED=1 in the training process's environment before it starts "
     "(on sm_90/sm_100/sm_103 with torch >= 2.10 cuDNN attention builds a plan for every new "

@@ -31,7 +31,7 @@ def default_path() -> Path:
     """The versions file: $FTENV_VERSIONS_FILE, else the checkout's, else the image's copy."""
     if env := os.environ.get("FTENV_VERSIONS_FILE"):
         return Path(env)
-    checkout = Path(__file__).resolve().parents[2] / "versions.toml"
+    checkout = Path(__file__).resolve().parents[3] / "versions.toml"
     return checkout if checkout.is_file() else IMAGE_VERSIONS_FILE
 
 

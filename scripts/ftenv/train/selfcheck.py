@@ -4,13 +4,13 @@ The stall it guards against: with cuDNN first in torch's attention order (torch 
 sm_100, sm_103 unless TORCH_CUDNN_SDPA_DEPRIORITIZED=1), a training step is slow the FIRST time its
 (batch, padded length) appears in the process, and fast when that shape recurs. So the check
 
-1. loads the tiny offline Fun-ASR-Nano (ftenv.tinymodel: FunASR's packaged `FunASRNano`, a Qwen3
+1. loads the tiny offline Fun-ASR-Nano (ftenv.train.tinymodel: FunASR's packaged `FunASRNano`, a Qwen3
    LLM in bf16 with transformers' sdpa attention and the padding mask) through FunASR's AutoModel;
 2. builds batches with FunASR's own dataset class and collator from the tiny ChatML JSONL, on a
    schedule in which every (batch, padded length) first appears and then recurs;
 3. trains as the recipe does (encoder and adaptor frozen, LLM trainable, AdamW, grad clip 10),
    timing each step with the GPU synchronised;
-4. compares the steps on new shapes with the steps on seen shapes (ftenv.stepstats) and says
+4. compares the steps on new shapes with the steps on seen shapes (ftenv.steps.stats) and says
    PASS or FAIL, why, and what to do.
 
 `--recipe` runs the real `funasr-train-ds` through torchrun instead (see selfcheck_recipe.py).
@@ -33,14 +33,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv import stepstats, tinymodel
-from ftenv.sdpa import ENV_VAR, FIX
+from ftenv.report.sdpa import ENV_VAR, FIX
+from ftenv.steps import stats
+from ftenv.train import tinymodel
 
 #: Where the image keeps the tiny model (built at image build time, read-only for the user).
 IMAGE_TINY_DIR = "/opt/ftenv/tiny"
 TINY_ENV = "FTENV_TINY_DIR"
 
-EXIT = {stepstats.PASS: 0, stepstats.FAIL: 1, stepstats.INCONCLUSIVE: 3}
+EXIT = {stats.PASS: 0, stats.FAIL: 1, stats.INCONCLUSIVE: 3}
 EXIT_ERROR = 2
 
 #: Steps at the start left out of the statistics: the first step pays one-time costs (allocator,
@@ -51,8 +52,8 @@ WARMUP = 3
 #: run measures about 1x. CPU: the same shape rule, looser tails, because a shared CPU is noisy and
 #: the check there shows that the machinery works rather than measuring a GPU stall.
 THRESHOLDS = {
-    "cuda": stepstats.Thresholds(new_over_seen=2.0, p95_over_median=2.0, max_over_median=10.0, warmup=WARMUP),
-    "cpu": stepstats.Thresholds(new_over_seen=2.0, p95_over_median=4.0, max_over_median=20.0, warmup=WARMUP),
+    "cuda": stats.Thresholds(new_over_seen=2.0, p95_over_median=2.0, max_over_median=10.0, warmup=WARMUP),
+    "cpu": stats.Thresholds(new_over_seen=2.0, p95_over_median=4.0, max_over_median=20.0, warmup=WARMUP),
 }
 
 
@@ -244,7 +245,7 @@ def llm_dtype(args: argparse.Namespace, device: str) -> str:
     return "bf16" if device == "cuda" else "fp32"
 
 
-def thresholds_from(args: argparse.Namespace, device: str) -> stepstats.Thresholds:
+def thresholds_from(args: argparse.Namespace, device: str) -> stats.Thresholds:
     base = THRESHOLDS["cuda" if device == "cuda" else "cpu"]
     changes = {
         name: getattr(args, name)
@@ -297,21 +298,21 @@ def render(result: dict) -> str:
         f"  wall time                {result['wall_seconds']:.1f} s (set-up {result['setup_seconds']:.1f} s)"
     )
     verdict = s["verdict"]
-    if verdict == stepstats.PASS:
+    if verdict == stats.PASS:
         lines.append(
             f"PASS: step times are flat: steps on new batch shapes take {_fmt_x(s['new_over_seen'])} "
             "the steps on shapes seen before"
         )
     else:
-        lines.append(f"{verdict}:" if verdict == stepstats.FAIL else f"{verdict}: the check could not decide")
+        lines.append(f"{verdict}:" if verdict == stats.FAIL else f"{verdict}: the check could not decide")
         lines.extend(f"  - {reason}" for reason in s["reasons"])
-        if verdict == stepstats.FAIL:
+        if verdict == stats.FAIL:
             lines.append(f"fix: {s['fix'] or 'see docs/selfcheck.md'}")
     return "\n".join(lines)
 
 
-def verdict_result(mode: str, steps: list[stepstats.Step], thresholds: stepstats.Thresholds, **extra) -> dict:
-    summary = stepstats.summarize(steps, thresholds)
+def verdict_result(mode: str, steps: list[stats.Step], thresholds: stats.Thresholds, **extra) -> dict:
+    summary = stats.summarize(steps, thresholds)
     result = {
         "mode": mode,
         "verdict": summary.verdict,
@@ -322,10 +323,10 @@ def verdict_result(mode: str, steps: list[stepstats.Step], thresholds: stepstats
             "max_over_median": thresholds.max_over_median,
             "warmup": thresholds.warmup,
         },
-        "steps": [s.to_dict() for s in stepstats.mark_new_shapes(steps)],
+        "steps": [s.to_dict() for s in stats.mark_new_shapes(steps)],
     }
     result.update(extra)
-    if summary.verdict == stepstats.FAIL and summary.fix is None:
+    if summary.verdict == stats.FAIL and summary.fix is None:
         result["summary"]["fix"] = (
             f"step times vary for a reason other than new shapes; if {FIX} is already set, run "
             "again on an idle machine, and read docs/selfcheck.md"
@@ -339,7 +340,7 @@ def run_inprocess(args: argparse.Namespace, workdir: Path) -> dict:
     device = pick_device(args.device)
     undo = None
     if args.inject_stall:
-        from ftenv import stall
+        from ftenv.train import stall
 
         undo = stall.install(args.inject_stall)
     try:
@@ -349,7 +350,7 @@ def run_inprocess(args: argparse.Namespace, workdir: Path) -> dict:
         if undo:
             undo()
     steps = [
-        stepstats.Step(index=i, seconds=sec, batch=p.shape[0], padded_len=p.shape[1])
+        stats.Step(index=i, seconds=sec, batch=p.shape[0], padded_len=p.shape[1])
         for i, (sec, p) in enumerate(zip(seconds, prepared.plan, strict=True))
     ]
     return verdict_result(
@@ -383,7 +384,7 @@ def _run_in(args: argparse.Namespace, workdir: Path) -> int:
         # FunASR prints to stdout (its version, tables): keep stdout for the result alone.
         with contextlib.redirect_stdout(sys.stderr):
             if args.recipe:
-                from ftenv import selfcheck_recipe
+                from ftenv.train import selfcheck_recipe
 
                 result = selfcheck_recipe.run_recipe(args, workdir)
             else:

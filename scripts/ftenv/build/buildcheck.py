@@ -12,7 +12,7 @@ import os
 import sys
 from importlib import metadata
 
-from ftenv.versions import cudnn_int
+from ftenv.build.versions import cudnn_int
 
 
 def _expected_from_env() -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The watchdog for people with their own training loop: call `tick()` once per step.
 
-    from ftenv.steptimer import StepTimer
+    from ftenv.steps.timer import StepTimer
 
     timer = StepTimer()                      # prints its hints to stderr
     for batch in loader:
@@ -24,7 +24,8 @@ import sys
 import time
 from typing import TextIO
 
-from ftenv import livesettings, slowhint, stepstats
+from ftenv.report import attention
+from ftenv.steps import hints, stats
 
 
 class StepTimer:
@@ -38,9 +39,7 @@ class StepTimer:
     ):
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
         self.stream, self.clock = stream, clock
-        self.watcher = slowhint.Watcher(
-            factor=factor, warmup=warmup, settings=lambda: livesettings.probe(None)
-        )
+        self.watcher = hints.Watcher(factor=factor, warmup=warmup, settings=lambda: attention.probe(None))
         self._last = clock()
         self._index = 0
 
@@ -56,15 +55,15 @@ class StepTimer:
     def record(self, seconds: float, batch: int | None = None, padded_len: int | None = None) -> list[str]:
         """One step that took `seconds`; returns (and prints) the watchdog's lines, if any."""
         self._index += 1
-        step = stepstats.Step(self._index, float(seconds), batch, padded_len, self.rank)
+        step = stats.Step(self._index, float(seconds), batch, padded_len, self.rank)
         lines = self.watcher.observe(step)
         self._print(lines)
         return lines
 
-    def summary(self) -> stepstats.Summary:
+    def summary(self) -> stats.Summary:
         return self.watcher.summary()
 
-    def finish(self) -> stepstats.Summary:
+    def finish(self) -> stats.Summary:
         """Print the summary lines and return the summary."""
         self._print(self.watcher.summary_lines(final=True))
         return self.summary()

@@ -1,5 +1,5 @@
 """What the watchdog says about slow steps, and how often: shared by `ftenv watch` (FunASR's log)
-and `ftenv.steptimer` (custom training loops).
+and `ftenv.steps.timer` (custom training loops).
 
 Printing policy, so that a long run gets a handful of lines, not one per slow step:
 - the first slow step of each cause gets one full line: rank, step, time and ratio, batch shape and
@@ -18,10 +18,11 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from ftenv import sdpa, stepstats
-from ftenv.funasrlog import PHASES
-from ftenv.livesettings import AttentionSettings
-from ftenv.stepstats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
+from ftenv.report import sdpa
+from ftenv.report.attention import AttentionSettings
+from ftenv.steps import stats
+from ftenv.steps.funasr_log import PHASES
+from ftenv.steps.stats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
 
 PREFIX = "[ftenv-watch]"
 #: How long a slow step's line waits for the settings probe started at the first step.
@@ -54,7 +55,7 @@ def cause_and_fix(event: SlowEvent, settings: AttentionSettings | None) -> tuple
     if event.cause == DATA:
         return (
             f"data loading took {step.data_load:.3f} s of it: the DataLoader did not keep up",
-            stepstats.DATA_FIX,
+            stats.DATA_FIX,
         )
     if event.cause == SEEN_SHAPE:
         return (
@@ -134,11 +135,11 @@ class Watcher:
         warmup: int = 3,
         repeat: int = 3,
         settings: Callable[[], AttentionSettings | None] | None = None,
-        thresholds: stepstats.Thresholds | None = None,
+        thresholds: stats.Thresholds | None = None,
     ):
-        self.detector = stepstats.Detector(factor=factor, warmup=warmup)
+        self.detector = stats.Detector(factor=factor, warmup=warmup)
         self.factor, self.repeat = factor, max(repeat, 1)
-        self.thresholds = thresholds or stepstats.Thresholds()
+        self.thresholds = thresholds or stats.Thresholds()
         self._settings_fn, self._settings, self._probe = settings, None, None
         self.steps: deque[tuple] = deque(maxlen=KEEP_STEPS)
         self.n_steps = 0
@@ -181,7 +182,7 @@ class Watcher:
         rank: int,
         phase_values: tuple[float, ...] = (),
     ) -> list[str]:
-        """observe() for the watchdog's hot path (ftenv.funasrlog.fast_fields): phase_values are
+        """observe() for the watchdog's hot path (ftenv.steps.funasr_log.fast_fields): phase_values are
         FunASR's (data_load, forward_time, backward_time, optim_time); a Step is built only for a
         slow step."""
         new, baseline, earlier, earlier_new = self.detector.judge(rank, seconds, batch, padded_len)
@@ -190,7 +191,7 @@ class Watcher:
             return []
         phases = tuple(zip(PHASES, phase_values, strict=False))
         step = Step(index, seconds, batch, padded_len, rank, new, phases)
-        cause = stepstats.cause_of(step, baseline)
+        cause = stats.cause_of(step, baseline)
         return self._say(SlowEvent(step, baseline, seconds / baseline, cause, earlier, earlier_new))
 
     def _count(self, index, seconds, batch, padded_len, rank, new, data_load) -> None:
@@ -234,12 +235,12 @@ class Watcher:
             "counted, not printed; totals in the summary."
         )
 
-    def summary(self) -> stepstats.Summary:
+    def summary(self) -> stats.Summary:
         steps = [
             Step(i, sec, b, p, r, new, (("data_load", d),) if d is not None else ())
             for i, sec, b, p, r, new, d in self.steps
         ]
-        return stepstats.summarize(steps, self.thresholds, self.factor)
+        return stats.summarize(steps, self.thresholds, self.factor)
 
     def summary_lines(self, final: bool = True) -> list[str]:
         s = self.summary()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ftenv import versions
+from ftenv.build import versions
 
 
 def run(args: argparse.Namespace) -> int:

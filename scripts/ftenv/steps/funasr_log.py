@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.stepstats import Step
+from ftenv.steps.stats import Step
 
 TRAIN = b"train, rank: "
 VAL = b"val, rank: "

@@ -18,8 +18,8 @@ import math
 import os
 import sys
 
-from ftenv import funasrlog, stepstats
-from ftenv.stepstats import Step, Summary, Thresholds
+from ftenv.steps import funasr_log, stats
+from ftenv.steps.stats import Step, Summary, Thresholds
 
 BAR = 40
 
@@ -67,7 +67,7 @@ def slow_table(s: Summary, limit: int | None) -> list[str]:
             f"  {st.rank:>4} {st.index:>7} {st.seconds:>8.3f} {st.seconds / s.baseline:>7.1f} "
             f"{_n(st.batch):>6} {_n(st.padded_len):>7} "
             f"{shape:>5} {_f(ph.get('data_load')):>7} {_f(ph.get('forward_time')):>7} "
-            f"{_f(ph.get('backward_time')):>7}  {stepstats.cause_of(st, s.baseline)}"
+            f"{_f(ph.get('backward_time')):>7}  {stats.cause_of(st, s.baseline)}"
         )
     if limit is not None and len(s.slow_steps) > limit:
         lines.append(f"  ... {len(s.slow_steps) - limit} more (--all shows every one)")
@@ -90,7 +90,7 @@ def correlation(s: Summary) -> list[str]:
     ]
 
 
-def render_text(scan: funasrlog.LogScan, s: Summary, per_rank: dict[int, Summary], args) -> str:
+def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], args) -> str:
     out = []
     ranks = sorted(per_rank)
     out.append(
@@ -133,7 +133,7 @@ def render_text(scan: funasrlog.LogScan, s: Summary, per_rank: dict[int, Summary
     return "\n".join(out)
 
 
-def to_json(scan: funasrlog.LogScan, s: Summary, per_rank: dict[int, Summary], bins: int) -> str:
+def to_json(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], bins: int) -> str:
     return json.dumps(
         {
             "files": scan.files,
@@ -207,16 +207,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    scan = funasrlog.scan_files(args.logs, time=args.time)
+    scan = funasr_log.scan_files(args.logs, time=args.time)
     status = 0
     for problem in scan.unreadable:
         print(f"ftenv analyze: cannot read {problem}", file=sys.stderr)
         status = 2
     thresholds = Thresholds(warmup=args.warmup)
-    steps = stepstats.mark_new_shapes(scan.steps)
-    summary = stepstats.summarize(steps, thresholds, args.factor)
+    steps = stats.mark_new_shapes(scan.steps)
+    summary = stats.summarize(steps, thresholds, args.factor)
     per_rank = {
-        r: stepstats.summarize([st for st in steps if st.rank == r], thresholds, args.factor)
+        r: stats.summarize([st for st in steps if st.rank == r], thresholds, args.factor)
         for r in sorted({st.rank for st in steps})
     }
     if not scan.files:
@@ -247,7 +247,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    from ftenv.watch import _count, _factor, add_time_option
+    from ftenv.steps.watch import _count, _factor, add_time_option
 
     p = sub.add_parser(
         "analyze",

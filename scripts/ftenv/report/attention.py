@@ -9,7 +9,7 @@ hold GPU memory for the whole run) and must not import torch. So:
   is seen), else from this process's environment.
 - torch: importlib.metadata (no import). cuDNN: the image's CUDNN_VERSION variable, else the
   installed nvidia-cudnn-cu13/-cu12 wheel's version.
-Then the rule in ftenv.sdpa decides whether cuDNN goes first. Anything unreadable is "unknown";
+Then the rule in ftenv.report.sdpa decides whether cuDNN goes first. Anything unreadable is "unknown";
 nothing here raises.
 """
 
@@ -22,8 +22,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv import sdpa, versions
-from ftenv.facts import package_version
+from ftenv.build import versions
+from ftenv.report import sdpa
+from ftenv.report.facts import package_version
 
 
 @dataclass(frozen=True)

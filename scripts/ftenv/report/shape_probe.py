@@ -21,7 +21,7 @@ import statistics
 import sys
 import time
 
-from ftenv import facts, sdpa
+from ftenv.report import facts, sdpa
 
 #: (batch, padded length) per mode: distinct, so that one mode never reuses the other's plans.
 SHAPES = {

@@ -1,14 +1,14 @@
 """`ftenv selfcheck --recipe`: the real `funasr-train-ds`, through torchrun, on the tiny model.
 
 It runs what upstream's finetune.sh runs (one process, the recipe's Hydra overrides from
-ftenv.finetune.RECIPE_DEFAULTS: token batching with the sorting buffer, encoder and adaptor frozen,
+ftenv.train.finetune.RECIPE_DEFAULTS: token batching with the sorting buffer, encoder and adaptor frozen,
 LLM trainable, log_interval 1), with these changes for the tiny model and data: the model and data
 paths, a writable output dir, batch_size 500 tokens (6000 would put the whole tiny set in one
 batch), 2 epochs, no update check, and on a CPU `++device=cpu`, num_workers 0 and the CPU shim.
 
 Why 2 epochs: the sampler sorts each buffer by declared length; the tiny data has no ties, so the
 second epoch repeats every batch of the first. Epoch 1 is where each (batch, padded length) is new,
-epoch 2 where it recurs. The trainer's per-step lines are read with ftenv.funasrlog (step time =
+epoch 2 where it recurs. The trainer's per-step lines are read with ftenv.steps.funasr_log (step time =
 data_load + forward + backward + optim, the time inside the step) and judged like the in-process
 check.
 """
@@ -24,9 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-from ftenv import funasrlog, selfcheck, tinymodel
-from ftenv.finetune import RECIPE_DEFAULTS, merge_overrides
-from ftenv.funasr_train_entry import CPU_SHIM_ENV
+from ftenv.steps import funasr_log
+from ftenv.train import selfcheck, tinymodel
+from ftenv.train.finetune import RECIPE_DEFAULTS, merge_overrides
+from ftenv.train.funasr_entry import CPU_SHIM_ENV
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900
@@ -67,7 +68,7 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_
         f"--master_port={_free_port()}",
     ]
     if use_entry:
-        program = ["-m", "ftenv.funasr_train_entry"]
+        program = ["-m", "ftenv.train.funasr_entry"]
     else:
         script = shutil.which("funasr-train-ds")
         if not script:
@@ -85,13 +86,13 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> dict:
     env = dict(os.environ)
     env.update(tinymodel.OFFLINE_ENV)
     # The child must import this same ftenv (an editable or a source checkout included).
-    here = str(Path(__file__).resolve().parents[1])
+    here = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     use_entry = device == "cpu" or bool(args.inject_stall)
     if device == "cpu":
         env[CPU_SHIM_ENV] = "1"
     if args.inject_stall:
-        from ftenv import stall
+        from ftenv.train import stall
 
         env[stall.ENV] = str(args.inject_stall)
     cmd = command(tiny, out, device, args.recipe_epochs, use_entry)
@@ -102,7 +103,7 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> dict:
             cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=out, timeout=TIMEOUT_S, check=False
         )
     run_seconds = time.perf_counter() - t0
-    scan = funasrlog.scan_files([str(log)])
+    scan = funasr_log.scan_files([str(log)])
     if proc.returncode != 0 or not scan.steps:
         tail = log.read_text(errors="replace").splitlines()[-25:]
         raise RuntimeError(

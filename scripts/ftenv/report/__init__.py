@@ -1,0 +1,5 @@
+"""Start-up wing: facts about the GPU and the stack, the live attention order, the SDPA rule and
+the report block printed at container start.
+
+May import ftenv.build; never ftenv.steps or ftenv.train.
+"""
