@@ -22,8 +22,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.build import versions
 from ftenv import text
+from ftenv.build import versions
 from ftenv.report import sdpa
 from ftenv.report.facts import package_version
 
