@@ -21,7 +21,7 @@ EXCERPTS = (
     "the same step took 0.100 s on average, with the loss within bf16 rounding of the unmodified run",
     # The environment.
     "FunASR version: 1.4.15",
-    "PyTorch / torchaudio version: 2.11.0+cu128 / 2.11.0+cu128, transformers 5.17.0",  # quoted: the issue's environment
+    "PyTorch / torchaudio version: 2.11.0+cu128 / 2.11.0+cu128, transformers 5.17.0",  # quoted: issue
     "CUDA/cuDNN version: 12.8 / 9.19, driver 580.126.20",
 )
 

@@ -1,7 +1,8 @@
 """docs/cudnn-sdpa-guide.md and docs/finetune.md say only what the image and the code do: links
 resolve, variable names and values match the image and torch, the quoted output lines are the ones
 the code prints, the commands exist, the figures taken from FunASR issue #3704 are the issue's
-(tests/funasr_issue_3704.py), and the README's first screen links the guide. Each check is also shown failing on a broken copy."""
+(tests/funasr_issue_3704.py), and the README's first screen links the guide. Each check is also
+shown failing on a broken copy."""
 
 from __future__ import annotations
 

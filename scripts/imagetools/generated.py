@@ -172,8 +172,8 @@ def check(root: Path = ROOT) -> list[str]:
             problems.append(f"{rel}: generated parts differ from versions.toml: run `make generate`")
         for number, literal in literals_in(text, pattern):
             problems.append(
-                f"{rel}:{number}: {literal} is spelled by hand: generate it (scripts/imagetools/generated.py), or mark "
-                "the line `quoted: WHY` if it quotes a past version"
+                f"{rel}:{number}: {literal} is spelled by hand: generate it (scripts/imagetools/"
+                "generated.py), or mark the line `quoted: WHY` if it quotes a past version"
             )
     return problems
 
