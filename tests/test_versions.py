@@ -195,3 +195,50 @@ def test_cu128_pins_exist_on_their_index_where_it_is_reachable(package):
     version = getattr(variant, package).replace("+", "%2B")
     wheel = f"{package}-{version}-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert wheel in listing or wheel.replace("%2B", "+") in listing, f"{wheel} not on {url}"
+
+
+def _edited_versions(tmp_path, monkeypatch, old: str, new: str):
+    """versions.toml with one edit, made the file every reader loads (FTENV_VERSIONS_FILE)."""
+    text = (ROOT / "versions.toml").read_text()
+    assert text.count(old) >= 1, old
+    path = tmp_path / "versions.toml"
+    path.write_text(text.replace(old, new))
+    monkeypatch.setenv("FTENV_VERSIONS_FILE", str(path))
+    return versions.load(path)
+
+
+def test_the_old_driver_note_names_the_variant_versions_toml_has(tmp_path, monkeypatch):
+    from ftenv.report import facts, render
+
+    oldest = min(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
+    newest = max(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
+    assert oldest is not newest
+    f = facts.Facts(
+        torch_cuda=newest.cuda_major_minor,
+        libcuda_found=True,
+        driver_cuda=versions.cuda_int(oldest.cuda),
+        min_driver=newest.min_driver,
+    )
+    note = render.assess(f).notes[0]
+    assert note.startswith("ERROR:")
+    assert f"use the {oldest.name} image (driver R{oldest.min_driver} or later)" in note
+    # Another minimum driver in versions.toml is another note: nothing is spelled in the code.
+    edited = _edited_versions(
+        tmp_path, monkeypatch, f'min_driver = "{oldest.min_driver}"', 'min_driver = "123"'
+    )
+    assert edited.variants[oldest.name].min_driver == "123"
+    assert f"use the {oldest.name} image (driver R123 or later)" in render.assess(f).notes[0]
+    # A driver older than every variant's CUDA gets no variant to fall back on.
+    f.driver_cuda = versions.cuda_int(oldest.cuda) - 10
+    assert render.assess(f).notes[0].endswith("Update the driver.")
+
+
+def test_the_watchdog_reads_the_cudnn_wheels_versions_toml_names(tmp_path, monkeypatch):
+    from ftenv.report import attention
+
+    assert attention.cudnn_packages() == tuple(dict.fromkeys(v.cudnn_package for v in V.variants.values()))
+    package = V.default.cudnn_package
+    _edited_versions(tmp_path, monkeypatch, f'"{package}"', '"nvidia-cudnn-cu99"')
+    assert "nvidia-cudnn-cu99" in attention.cudnn_packages()
+    monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "missing.toml"))
+    assert attention.cudnn_packages() == ()  # unknown, not a guess
