@@ -180,7 +180,7 @@ def test_modules_are_short_or_say_why():
     assert long_modules(PACKAGE) == []
 
 
-def test_short_modules_rule_sees_the_package():
+def test_the_graph_sees_the_package():
     assert len(EDGES) > 20 and "ftenv.text" in EDGES and EDGES["ftenv.text"] == set()
 
 

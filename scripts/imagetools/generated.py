@@ -123,7 +123,8 @@ def generated_files(root: Path, v: versions.Versions | None = None) -> list[str]
 
 
 def pinned_literals(v: versions.Versions) -> set[str]:
-    """Every version versions.toml pins, as it may be spelled (2.11.0+cu128 and 2.11.0, 9.19.0)."""
+    """Every version versions.toml pins, as it may be spelled (torch with and without its +cuNNN tag, cuDNN
+    as major.minor.patch too)."""
     found = set(v.default.python.values())
     for var in v.variants.values():
         found |= {var.torch, var.torchaudio, var.cudnn, var.cuda, var.base_image}

@@ -49,7 +49,7 @@ def mismatches(expected: dict[str, str]) -> list[str]:
         ("funasr", installed("funasr"), expected["funasr"]),
         ("modelscope", installed("modelscope"), expected["modelscope"]),
     ]
-    if public(expected["torch"]) != expected["torch"]:  # an index build: the local tag (+cu128) must match too
+    if public(expected["torch"]) != expected["torch"]:  # an index build: the local tag (+cuNNN) must match too
         checks.append(("torch build tag", torch.__version__, expected["torch"]))
     return [
         f"{what}: installed {got}, versions.toml says {want}" for what, got, want in checks if got != want

@@ -21,7 +21,7 @@ _TAG_RE = re.compile(
 
 def release(version: str | None, parts: int = 3) -> tuple[int, ...] | None:
     """The first `parts` numbers of a version as PEP 440 reads it, missing ones as 0:
-    '2.11.0+cu128' -> (2, 11, 0), release('9.19', 3) -> (9, 19, 0); None when unreadable."""
+    '2.9.1+cu126' -> (2, 9, 1), release('9.8', 3) -> (9, 8, 0); None when unreadable."""
     from packaging.version import InvalidVersion, Version  # in the lock; only callers pay the import
 
     try:
@@ -32,8 +32,8 @@ def release(version: str | None, parts: int = 3) -> tuple[int, ...] | None:
 
 
 def public(version: str | None) -> str | None:
-    """The version without its local build tag: '2.11.0+cu128' -> '2.11.0' ('2.11.0' and
-    '2.11.0+cu130' are one release); None or an unreadable string comes back unchanged."""
+    """The version without its local build tag: '2.9.1+cu126' -> '2.9.1' ('2.9.1' and
+    '2.9.1+cu128' are one release); None or an unreadable string comes back unchanged."""
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -43,14 +43,14 @@ def public(version: str | None) -> str | None:
 
 
 def major_minor(version: str) -> str:
-    """'13.0.2' -> '13.0', as torch.version.cuda reports the CUDA it was built for."""
+    """'12.6.3' -> '12.6', as torch.version.cuda reports the CUDA it was built for."""
     return ".".join(str(n) for n in release(version, 2) or ())
 
 
 def cudnn_int(version: str | None) -> int:
-    """What torch.backends.cudnn.version() returns for a cuDNN package version: 9.19.0.56 -> 91900.
+    """What torch.backends.cudnn.version() returns for a cuDNN package version: 9.10.2.21 -> 91002.
 
-    A missing patch counts as 0 ("9.19" -> 91900); anything unreadable raises ValueError."""
+    A missing patch counts as 0 ("9.8" -> 90800); anything unreadable raises ValueError."""
     numbers = release(version, 3)
     if numbers is None:
         raise ValueError(f"not a cuDNN version: {version!r}")
@@ -59,7 +59,7 @@ def cudnn_int(version: str | None) -> int:
 
 
 def cuda_int(version: str) -> int:
-    """A CUDA version as cuDriverGetVersion() reports it: '12.8.1' -> 12080."""
+    """A CUDA version as cuDriverGetVersion() reports it: '12.6.3' -> 12060."""
     major, minor = release(version, 2) or (0, 0)
     return major * 1000 + minor * 10
 
@@ -92,18 +92,18 @@ class Variant:
 
     @property
     def cuda_short(self) -> str:
-        """'13.0.2' -> 'cu130', the suffix PyTorch uses for its builds."""
+        """'12.6.3' -> 'cu126', the suffix PyTorch uses for its builds."""
         major, minor = release(self.cuda, 2)
         return f"cu{major}{minor}"
 
     @property
     def cuda_major_minor(self) -> str:
-        """What torch.version.cuda reports for this build ('13.0')."""
+        """What torch.version.cuda reports for this build ('12.6' for CUDA 12.6.3)."""
         return major_minor(self.cuda)
 
     @property
     def torch_base(self) -> str:
-        """The public version without a local build tag: '2.11.0+cu128' -> '2.11.0'."""
+        """The public version without a local build tag: '2.9.1+cu126' -> '2.9.1'."""
         return public(self.torch)
 
     @property

@@ -137,7 +137,7 @@ def gpu_arches() -> tuple[tuple[tuple[int, int], ...], str]:
 
 
 def cudnn_int(version: str | None) -> int | None:
-    """'9.19.0.56' -> 91900 (torch.backends.cudnn.version()'s form); None when unreadable."""
+    """'9.10.2.21' -> 91002 (torch.backends.cudnn.version()'s form); None when unreadable."""
     try:
         return versions.cudnn_int(version)
     except ValueError:
