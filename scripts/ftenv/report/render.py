@@ -126,6 +126,8 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
             f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
         )
     lines.append(f"verdict {a.verdict.line}")
+    if a.verdict.risk:
+        lines.append(f"        also: {a.verdict.risk}")
     lines.extend(a.notes)
     return "\n".join(lines)
 
@@ -137,7 +139,12 @@ def render_json(f: facts_mod.Facts, a: Assessment) -> str:
             "env": {"raw": a.env.raw, "state": a.env.state, "meaning": a.env.meaning},
             "live_order_names": [sdpa.backend_name(b) for b in f.live_order or []],
             "padded_choice_name": sdpa.backend_name(f.padded_choice),
-            "verdict": {"level": a.verdict.level, "reason": a.verdict.reason, "fix": a.verdict.fix},
+            "verdict": {
+                "level": a.verdict.level,
+                "reason": a.verdict.reason,
+                "fix": a.verdict.fix,
+                "risk": a.verdict.risk,
+            },
             "notes": a.notes,
         },
         indent=2,
