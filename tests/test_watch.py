@@ -47,6 +47,14 @@ def first_flagged(ranks: int = 1):
     raise AssertionError("no slow step")
 
 
+def slow_lines(out: bytes) -> tuple[str, str]:
+    """The first SLOW STEP line and the explanation line under it."""
+    lines = out.decode("utf-8", "replace").splitlines()
+    at = next(i for i, line in enumerate(lines) if "SLOW STEP" in line)
+    assert lines[at + 1].startswith("[ftenv-watch]   "), lines[at + 1]
+    return lines[at], lines[at + 1]
+
+
 def read_until(proc, needle: bytes, deadline_s: float = 60, whole_line: bool = False) -> bytes:
     """Read proc.stdout until needle (and, with whole_line, the rest of its line) shows up;
     fails instead of hanging."""
@@ -132,15 +140,21 @@ def test_hints_follow_their_step_line_and_say_it_once(watched):
     assert sum(b"SLOW STEP" in lines[i] for i in marked) == 1
     assert sum(b"PATTERN" in lines[i] for i in marked) == 1
     before_summary = [i for i in marked if b"SUMMARY" not in lines[i] and b"verdict" not in lines[i]]
-    assert len(before_summary) == 3 + 1 - 1  # full, short, pattern (repeat=3)
+    assert len(before_summary) == 4  # first, its explanation, short, pattern (repeat=3)
+    explanation = [i for i in marked if lines[i].startswith(b"[ftenv-watch]   ")]
+    assert len(explanation) == 1 and explanation[0] - 1 in slow  # once, right under the first
 
 
-def test_the_full_line_names_step_shape_settings_cause_and_fix(watched):
-    full = next(line for line in watched.stdout.split(b"\n") if b"SLOW STEP" in line).decode()
+def test_the_first_line_is_short_and_names_step_shape_cause_and_fix(watched):
+    first, detail = slow_lines(watched.stdout)
     s = first_flagged(ranks=2)
-    assert f"rank {s.rank} step {s.index}: {s.seconds:.3f} s = " in full
-    assert re.search(r"= 1\d\.\dx the running median 0\.09\d s", full)
-    assert f"batch {s.batch} x {s.padded} padded tokens (new to this rank)" in full
+    assert len(first) <= 200, len(first)
+    assert first.startswith(f"[ftenv-watch] SLOW STEP rank {s.rank} step {s.index}: {s.seconds:.3f} s = ")
+    assert re.search(r"= 1\d\.\dx median 0\.09\d s", first)
+    assert f"batch {s.batch} x {s.padded}, new to this rank" in first
+    assert "likely: cuDNN attention plan build" in first
+    assert "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in first
+    full = f"{first} {detail}"
     # This machine has no GPU: the arch is unknown, the variable is read from the child.
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in full and "GPU arch unknown" in full
     assert "cuDNN attention first: unknown" in full
@@ -196,7 +210,9 @@ def test_fixed_run_gets_no_hint_and_a_pass():
             [
                 "first: no",
                 "not first here (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is set)",
-                "Fix: make shapes repeat",
+                "Fix: TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is already set, so the per-shape cost comes from",
+                "`ftenv probe`",
+                "phases",
             ],
             ["Fix: set TORCH"],
         ),
@@ -222,7 +238,7 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
         """
     )
     r = run([sys.executable, "-c", driver])
-    full = next(line for line in r.stdout.decode().splitlines() if "SLOW STEP" in line)
+    full = " ".join(slow_lines(r.stdout))
     for words in expect:
         assert words in full
     for words in absent:
@@ -235,7 +251,7 @@ def test_a_hanging_settings_probe_never_holds_the_output():
         f"sys.exit(watch({[*FAKE, '--steps', '40']!r}, settings=lambda: time.sleep(600)))"
     )
     r = run([sys.executable, "-c", driver])  # would time out if the hint waited for the probe
-    full = next(line for line in r.stdout.decode().splitlines() if "SLOW STEP" in line)
+    full = " ".join(slow_lines(r.stdout))
     assert r.returncode == 0 and "attention: unknown" in full and "Fix: set TORCH" in full
 
 
@@ -455,7 +471,7 @@ def test_the_watchdog_never_imports_torch():
 
 def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
     driver = (
-        "import sys; from ftenv import funasrlog, watch\n"
+        "import sys; from ftenv.steps import funasr_log as funasrlog, watch\n"
         "def boom(*a, **k): raise RuntimeError('injected')\n"
         "funasrlog.parse_line = boom\n"
         f"sys.exit(watch.watch({child!r}))"
