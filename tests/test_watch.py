@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from ftenv.report import attention, sdpa
-from ftenv.steps import stats
-from steplogs import field_report_run, flood
+from ftenv.steps import funasr_log, hints, stats
+from steplogs import ddp_log, field_report_run, flood
 
 HERE = Path(__file__).parent
 FAKE = [sys.executable, str(HERE / "fake_trainer.py")]
@@ -523,3 +523,34 @@ def test_cudnn_version_text():
     assert attention.cudnn_int("9.19.0.56") == 91900
     assert attention.cudnn_int("9.10.2.21") == 91002
     assert attention.cudnn_int("") is None and attention.cudnn_int(None) is None
+
+
+# --- DDP: a rank waiting for another rank's new shape ------------------------------------------
+
+
+def _watch_lines(lines: list[str]) -> tuple[list[str], hints.Watcher]:
+    watcher = hints.Watcher(repeat=1000, settings=lambda: None)
+    out = []
+    for line in lines:
+        out += watcher.observe_values(*funasr_log.fast_fields(line.encode()))
+    return out, watcher
+
+
+def test_the_watchdog_names_a_ddp_wait_for_another_ranks_new_shape():
+    lines, _ = ddp_log(ranks=2)  # every rank logged, rank 0's line first at each step
+    said, watcher = _watch_lines(lines)
+    # Rank 1's line comes after rank 0's: its wait lines up with rank 0's new shape.
+    assert any("waits for rank 0's new shape (DDP all-reduce)" in x for x in said)
+    # Rank 0 is judged before rank 1 logs the step: the backward-only signature tells.
+    assert any("rank 0 step" in x and "waits for another rank's new shape" in x for x in said)
+    assert not any("not shape-related" in x or "seen-shape" in x for x in said)
+    s = watcher.summary()
+    assert s.slow_causes == {stats.NEW_SHAPE: 72} and s.slow_waiting == 32
+    assert any("32 waiting for another rank's new shape (DDP) (100%)" in x for x in watcher.summary_lines())
+
+
+def test_a_first_slow_step_that_waits_says_so_in_its_short_line():
+    lines, _ = ddp_log(ranks=2, only_rank=1)
+    said, _ = _watch_lines(lines)
+    waits = [x for x in said if "waits for another rank's new shape" in x]
+    assert waits and all(len(x) <= 200 for x in waits if "SLOW STEP" in x)

@@ -138,11 +138,13 @@ class Watcher:
             seen_slow = len(self.events.get(SEEN_SHAPE, []))
             extra = [e.step.seconds - e.baseline for e in events]
             each = sum(extra) / len(extra) if extra else math.nan
+            waiting = sum(e.waits is not None for e in events)
+            ddp = f" or, {waiting} of them, waiting for another rank's (DDP all-reduce)" if waiting else ""
             tail = f"; {self.seen_steps} steps on shapes seen before, " + (
                 f"{seen_slow} of them slow" if seen_slow else "none of them slow"
             )
-            waiting = sum(e.waits is not None for e in events)
-            ddp = f" ({waiting} of them waiting for another rank's, DDP all-reduce)" if waiting else ""
+            if waiting:
+                tail += " but those waiting"
             return (
                 f"{PREFIX} PATTERN: {n} slow steps so far, every one on a batch shape new to its "
                 f"rank{ddp}{tail}: each new (batch, padded length) costs about {each:.2f} s once. "

@@ -66,7 +66,7 @@ def _per_shape(event: SlowEvent, settings: AttentionSettings | None, lead: str, 
     if first is None:
         unknown = ", ".join(settings.unknown_facts()) if settings is not None else "the settings"
         return Explanation(
-            f"{label} (not confirmed)",
+            label if event.waits is not None else f"{label} (not confirmed)",
             f"set {sdpa.FIX}",
             f"{lead}most likely {plan}: {sdpa.RULE_TEXT} "
             f"(not confirmed here: {unknown or 'the rule'} unknown)",
