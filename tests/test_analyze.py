@@ -1,5 +1,5 @@
 """`ftenv analyze` and the FunASR log parser (ftenv.steps.funasr_log) on generated logs in the real line
-format: the field report's run, the fixed run, several ranks, rotated files, validation and noise
+format: the run of FunASR issue #3704, the fixed run, several ranks, rotated files, validation and noise
 lines, and bad input (empty, binary, missing, no step lines)."""
 
 from __future__ import annotations

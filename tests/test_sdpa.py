@@ -1,5 +1,7 @@
 """torch's SDPA backend rule and the report's verdict, on injected facts (no GPU needed)."""
 
+from pathlib import Path
+
 import pytest
 
 from ftenv.report import sdpa
@@ -193,3 +195,28 @@ def test_reason_not_first_speaks_the_rule():
     assert "9.10.2 is not newer than 9.15.0" in sdpa.reason_not_first("2.11.0", CUDNN_9_10, [H100], unset)
     assert "sm_90/sm_100 only" in sdpa.reason_not_first("2.9.0", CUDNN_9_19, [B300], unset)
     assert "never" in sdpa.reason_not_first("2.8.0", CUDNN_9_19, [H100], unset)
+
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs/cudnn-sdpa-guide.md"
+
+
+def section(title_start: str) -> str:
+    text = GUIDE.read_text()
+    start = text.index(f"## {title_start}")
+    return text[start : text.index("\n## ", start + 3)]
+
+
+def test_the_guides_override_section_names_the_nan_risk_in_the_rules_words():
+    flat = " ".join(section("5.").split())
+    core = sdpa.NAN_RISK_TEXT.split(" (")[0]
+    assert core in flat and "pytorch#196678" in flat
+
+
+def test_the_guide_knows_torch_2_9_and_2_10_cu130():
+    flat = " ".join(section("2.").split())
+    assert "#162073" in flat and "pytorch#165801" in flat and f"`{sdpa.FIX_2_9}`" in flat
+    assert "2.10.0+cu130" in flat and "9.15.1.9" in flat and "pytorch#173677" in flat
+    assert "The mask is what matters" not in flat and "masked or not" in flat
+    assert "minor* filter on CUDA 13 builds" in flat and "keep the cuDNN > 9.15.0 condition" in flat
+    scope = " ".join(section("6.").split())
+    assert "decode-only" in scope and "fewer than 8 KV heads" in scope and "#196861" in scope

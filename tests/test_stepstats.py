@@ -60,7 +60,7 @@ def test_mark_new_shapes_is_per_rank_and_leaves_shapeless_steps_unknown():
     assert steps[0].shape == (8, 100) and steps[3].shape is None
 
 
-def test_field_report_pattern_fails_with_the_reports_numbers():
+def test_issue_3704_pattern_fails_with_its_numbers():
     steps = as_steps(field_report_run())
     s = stats.summarize(steps)
     assert s.n_steps == STEPS == 382
@@ -165,7 +165,7 @@ def test_percentile_matches_linear_interpolation():
     assert stats.percentile(list(range(101)), 95) == 95
 
 
-def test_detector_names_every_slow_step_of_the_field_report():
+def test_detector_names_every_slow_step_of_the_issue_3704_pattern():
     d = Detector()
     events = [e for _, e in (d.observe(s) for s in as_steps(field_report_run())) if e]
     first = events[0]

@@ -28,7 +28,7 @@ def drive(run) -> tuple[StepTimer, io.StringIO, list[list[str]]]:
     return timer, out, returned
 
 
-def test_field_report_pattern_gets_the_watchdogs_hint_and_verdict(monkeypatch):
+def test_issue_3704_pattern_gets_the_watchdogs_hint_and_verdict(monkeypatch):
     monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "0")
     timer, out, returned = drive(field_report_run())
     lines = out.getvalue().splitlines()

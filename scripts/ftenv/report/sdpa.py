@@ -51,12 +51,12 @@ RULE_TEXT = (
 )
 PLAN_BUILD_TEXT = (
     "cuDNN attention builds a new execution plan for every (batch, padded length) a process has "
-    "not seen, and with cuDNN first every padded fp16/bf16 batch reaches it (transformers passes "
-    "an explicit attention mask)"
+    "not seen, and with cuDNN first every padded fp16/bf16 batch reaches it, as transformers "
+    "passes an explicit attention mask"
 )
 COST_TEXT = f"about 1.05 s against 0.098 s a step on a B200 in {PUBLIC_REPORT}: 59 of 382 steps"
 NAN_RISK_TEXT = (
-    "padded-mask training on cuDNN <= 9.25.1 can also produce NaN gradients at lengths = 64 mod "
+    "padded-mask training on cuDNN <= 9.25.1 can produce NaN gradients at lengths = 64 mod "
     "128 (pytorch/pytorch#196678)"
 )
 EXPOSED_SYMPTOM = (
