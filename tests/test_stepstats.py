@@ -374,3 +374,26 @@ def test_ddp_backward_share_boundary(backward, waits):
     step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=(("backward_time", backward),))
     assert (model.waits_for(step, B, (), use_signature=True) is not None) is waits
     assert model.waits_for(step, B, (), use_signature=False) is None or not waits
+
+
+@pytest.mark.parametrize("n_seen, baseline", [(1, 2 * B), (2, B)])
+def test_detector_uses_the_seen_median_from_live_min_seen_steps(n_seen, baseline):
+    # Three slowish first steps on new shapes, then n_seen steps on a seen shape.
+    d = Detector(warmup=1)
+    for i in range(1, 4):
+        d.observe(Step(i, 2 * B, 8, 100 + 4 * i))
+    for i in range(n_seen):
+        d.observe(Step(10 + i, B, 8, 104))
+    assert d.baseline(0) == baseline  # LIVE_MIN_SEEN = 2: below it, the median of all steps
+
+
+def test_shared_option_types_for_watch_and_analyze():
+    import argparse
+
+    from ftenv.steps import options
+
+    assert options.factor_type("1.001") == 1.001 and options.factor_type("3") == stats.SLOW_FACTOR
+    assert options.count_type("0") == 0
+    for bad, check in (("1", options.factor_type), ("0.5", options.factor_type), ("-1", options.count_type)):
+        with pytest.raises(argparse.ArgumentTypeError):
+            check(bad)

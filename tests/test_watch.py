@@ -554,3 +554,15 @@ def test_a_first_slow_step_that_waits_says_so_in_its_short_line():
     said, _ = _watch_lines(lines)
     waits = [x for x in said if "waits for another rank's new shape" in x]
     assert waits and all(len(x) <= 200 for x in waits if "SLOW STEP" in x)
+
+
+@pytest.mark.parametrize("repeat", [2, 3, 4])
+def test_repeat_prints_short_lines_up_to_the_pattern_line(repeat):
+    watcher = hints.Watcher(repeat=repeat, settings=lambda: None)
+    said = []
+    for i in range(1, 31):  # steady seen-shape steps, then slow ones on new shapes
+        said += watcher.observe(stats.Step(i, 0.125, 8, 100))
+    for i in range(31, 41):
+        said += watcher.observe(stats.Step(i, 1.0, 8, 100 + 4 * i))
+    kinds = [x.split()[1] for x in said if not x.startswith("[ftenv-watch]   ")]
+    assert kinds == ["SLOW"] + ["slow"] * (repeat - 2) + ["PATTERN:"]
