@@ -397,3 +397,11 @@ def test_shared_option_types_for_watch_and_analyze():
     for bad, check in (("1", options.factor_type), ("0.5", options.factor_type), ("-1", options.count_type)):
         with pytest.raises(argparse.ArgumentTypeError):
             check(bad)
+
+
+def test_a_stall_in_forward_too_is_not_a_ddp_wait():
+    phases = (("forward_time", 0.3), ("backward_time", 0.9))
+    step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=phases)
+    assert model.waits_for(step, B, (), use_signature=True) is None
+    calm = Step(5, B + 1.0, 8, 100, new_shape=False, phases=(("forward_time", 0.1), ("backward_time", 0.9)))
+    assert model.waits_for(calm, B, (), use_signature=True) == model.ANY_RANK

@@ -90,16 +90,26 @@ def waits_for(step: Step, baseline: float, new_elsewhere: Iterable[int], use_sig
     """The rank whose new shape this slow seen-shape step waited for in DDP's all-reduce: another
     rank with a new shape at the same step index, else (use_signature: only this rank is logged, or
     the others have not logged the step yet) ANY_RANK when the extra time is in backward_time
-    only; None when neither holds."""
+    only; None when neither holds. A single-GPU run's log looks like one rank's of a DDP run: a
+    seen-shape stall there that sits in backward only is put down to DDP too (unavoidable from a
+    log that does not say the world size)."""
     if step.new_shape is not False or is_data_stall(step, baseline):
         return None
     others = sorted(r for r in new_elsewhere if r != step.rank)
     if others:
         return others[0]
-    backward, excess = step.phase("backward_time"), step.seconds - baseline
-    if use_signature and backward is not None and excess > 0 and backward >= DDP_BACKWARD_SHARE * excess:
+    if use_signature and _backward_only(step, step.seconds - baseline):
         return ANY_RANK
     return None
+
+
+def _backward_only(step: Step, excess: float) -> bool:
+    """At least DDP_BACKWARD_SHARE of the extra time in backward_time, and forward_time within the
+    rest (a stall in both phases is not an all-reduce wait)."""
+    backward, forward = step.phase("backward_time"), step.phase("forward_time")
+    if backward is None or excess <= 0 or backward < DDP_BACKWARD_SHARE * excess:
+        return False
+    return forward is None or forward <= (1 - DDP_BACKWARD_SHARE) * excess
 
 
 def cause_of(step: Step, baseline: float, waits: int | None = None) -> str:
