@@ -216,3 +216,11 @@ def test_a_torch_2_9_report_is_not_ok_when_the_build_is_unknown():
     f = _facts(raw="1", torch_version="2.9.1+cu130", torch_cuda="13.0")
     text = render.render_text(f, render.assess(f))
     assert "verdict UNKNOWN: possibly affected on sm_90" in text and "TORCH_CUDNN_SDPA_PREFERRED=0" in text
+
+
+def test_on_torch_2_9_the_sdpa_line_says_the_variable_is_not_read():
+    f = _facts(raw="1", torch_version="2.9.1+cu130", torch_cuda="13.0")
+    sdpa_line = next(x for x in render.render_text(f, render.assess(f)).splitlines() if x.startswith("SDPA"))
+    assert "not read by torch 2.9" in sdpa_line and "TORCH_CUDNN_SDPA_PREFERRED=0" in sdpa_line
+    f = _facts(raw="1")
+    assert "not moved to the front" in render.render_text(f, render.assess(f))

@@ -118,7 +118,7 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
-    lines.append(f"SDPA    {_env_assignment(a.env.raw)}: {a.env.meaning}")
+    lines.append(f"SDPA    {_env_assignment(a.env.raw)}: {sdpa.env_meaning(f.torch_version, a.env)}")
     if f.gpus:
         order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
         lines.append(

@@ -140,6 +140,13 @@ def interpret_env(raw: str | None) -> EnvSetting:
     )
 
 
+def env_meaning(torch_version: str | None, env: EnvSetting) -> str:
+    """What the variable does under this torch: nothing in 2.9, which reads ENV_VAR_2_9."""
+    if torch_release(torch_version) == TORCH_2_9:
+        return f"not read by torch 2.9, whose opt-out is {FIX_2_9}"
+    return env.meaning
+
+
 def cudnn_first_by_rule(
     torch_version: str | None,
     cudnn_version: int | None,

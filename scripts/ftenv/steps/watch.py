@@ -15,6 +15,9 @@ SIGUSR2 sent to the watchdog (by a terminal, `docker stop`, tini, Slurm) are for
 group, and the watchdog exits with the command's exit code (128+N when a signal N ended it). It
 never initialises CUDA (see ftenv.report.attention). A failure inside the watchdog's parsing stops the
 watching, never the pass-through or the command.
+
+(About 320 lines: the pumps, the process and signal handling and the summary placement share one
+piece of state and are only correct together; the words are in messages, the policy in hints.)
 """
 
 from __future__ import annotations
