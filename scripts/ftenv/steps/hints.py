@@ -5,7 +5,7 @@ Printing policy, so that a long run gets a handful of lines, not one per slow st
 - the first slow step of each cause gets a short line (rank, step, time and ratio, batch shape and
   whether it is new to the rank, the likely cause, the fix) and one indented line with the long
   explanation (the trainer's phases, the live attention settings, why, the full fix);
-- the next `repeat - 1` slow steps of that cause get one short line each;
+- its 2nd to (repeat-1)th slow steps get one short line each;
 - at `repeat`, one line says the pattern repeats, with the counts, and further slow steps of that
   cause are only counted (the summary has the totals).
 Every line starts with PREFIX.
