@@ -189,3 +189,33 @@ def flood(which: int, total_bytes: int, seed: int = 42):
 
 #: Former names, until every caller says issue_run / issue_log.
 field_report_run, field_report_log = issue_run, issue_log
+
+
+def ddp_run(ranks: int = 2, n: int = 120, distinct: int = 20, seed: int = 77) -> list[list[GenStep]]:
+    """Ranks in lockstep under DDP, each with its own shape sequence. At a step where a rank meets
+    a new shape, that rank pays the plan build (+0.44 s forward, +0.55 s backward) and every other
+    rank waits for it in the gradient all-reduce: on a shape it has seen, its step is as slow, with
+    the extra time in backward_time only."""
+    rng = random.Random(seed)
+    seqs = [shape_sequence(n=n, distinct=distinct, seed=seed + r) for r in range(ranks)]
+    seen: list[set] = [set() for _ in range(ranks)]
+    out: list[list[GenStep]] = [[] for _ in range(ranks)]
+    for i in range(n):
+        new = [seqs[r][i] not in seen[r] for r in range(ranks)]
+        for r in range(ranks):
+            seen[r].add(seqs[r][i])
+            total = (SLOW if any(new) else FAST) * (1 + rng.uniform(-0.01, 0.01))
+            if new[r] or not any(new):
+                parts = _split(total, rng, new[r])
+            else:  # waits in the all-reduce: forward as usual, the wait lands in backward
+                forward = round((FAST - 0.023) * 0.4, 3)
+                parts = (0.011, forward, round(total - 0.023 - forward, 3), 0.012)
+            out[r].append(GenStep(r, i + 1, *seqs[r][i], *parts))
+    return out
+
+
+def ddp_log(ranks: int = 2, only_rank: int | None = None) -> tuple[list[str], list[list[GenStep]]]:
+    """ddp_run()'s lines, ranks interleaved step by step (or one rank's lines only)."""
+    runs = ddp_run(ranks)
+    keep = range(ranks) if only_rank is None else [only_rank]
+    return [train_line(runs[r][i]) for i in range(len(runs[0])) for r in keep], runs

@@ -1,5 +1,5 @@
 """`ftenv analyze` and the FunASR log parser (ftenv.steps.funasr_log) on generated logs in the real line
-format: the field report's run, the fixed run, several ranks, rotated files, validation and noise
+format: the run of FunASR issue #3704, the fixed run, several ranks, rotated files, validation and noise
 lines, and bad input (empty, binary, missing, no step lines)."""
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import pytest
 from ftenv import cli
 from ftenv.steps import analyze, funasr_log
 from ftenv.steps.funasr_log import MAX_LINE, LineSplitter, parse_line
-from steplogs import NOISE, field_report_log, train_line, val_line
+from ftenv.steps.model import Step
+from steplogs import NOISE, ddp_log, field_report_log, train_line, val_line
 
-#: A line as funasr-train-ds (FunASR 1.4.x, funasr/train_utils/trainer_ds.py) printed it.
+#: A training line as funasr-train-ds (FunASR 1.4's Trainer.log) prints it.
 REAL = (
     "[2026-11-29 15:18:55,943][root][INFO] - train, rank: 0, epoch: 0/1, data_slice: 0/1, "
     "step_in_slice: 2/6, step_in_epoch: 2, total step: 2, (loss_avg_rank: 6.160), (loss_avg_slice: "
@@ -78,6 +79,32 @@ def test_validation_noise_and_almost_step_lines():
     assert parse_line(only_total.encode())[1].seconds == 0.050
     assert parse_line(b"\xff\xfe train, rank: \x00") == ("bad", "no readable rank")
     assert parse_line(REAL.encode() + b" " * MAX_LINE) is None
+
+
+def test_a_tag_inside_a_word_is_not_a_step_on_the_fast_path_either():
+    inside = REAL.replace("- train, rank:", "- xtrain, rank:").encode()
+    assert funasr_log.fast_fields(inside) is None and parse_line(inside) is None
+    assert funasr_log.fast_fields(REAL.encode()) is not None
+
+
+@pytest.mark.parametrize("slow_path", [False, True])
+def test_batch_0_gives_no_shape(slow_path):
+    line = REAL.replace("('batch_size', 2)", "('batch_size', 0)").replace(
+        "('batch_size_x_tokens', 86)", "('batch_size_x_tokens', 0)"
+    )
+    if slow_path:  # torchrun's prefix and a reordered dict leave Trainer.log's exact layout
+        line = "[default0]:" + line.replace("{'data_load': '0.011', ", "{") + " 'data_load': '0.011'"
+    kind, step = parse_line(line.encode())
+    assert kind == "train" and step.batch is None and step.shape is None
+    if not slow_path:
+        assert funasr_log.fast_fields(line.encode())[2:4] == (None, None)
+
+
+def test_duplicates_are_dropped_only_when_identical():
+    same = [Step(5, 0.1, 8, 100), Step(5, 0.1, 8, 100)]
+    assert len(funasr_log.order_steps(same)) == 1
+    differ = [Step(5, 0.1, 8, 100), Step(5, 0.2, 8, 100)]  # same step number, another time
+    assert [s.seconds for s in funasr_log.order_steps(differ)] == [0.1, 0.2]
 
 
 def test_line_splitter_keeps_offsets_and_bounds_memory():
@@ -234,3 +261,26 @@ def train_line_for(index: int) -> str:
     from steplogs import GenStep
 
     return train_line(GenStep(0, index, 4, 100, 0.01, 0.03, 0.04, 0.01))
+
+
+# --- DDP: a rank waiting for another rank's new shape ------------------------------------------
+
+
+def test_ddp_waits_are_named_and_counted_with_new_shapes(tmp_path):
+    lines, _ = ddp_log(ranks=2)
+    path = write(tmp_path / "ddp.log", lines)
+    out = ftenv("analyze", "--all", path).stdout
+    assert "72 of 240, 40 on shapes new to their rank, 32 waiting for another rank's new shape" in out
+    assert "new-shape: waits for rank 1's new shape (DDP all-reduce)" in out
+    assert "new-shape: waits for rank 0's new shape (DDP all-reduce)" in out
+    rows = [line for line in out.splitlines() if line.rstrip().endswith("seen-shape")]
+    assert rows == []  # no slow step left unexplained
+    s = json.loads(ftenv("analyze", "--json", path).stdout)["summary"]
+    assert s["slow_causes"] == {"new-shape": 72} and s["slow_waiting"] == 32
+
+
+def test_ddp_wait_with_one_rank_logged_by_its_backward_only_signature(tmp_path):
+    lines, _ = ddp_log(ranks=2, only_rank=0)
+    out = ftenv("analyze", "--all", write(tmp_path / "rank0.log", lines)).stdout
+    assert "16 waiting for another rank's new shape" in out
+    assert "new-shape: waits for another rank's new shape (DDP all-reduce)" in out

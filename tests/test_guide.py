@@ -26,6 +26,7 @@ DOCS = [GUIDE, FINETUNE]
 #: Every TORCH_CUDNN_SDPA_* name the docs may mention: the switch, and what section 7 says of others.
 KNOWN_VARS = {
     sdpa.ENV_VAR,  # the switch, read by torch >= 2.10
+    sdpa.ENV_VAR_2_9,  # torch 2.9's switch (PR #162073): "=0" opts out there
     "TORCH_CUDNN_SDPA_CACHE_DEBUG",  # prints the plan cache's hit rate
     "TORCH_CUDNN_SDPA_AVOID_RECOMPILE",  # only without a mask: no help
     "TORCH_CUDNN_SDPA_ENABLED",  # does not exist in 2.9 to 2.11 (said so)
@@ -143,11 +144,13 @@ def test_quoted_report_and_watchdog_lines_are_what_the_code_prints():
     assert exposed.line.startswith("EXPOSED: ")
     assert f"(`Fix: {exposed.fix}`)" in " ".join(text.split())
     assert "NO GPU" in sdpa.Verdict("no-gpu", "x").line and "`verdict NO GPU`" in text
-    src = (ROOT / "scripts/ftenv/steps/hints.py").read_text()
+    src = (ROOT / "scripts/ftenv/steps/messages.py").read_text()
     for line in lines:
         if line.startswith("[ftenv-watch] SLOW STEP"):
             assert hints.PREFIX == "[ftenv-watch]"
-            assert "{PREFIX} SLOW STEP rank " in src and "x the running median" in src
+            assert "{PREFIX} SLOW STEP rank " in src and "x median " in src
+        elif line.startswith("[ftenv-watch]   "):
+            assert "{INDENT}" in src and 'INDENT = f"{PREFIX}   "' in src
         elif line.startswith("[ftenv-watch]"):
             assert re.match(r"\[ftenv-watch\] (SUMMARY|verdict): ", line), line
     assert render.render_text  # the report prints "verdict " + Verdict.line
@@ -204,8 +207,9 @@ def figures_not_in_the_issue(guide: str) -> list[str]:
     """Figures the guide takes from FunASR issue #3704 that the issue does not state."""
     source = " ".join(issue.EXCERPTS)
     bad = [f for f in issue.FIGURES if f not in guide or f not in source]
-    # Every number in an [FR] sentence is the issue's.
+    # Every number in an [FR] sentence is the issue's (issue and PR references are not figures).
     for sentence in fr_sentences(guide):
+        sentence = re.sub(r"#\d+|/issues/\d+|/pull/\d+", "", sentence)
         bad += [n for n in re.findall(r"\d+\.\d+|\d{2,}", sentence) if n not in source]
     return bad
 

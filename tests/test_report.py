@@ -195,3 +195,32 @@ def test_collect_on_this_machine_never_raises_and_report_exits_0(capsys, monkeyp
 def test_the_variable_is_shown_unambiguously(raw, shown):
     f = _facts(raw=raw)
     assert shown in render.render_text(f, render.assess(f))
+
+
+@pytest.mark.parametrize("raw", ["0", None, "yes"])
+def test_the_report_names_the_nan_risk_next_to_the_speed_cost(raw):
+    f = _facts(raw=raw, order=[3, 1, 2, 0, 4], choice=3)
+    lines = render.render_text(f, render.assess(f)).splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("verdict EXPOSED"))
+    assert "new batch shapes" in lines[verdict]  # the speed cost...
+    assert "NaN gradients" in lines[verdict + 1] and "pytorch/pytorch#196678" in lines[verdict + 1]
+    assert json.loads(render.render_json(f, render.assess(f)))["verdict"]["risk"]
+
+
+def test_no_nan_risk_line_with_the_variable_at_1_or_a_fixed_cudnn():
+    for f in (_facts(raw="1", order=[1, 2, 0, 3, 4], choice=2), _facts(raw="0", cudnn=92600, choice=3)):
+        assert "NaN" not in render.render_text(f, render.assess(f))
+
+
+def test_a_torch_2_9_report_is_not_ok_when_the_build_is_unknown():
+    f = _facts(raw="1", torch_version="2.9.1+cu130", torch_cuda="13.0")
+    text = render.render_text(f, render.assess(f))
+    assert "verdict UNKNOWN: possibly affected on sm_90" in text and "TORCH_CUDNN_SDPA_PREFERRED=0" in text
+
+
+def test_on_torch_2_9_the_sdpa_line_says_the_variable_is_not_read():
+    f = _facts(raw="1", torch_version="2.9.1+cu130", torch_cuda="13.0")
+    sdpa_line = next(x for x in render.render_text(f, render.assess(f)).splitlines() if x.startswith("SDPA"))
+    assert "not read by torch 2.9" in sdpa_line and "TORCH_CUDNN_SDPA_PREFERRED=0" in sdpa_line
+    f = _facts(raw="1")
+    assert "not moved to the front" in render.render_text(f, render.assess(f))

@@ -1,5 +1,7 @@
 """torch's SDPA backend rule and the report's verdict, on injected facts (no GPU needed)."""
 
+from pathlib import Path
+
 import pytest
 
 from ftenv.report import sdpa
@@ -103,3 +105,118 @@ def test_exposed_line_names_symptom_and_fix_and_ok_line_has_no_fix():
 def test_no_gpu():
     v = _verdict([])
     assert v.level == "no-gpu" and v.line.startswith("NO GPU")
+
+
+# --- torch 2.9 (PR #162073), the NaN risk (pytorch#196678), and the mutants a review found --------
+
+
+def test_torch_2_9_is_affected_where_compiled_against_cudnn_9_9_or_newer():
+    unset = sdpa.interpret_env(None)
+    # Compiled against cuDNN >= 9.9: cuDNN first on sm_90/sm_100, whatever the runtime cuDNN.
+    assert sdpa.cudnn_first_by_rule("2.9.0+cu130", CUDNN_9_10, H100, unset, cudnn_compiled=91300) is True
+    assert sdpa.cudnn_first_by_rule("2.9.0+cu126", None, B200, unset, cudnn_compiled=90900) is True
+    assert sdpa.cudnn_first_by_rule("2.9.0+cu126", None, B200, unset, cudnn_compiled=90899) is False
+    # 2.9 reads TORCH_CUDNN_SDPA_PREFERRED, not the new variable, and never prefers on sm_103.
+    one = sdpa.interpret_env("1")
+    assert sdpa.cudnn_first_by_rule("2.9.0", None, H100, one, cudnn_compiled=91300) is True
+    opted_out = sdpa.cudnn_first_by_rule("2.9.0", None, H100, unset, cudnn_compiled=91300, preferred_raw="0")
+    assert opted_out is False
+    assert sdpa.cudnn_first_by_rule("2.9.0", None, B300, unset, cudnn_compiled=91300) is False
+    # The cu128 wheels were compiled against 9.8 (pytorch#165801); other builds: unknown, not "no".
+    assert sdpa.cudnn_first_by_rule("2.9.1+cu128", CUDNN_9_19, H100, unset) is False
+    assert sdpa.cudnn_first_by_rule("2.9.1+cu130", CUDNN_9_19, H100, unset) is None
+    assert sdpa.cudnn_first_by_rule("2.9.1", CUDNN_9_19, H100, unset) is None
+    assert sdpa.cudnn_first_by_rule("2.8.0", CUDNN_9_19, H100, unset) is False
+
+
+def test_a_2_9_report_never_says_not_affected_when_it_cannot_know():
+    v = _verdict([H100], raw="1", torch="2.9.1+cu130")
+    assert v.level == "unknown" and "possibly affected on sm_90" in v.line
+    assert "TORCH_CUDNN_SDPA_PREFERRED=0" in v.fix  # the 2.9 opt-out, not the variable 2.9 ignores
+    exposed = _verdict([B200], torch="2.9.0+cu130", order=[3, 1, 2, 0, 4])
+    assert exposed.level == "exposed" and exposed.fix.startswith("set TORCH_CUDNN_SDPA_PREFERRED=0")
+    assert _verdict([H100], torch="2.9.1+cu128").level == "ok"
+
+
+def test_torch_2_10_cu130_with_its_cudnn_9_15_1_9_is_affected():
+    # pytorch#173677: 2.10.0+cu130 pins nvidia-cudnn-cu13 9.15.1.9 -> torch reports 91501.
+    assert _verdict([H100], torch="2.10.0+cu130", cudnn=91501).level == "exposed"
+    assert _verdict([H100], torch="2.10.0", cudnn=91002).level == "ok"
+
+
+@pytest.mark.parametrize("raw", [None, "0", "true", ""])
+def test_not_deprioritized_on_an_affected_gpu_names_the_nan_risk(raw):
+    v = _verdict([H100], raw=raw)
+    assert v.level == "exposed" and v.risk and "NaN gradients" in v.risk and "#196678" in v.risk
+    assert "64 mod 128" in v.risk and "9.25.1" in v.risk
+
+
+@pytest.mark.parametrize(
+    "cudnn, risky",
+    [(92500, True), (92501, True), (92502, False), (92600, False), (None, True)],
+)
+def test_nan_risk_boundary_is_cudnn_9_25_1(cudnn, risky):
+    v = _verdict([H100], raw="0", order=[3, 1, 2, 0, 4], cudnn=cudnn)
+    assert v.level == "exposed" and (v.risk is not None) is risky
+
+
+def test_no_nan_risk_when_deprioritized_or_not_exposed():
+    assert _verdict([H100], raw="1").risk is None
+    assert _verdict([A100], raw="0").risk is None
+    assert _verdict([H100], raw="0", choice=2).risk is None
+
+
+def test_already_1_gets_no_set_it_to_1_but_how_to_find_the_other_cost():
+    # Measured cuDNN although the variable is 1: something else puts it first.
+    v = _verdict([H100], raw="1", order=[1, 2, 0, 3, 4], choice=3)
+    assert v.level == "exposed"
+    assert not v.fix.startswith("set ") and "already set" in v.fix
+    assert "ftenv probe" in v.fix and "phases" in v.fix
+    assert sdpa.already_deprioritized_text() == v.fix
+
+
+def test_mixed_gpus_with_an_unknown_cudnn_are_unknown_not_ok():
+    # sm_80 is surely not first; sm_90 cannot be decided: the whole verdict is unknown.
+    assert _verdict([A100, H100], cudnn=None).level == "unknown"
+    assert _verdict([H100, A100], cudnn=None).level == "unknown"
+
+
+def test_cudnn_second_in_the_live_order_is_not_exposed():
+    assert _verdict([H100], order=[1, 3, 2, 0, 4]).level == "ok"
+    assert _verdict([H100], order=[3, 1, 2, 0, 4]).level == "exposed"
+
+
+def test_reason_not_first_speaks_the_rule():
+    unset = sdpa.interpret_env(None)
+    assert sdpa.reason_not_first("2.11.0", CUDNN_9_19, [H100], sdpa.interpret_env("1")) == (
+        "TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is set"
+    )
+    assert "sm_80 is not one of" in sdpa.reason_not_first("2.11.0", CUDNN_9_19, [A100], unset)
+    assert "9.10.2 is not newer than 9.15.0" in sdpa.reason_not_first("2.11.0", CUDNN_9_10, [H100], unset)
+    assert "sm_90/sm_100 only" in sdpa.reason_not_first("2.9.0", CUDNN_9_19, [B300], unset)
+    assert "never" in sdpa.reason_not_first("2.8.0", CUDNN_9_19, [H100], unset)
+
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs/cudnn-sdpa-guide.md"
+
+
+def section(title_start: str) -> str:
+    text = GUIDE.read_text()
+    start = text.index(f"## {title_start}")
+    return text[start : text.index("\n## ", start + 3)]
+
+
+def test_the_guides_override_section_names_the_nan_risk_in_the_rules_words():
+    flat = " ".join(section("5.").split())
+    core = sdpa.NAN_RISK_TEXT.split(" (")[0]
+    assert core in flat and "pytorch#196678" in flat
+
+
+def test_the_guide_knows_torch_2_9_and_2_10_cu130():
+    flat = " ".join(section("2.").split())
+    assert "#162073" in flat and "pytorch#165801" in flat and f"`{sdpa.FIX_2_9}`" in flat
+    assert "2.10.0+cu130" in flat and "9.15.1.9" in flat and "pytorch#173677" in flat
+    assert "The mask is what matters" not in flat and "masked or not" in flat
+    assert "minor* filter on CUDA 13 builds" in flat and "keep the cuDNN > 9.15.0 condition" in flat
+    scope = " ".join(section("6.").split())
+    assert "decode-only" in scope and "fewer than 8 KV heads" in scope and "#196861" in scope

@@ -4,11 +4,13 @@ against and to PASS without it), and the live Detector."""
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 
-from ftenv.steps import stats
+from ftenv.report import sdpa
+from ftenv.steps import model, stats
 from ftenv.steps.stats import (
     DATA,
     FAIL,
@@ -20,7 +22,7 @@ from ftenv.steps.stats import (
     Step,
     Thresholds,
 )
-from steplogs import FAST, SHAPES, SLOW, STEPS, field_report_run, fixed_run
+from steplogs import FAST, SHAPES, SLOW, STEPS, ddp_run, field_report_run, fixed_run
 
 
 def as_steps(gen, rank=None) -> list[Step]:
@@ -58,7 +60,7 @@ def test_mark_new_shapes_is_per_rank_and_leaves_shapeless_steps_unknown():
     assert steps[0].shape == (8, 100) and steps[3].shape is None
 
 
-def test_field_report_pattern_fails_with_the_reports_numbers():
+def test_issue_3704_pattern_fails_with_its_numbers():
     steps = as_steps(field_report_run())
     s = stats.summarize(steps)
     assert s.n_steps == STEPS == 382
@@ -163,7 +165,7 @@ def test_percentile_matches_linear_interpolation():
     assert stats.percentile(list(range(101)), 95) == 95
 
 
-def test_detector_names_every_slow_step_of_the_field_report():
+def test_detector_names_every_slow_step_of_the_issue_3704_pattern():
     d = Detector()
     events = [e for _, e in (d.observe(s) for s in as_steps(field_report_run())) if e]
     first = events[0]
@@ -193,3 +195,213 @@ def test_detector_respects_factor_and_warmup():
     assert [e.step.index for _, e in map(Detector(warmup=3).observe, early) if e] == [4]
     with pytest.raises(ValueError):
         Detector(factor=1)
+
+
+# --- boundaries (at, just below, just above) of every threshold the verdicts use, and the
+# --- mutants a review found. Times are binary fractions so that ratios are exact.
+
+B = 0.125  # a step time whose multiples are exact in binary
+
+
+def shape_run(new_s: float, n_new: int = 3, n_seen: int = 60) -> list[Step]:
+    """n_new steps on new shapes taking new_s, then n_seen steps on those shapes taking B."""
+    new = [Step(i, new_s, 8, 100 + 4 * i) for i in range(1, n_new + 1)]
+    seen = [Step(n_new + i, B, 8, 100 + 4 * (1 + i % n_new)) for i in range(1, n_seen + 1)]
+    return new + seen
+
+
+@pytest.mark.parametrize("new_s, verdict", [(3 * B, FAIL), (3 * B - 1e-9, PASS), (3 * B + 1e-9, FAIL)])
+def test_new_over_seen_boundary(new_s, verdict):
+    s = stats.summarize(shape_run(new_s))
+    assert s.p95_over_median < 2 and s.max_over_median < 10  # only the shape rule decides
+    assert s.verdict == verdict, s.reasons
+
+
+def p95_run(slow_s: float) -> list[Step]:
+    """21 steps, 3 shapes all new in the first three, two seen-shape steps taking slow_s: with
+    21 values the 95th percentile is exactly the 20th smallest."""
+    return [Step(i, slow_s if i in (10, 15) else B, 8, 100 + 4 * (i % 3)) for i in range(1, 22)]
+
+
+@pytest.mark.parametrize("slow_s, verdict", [(2 * B, FAIL), (2 * B - 1e-9, PASS), (2 * B + 1e-9, FAIL)])
+def test_p95_boundary(slow_s, verdict):
+    s = stats.summarize(p95_run(slow_s))
+    assert s.new_over_seen == 1 and s.max_over_median < 10
+    assert s.verdict == verdict, s.reasons
+
+
+@pytest.mark.parametrize("stall, verdict", [(10 * B, FAIL), (10 * B - 1e-9, PASS), (10 * B + 1e-9, FAIL)])
+def test_max_boundary(stall, verdict):
+    steps = [Step(i, stall if i == 50 else B, 8, 100 + 4 * (i % 3)) for i in range(1, 101)]
+    s = stats.summarize(steps)
+    assert s.new_over_seen == 1 and s.p95_over_median < 2
+    assert s.verdict == verdict, s.reasons
+
+
+@pytest.mark.parametrize("n_new, verdict", [(2, INCONCLUSIVE), (3, PASS), (4, PASS)])
+def test_min_new_boundary(n_new, verdict):
+    assert Thresholds().min_new == 3
+    assert stats.summarize(shape_run(B, n_new=n_new)).verdict == verdict
+
+
+@pytest.mark.parametrize("n_seen, verdict", [(2, INCONCLUSIVE), (3, PASS), (4, PASS)])
+def test_min_seen_boundary(n_seen, verdict):
+    assert stats.summarize(shape_run(B, n_seen=n_seen)).verdict == verdict
+
+
+@pytest.mark.parametrize("seconds, slow", [(3 * B, True), (3 * B - 1e-9, False), (3 * B + 1e-9, True)])
+def test_slow_factor_boundary_in_the_summary(seconds, slow):
+    assert stats.SLOW_FACTOR == 3.0
+    steps = [Step(i, seconds if i == 30 else B, 8, 100) for i in range(1, 61)]
+    assert stats.summarize(steps).n_slow == int(slow)
+
+
+def test_baseline_is_the_seen_shape_median_not_all_steps():
+    # More slow new-shape steps than seen ones: the median of all steps is a slow one.
+    steps = [Step(i, 8 * B, 8, 100 + 4 * i) for i in range(1, 13)] + [
+        Step(12 + i, B, 8, 104) for i in range(1, 11)
+    ]
+    s = stats.summarize(steps)
+    assert s.median == 8 * B and s.baseline == B
+    assert s.n_slow == 12 and s.slow_on_new == 12
+
+
+@pytest.mark.parametrize("data, cause", [(0.5, DATA), (0.5 - 1e-9, SEEN_SHAPE), (0.75, DATA)])
+def test_data_cause_boundary_is_half_the_extra_time(data, cause):
+    step = Step(9, B + 1.0, 8, 100, new_shape=False, phases=(("data_load", data),))
+    assert stats.cause_of(step, B) == cause
+
+
+def test_data_fix_when_half_the_slow_steps_wait_for_data():
+    def run(data_stalls: int) -> stats.Summary:
+        steps = [Step(i, B, 8, 100) for i in range(1, 101)]
+        slow = [Step(100 + i, 8 * B, 8, 100, phases=(("data_load", 7 * B),)) for i in range(data_stalls)]
+        other = [Step(200 + i, 8 * B, 8, 100) for i in range(8 - data_stalls)]
+        return stats.summarize(steps + slow + other)  # 8 slow steps of 108: p95 FAILs
+
+    assert run(4).verdict == FAIL and run(4).fix == stats.DATA_FIX  # 4 of 8: at the share
+    assert run(3).verdict == FAIL and run(3).fix is None  # below
+    assert run(5).fix == stats.DATA_FIX
+
+
+@pytest.mark.parametrize("seconds, flagged", [(3 * B, True), (3 * B - 1e-9, False), (3 * B + 1e-9, True)])
+def test_detector_boundary_is_at_least_factor_times_the_baseline(seconds, flagged):
+    d = Detector()
+    for i in range(1, 11):
+        assert d.observe(Step(i, B, 8, 100))[1] is None
+    assert (d.observe(Step(11, seconds, 8, 100))[1] is not None) is flagged
+
+
+@pytest.mark.parametrize("judged, steps", [(False, 3), (True, 4)])
+def test_detector_warmup_default_judges_from_the_fourth_step(judged, steps):
+    d = Detector()  # LIVE_WARMUP = 3
+    run = [Step(i, B, None, None) for i in range(1, steps)] + [Step(steps, 10 * B, None, None)]
+    events = [e for _, e in map(d.observe, run) if e]
+    assert bool(events) is judged
+
+
+def test_detector_running_median_averages_the_two_middle_values():
+    d = Detector(warmup=1)
+    d.observe(Step(1, B, 8, 100))  # new shape
+    for i, sec in enumerate((B, 2 * B, 3 * B, 4 * B), start=2):
+        d.observe(Step(i, sec, 8, 100))
+    assert d.baseline(0) == pytest.approx(2.5 * B)
+
+
+def test_percentile_of_one_value_and_of_none():
+    assert stats.percentile([0.5], 95) == 0.5
+    assert math.isnan(stats.percentile([], 95))
+
+
+# --- the fix follows what is known of the variable ----------------------------------------------
+
+
+def test_shape_fix_when_the_variable_is_already_1_does_not_say_set_it():
+    steps = as_steps(field_report_run())
+    one = stats.summarize(steps, env=sdpa.interpret_env("1")).fix
+    assert not one.startswith("set") and "already set" in one and "ftenv probe" in one and "phases" in one
+    zero = stats.summarize(steps, env=sdpa.interpret_env("0")).fix
+    assert zero.startswith("set TORCH_CUDNN_SDPA_DEPRIORITIZED=1")
+    assert stats.summarize(steps).fix == stats.SHAPE_FIX
+
+
+def test_the_selfcheck_uses_that_wording():
+    from ftenv.train import selfcheck
+
+    steps = as_steps(field_report_run())
+    r = selfcheck.verdict_result("in-process", steps, Thresholds(), environment={sdpa.ENV_VAR: "1"})
+    assert r["verdict"] == FAIL and r["summary"]["fix"] == sdpa.already_deprioritized_text()
+
+
+# --- DDP: a seen-shape step that waits for another rank's new shape ------------------------------
+
+
+def ddp_steps(only_rank=None) -> list[Step]:
+    runs = ddp_run()
+    keep = range(len(runs)) if only_rank is None else [only_rank]
+    return [
+        Step(
+            g.index,
+            g.seconds,
+            g.batch,
+            g.padded,
+            g.rank,
+            phases=(("data_load", g.data_load), ("forward_time", g.forward), ("backward_time", g.backward)),
+        )
+        for r in keep
+        for g in runs[r]
+    ]
+
+
+def test_ddp_waits_line_up_with_the_other_ranks_new_shape():
+    s = stats.summarize(ddp_steps())
+    assert s.n_slow == 72 and s.slow_on_new == 40 and s.slow_waiting == 32
+    assert s.slow_causes == {NEW_SHAPE: 72} and s.slow_share_on_new == 1
+    marked = {(st.rank, st.index): st.new_shape for st in stats.mark_new_shapes(ddp_steps())}
+    for (rank, index), other in s.waits.items():
+        assert marked[(rank, index)] is False and other == 1 - rank and marked[(other, index)] is True
+    assert any("waiting for another rank's new shape" in r for r in s.reasons)
+
+
+def test_ddp_wait_on_one_logged_rank_by_the_backward_only_signature():
+    s = stats.summarize(ddp_steps(only_rank=0))
+    assert s.slow_waiting == 16 and set(s.waits.values()) == {stats.ANY_RANK}
+    assert s.slow_causes == {NEW_SHAPE: s.n_slow}
+
+
+@pytest.mark.parametrize("backward, waits", [(0.8, True), (0.8 - 1e-9, False), (0.9, True)])
+def test_ddp_backward_share_boundary(backward, waits):
+    step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=(("backward_time", backward),))
+    assert (model.waits_for(step, B, (), use_signature=True) is not None) is waits
+    assert model.waits_for(step, B, (), use_signature=False) is None or not waits
+
+
+@pytest.mark.parametrize("n_seen, baseline", [(1, 2 * B), (2, B)])
+def test_detector_uses_the_seen_median_from_live_min_seen_steps(n_seen, baseline):
+    # Three slowish first steps on new shapes, then n_seen steps on a seen shape.
+    d = Detector(warmup=1)
+    for i in range(1, 4):
+        d.observe(Step(i, 2 * B, 8, 100 + 4 * i))
+    for i in range(n_seen):
+        d.observe(Step(10 + i, B, 8, 104))
+    assert d.baseline(0) == baseline  # LIVE_MIN_SEEN = 2: below it, the median of all steps
+
+
+def test_shared_option_types_for_watch_and_analyze():
+    import argparse
+
+    from ftenv.steps import options
+
+    assert options.factor_type("1.001") == 1.001 and options.factor_type("3") == stats.SLOW_FACTOR
+    assert options.count_type("0") == 0
+    for bad, check in (("1", options.factor_type), ("0.5", options.factor_type), ("-1", options.count_type)):
+        with pytest.raises(argparse.ArgumentTypeError):
+            check(bad)
+
+
+def test_a_stall_in_forward_too_is_not_a_ddp_wait():
+    phases = (("forward_time", 0.3), ("backward_time", 0.9))
+    step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=phases)
+    assert model.waits_for(step, B, (), use_signature=True) is None
+    calm = Step(5, B + 1.0, 8, 100, new_shape=False, phases=(("forward_time", 0.1), ("backward_time", 0.9)))
+    assert model.waits_for(calm, B, (), use_signature=True) == model.ANY_RANK

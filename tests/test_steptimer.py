@@ -28,14 +28,16 @@ def drive(run) -> tuple[StepTimer, io.StringIO, list[list[str]]]:
     return timer, out, returned
 
 
-def test_field_report_pattern_gets_the_watchdogs_hint_and_verdict(monkeypatch):
+def test_issue_3704_pattern_gets_the_watchdogs_hint_and_verdict(monkeypatch):
     monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "0")
     timer, out, returned = drive(field_report_run())
     lines = out.getvalue().splitlines()
     assert sum("SLOW STEP" in x for x in lines) == 1 and sum("PATTERN" in x for x in lines) == 1
-    full = next(x for x in lines if "SLOW STEP" in x)
-    assert full.startswith("[ftenv-watch] SLOW STEP rank 0 step ") and "(new to this rank)" in full
-    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in full
+    at = next(i for i, x in enumerate(lines) if "SLOW STEP" in x)
+    full, detail = lines[at], lines[at + 1]
+    assert full.startswith("[ftenv-watch] SLOW STEP rank 0 step ") and "new to this rank" in full
+    assert "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in full and len(full) <= 200
+    assert detail.startswith("[ftenv-watch]   ") and "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in detail
     assert [x for r in returned for x in r] == lines  # tick() returns what it prints
     s = timer.finish()
     assert s.verdict == "FAIL" and s.n_slow == 59 and s.slow_on_new == 59

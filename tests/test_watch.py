@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from ftenv.report import attention, sdpa
-from ftenv.steps import stats
-from steplogs import field_report_run, flood
+from ftenv.steps import funasr_log, hints, stats
+from steplogs import ddp_log, field_report_run, flood
 
 HERE = Path(__file__).parent
 FAKE = [sys.executable, str(HERE / "fake_trainer.py")]
@@ -45,6 +45,14 @@ def first_flagged(ranks: int = 1):
             if event:
                 return s
     raise AssertionError("no slow step")
+
+
+def slow_lines(out: bytes) -> tuple[str, str]:
+    """The first SLOW STEP line and the explanation line under it."""
+    lines = out.decode("utf-8", "replace").splitlines()
+    at = next(i for i, line in enumerate(lines) if "SLOW STEP" in line)
+    assert lines[at + 1].startswith("[ftenv-watch]   "), lines[at + 1]
+    return lines[at], lines[at + 1]
 
 
 def read_until(proc, needle: bytes, deadline_s: float = 60, whole_line: bool = False) -> bytes:
@@ -132,15 +140,21 @@ def test_hints_follow_their_step_line_and_say_it_once(watched):
     assert sum(b"SLOW STEP" in lines[i] for i in marked) == 1
     assert sum(b"PATTERN" in lines[i] for i in marked) == 1
     before_summary = [i for i in marked if b"SUMMARY" not in lines[i] and b"verdict" not in lines[i]]
-    assert len(before_summary) == 3 + 1 - 1  # full, short, pattern (repeat=3)
+    assert len(before_summary) == 4  # first, its explanation, short, pattern (repeat=3)
+    explanation = [i for i in marked if lines[i].startswith(b"[ftenv-watch]   ")]
+    assert len(explanation) == 1 and explanation[0] - 1 in slow  # once, right under the first
 
 
-def test_the_full_line_names_step_shape_settings_cause_and_fix(watched):
-    full = next(line for line in watched.stdout.split(b"\n") if b"SLOW STEP" in line).decode()
+def test_the_first_line_is_short_and_names_step_shape_cause_and_fix(watched):
+    first, detail = slow_lines(watched.stdout)
     s = first_flagged(ranks=2)
-    assert f"rank {s.rank} step {s.index}: {s.seconds:.3f} s = " in full
-    assert re.search(r"= 1\d\.\dx the running median 0\.09\d s", full)
-    assert f"batch {s.batch} x {s.padded} padded tokens (new to this rank)" in full
+    assert len(first) <= 200, len(first)
+    assert first.startswith(f"[ftenv-watch] SLOW STEP rank {s.rank} step {s.index}: {s.seconds:.3f} s = ")
+    assert re.search(r"= 1\d\.\dx median 0\.09\d s", first)
+    assert f"batch {s.batch} x {s.padded}, new to this rank" in first
+    assert "likely: cuDNN attention plan build" in first
+    assert "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in first
+    full = f"{first} {detail}"
     # This machine has no GPU: the arch is unknown, the variable is read from the child.
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in full and "GPU arch unknown" in full
     assert "cuDNN attention first: unknown" in full
@@ -196,7 +210,9 @@ def test_fixed_run_gets_no_hint_and_a_pass():
             [
                 "first: no",
                 "not first here (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is set)",
-                "Fix: make shapes repeat",
+                "Fix: TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is already set, so the per-shape cost comes from",
+                "`ftenv probe`",
+                "phases",
             ],
             ["Fix: set TORCH"],
         ),
@@ -222,7 +238,7 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
         """
     )
     r = run([sys.executable, "-c", driver])
-    full = next(line for line in r.stdout.decode().splitlines() if "SLOW STEP" in line)
+    full = " ".join(slow_lines(r.stdout))
     for words in expect:
         assert words in full
     for words in absent:
@@ -235,7 +251,7 @@ def test_a_hanging_settings_probe_never_holds_the_output():
         f"sys.exit(watch({[*FAKE, '--steps', '40']!r}, settings=lambda: time.sleep(600)))"
     )
     r = run([sys.executable, "-c", driver])  # would time out if the hint waited for the probe
-    full = next(line for line in r.stdout.decode().splitlines() if "SLOW STEP" in line)
+    full = " ".join(slow_lines(r.stdout))
     assert r.returncode == 0 and "attention: unknown" in full and "Fix: set TORCH" in full
 
 
@@ -507,3 +523,46 @@ def test_cudnn_version_text():
     assert attention.cudnn_int("9.19.0.56") == 91900
     assert attention.cudnn_int("9.10.2.21") == 91002
     assert attention.cudnn_int("") is None and attention.cudnn_int(None) is None
+
+
+# --- DDP: a rank waiting for another rank's new shape ------------------------------------------
+
+
+def _watch_lines(lines: list[str]) -> tuple[list[str], hints.Watcher]:
+    watcher = hints.Watcher(repeat=1000, settings=lambda: None)
+    out = []
+    for line in lines:
+        out += watcher.observe_values(*funasr_log.fast_fields(line.encode()))
+    return out, watcher
+
+
+def test_the_watchdog_names_a_ddp_wait_for_another_ranks_new_shape():
+    lines, _ = ddp_log(ranks=2)  # every rank logged, rank 0's line first at each step
+    said, watcher = _watch_lines(lines)
+    # Rank 1's line comes after rank 0's: its wait lines up with rank 0's new shape.
+    assert any("waits for rank 0's new shape (DDP all-reduce)" in x for x in said)
+    # Rank 0 is judged before rank 1 logs the step: the backward-only signature tells.
+    assert any("rank 0 step" in x and "waits for another rank's new shape" in x for x in said)
+    assert not any("not shape-related" in x or "seen-shape" in x for x in said)
+    s = watcher.summary()
+    assert s.slow_causes == {stats.NEW_SHAPE: 72} and s.slow_waiting == 32
+    assert any("32 waiting for another rank's new shape (DDP) (100%)" in x for x in watcher.summary_lines())
+
+
+def test_a_first_slow_step_that_waits_says_so_in_its_short_line():
+    lines, _ = ddp_log(ranks=2, only_rank=1)
+    said, _ = _watch_lines(lines)
+    waits = [x for x in said if "waits for another rank's new shape" in x]
+    assert waits and all(len(x) <= 200 for x in waits if "SLOW STEP" in x)
+
+
+@pytest.mark.parametrize("repeat", [2, 3, 4])
+def test_repeat_prints_short_lines_up_to_the_pattern_line(repeat):
+    watcher = hints.Watcher(repeat=repeat, settings=lambda: None)
+    said = []
+    for i in range(1, 31):  # steady seen-shape steps, then slow ones on new shapes
+        said += watcher.observe(stats.Step(i, 0.125, 8, 100))
+    for i in range(31, 41):
+        said += watcher.observe(stats.Step(i, 1.0, 8, 100 + 4 * i))
+    kinds = [x.split()[1] for x in said if not x.startswith("[ftenv-watch]   ")]
+    assert kinds == ["SLOW"] + ["slow"] * (repeat - 2) + ["PATTERN:"]

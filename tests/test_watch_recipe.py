@@ -60,7 +60,8 @@ def test_real_trainer_with_a_per_shape_stall_gets_the_hint(tiny, tmp_path):
     i = full[0]
     step = lines[i].split(" step ", 1)[1].split(":", 1)[0]
     assert "train, rank: 0," in lines[i - 1] and f"total step: {step}," in lines[i - 1]
-    assert "(new to this rank)" in lines[i] and "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
+    assert "new to this rank" in lines[i] and "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
+    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i + 1]  # the explanation under it
     assert "[ftenv-watch] verdict: FAIL" in text
 
 

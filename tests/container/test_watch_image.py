@@ -20,7 +20,9 @@ QUIET = {"FTENV_REPORT": "0"}
 def test_image_default_names_another_cause(run):
     r = run("ftenv", "watch", "--", *FAKE, "--steps", "60", env=QUIET, extra=MOUNT)
     assert r.returncode == 0, r.stderr
-    full = next(line for line in r.stdout.splitlines() if "SLOW STEP" in line)
+    lines = r.stdout.splitlines()
+    i = next(i for i, line in enumerate(lines) if "SLOW STEP" in line)
+    full = f"{lines[i]} {lines[i + 1]}"  # the short line and the explanation under it
     # The image sets the variable to 1: cuDNN is not first, so the hint must not blame it.
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1, cuDNN attention first: no" in full
     assert "not first here (TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is set)" in full
@@ -35,9 +37,11 @@ def test_override_to_0_gets_the_cause_and_the_fix(run):
     i = next(i for i, line in enumerate(lines) if "SLOW STEP" in line)
     step = re.search(r" step (\d+):", lines[i]).group(1)
     assert f"total step: {step}," in lines[i - 1]
-    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in lines[i] and "torch 2.11.0" in lines[i]
-    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
-    assert "this image sets it to 1: something overrode it" in lines[i]
+    assert "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
+    detail = lines[i + 1]  # the explanation under the short line
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in detail and "torch 2.11.0" in detail
+    assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in detail
+    assert "this image sets it to 1: something overrode it" in detail
     assert "[ftenv-watch] verdict: FAIL" in r.stdout
 
 

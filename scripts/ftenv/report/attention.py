@@ -58,15 +58,8 @@ class AttentionSettings:
         )
 
     def why_not_first(self) -> str:
-        """Plain words for cudnn_first == False."""
-        if self.env.deprioritizes:
-            return f"{sdpa.FIX} is set"
-        release = sdpa.torch_release(self.torch_version)
-        if release is not None and release < sdpa.FIRST_PREFERRING_TORCH:
-            return f"torch {self.torch_version} never puts cuDNN first"
-        if self.arches and not any(a in sdpa.PREFERRING_SM for a in self.arches):
-            return f"{self.arch_text} is not one of the GPUs where torch prefers cuDNN"
-        return f"cuDNN {sdpa.cudnn_name(self.cudnn_version)} is not newer than 9.15.0"
+        """Plain words for cudnn_first == False (the rule's own, from sdpa)."""
+        return sdpa.reason_not_first(self.torch_version, self.cudnn_version, self.arches, self.env)
 
     def unknown_facts(self) -> list[str]:
         missing = []

@@ -124,7 +124,9 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
-    lines.append(f"SDPA    {text.assignment(sdpa.ENV_VAR, a.env.raw)}: {a.env.meaning}")
+    lines.append(
+        f"SDPA    {text.assignment(sdpa.ENV_VAR, a.env.raw)}: {sdpa.env_meaning(f.torch_version, a.env)}"
+    )
     if f.gpus:
         order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
         lines.append(
@@ -132,6 +134,8 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
             f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
         )
     lines.append(f"verdict {a.verdict.line}")
+    if a.verdict.risk:
+        lines.append(f"        also: {a.verdict.risk}")
     lines.extend(a.notes)
     return "\n".join(lines)
 
@@ -143,7 +147,12 @@ def render_json(f: facts_mod.Facts, a: Assessment) -> str:
             "env": {"raw": a.env.raw, "state": a.env.state, "meaning": a.env.meaning},
             "live_order_names": [sdpa.backend_name(b) for b in f.live_order or []],
             "padded_choice_name": sdpa.backend_name(f.padded_choice),
-            "verdict": {"level": a.verdict.level, "reason": a.verdict.reason, "fix": a.verdict.fix},
+            "verdict": {
+                "level": a.verdict.level,
+                "reason": a.verdict.reason,
+                "fix": a.verdict.fix,
+                "risk": a.verdict.risk,
+            },
             "notes": a.notes,
         },
         indent=2,

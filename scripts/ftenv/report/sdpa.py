@@ -1,10 +1,17 @@
-"""How torch picks the scaled-dot-product-attention backend, and whether a run is exposed.
+"""How torch picks the scaled-dot-product-attention backend, whether a run is exposed, and the
+words for it: the ONE home of the rule and of its wording (the report, the live attention
+settings, the watchdog's hints, the step verdicts and the self-check all take their text from here).
 
 Pure logic, no torch import: the facts (versions, GPU arch, the variable, the live order) come in
-as arguments so that every case can be tested without a GPU. The rule is the one read from
-PyTorch's sdp_utils.cpp (see docs/cudnn-sdpa-guide.md): in torch >= 2.10, cuDNN moves to the front of the
-order when the runtime cuDNN is newer than 9.15.0, the device is sm_90, sm_100 or sm_103, and
-TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1".
+as arguments so that every case can be tested without a GPU. The rule, read from PyTorch's
+aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (check_prefer_cudnn_attention):
+- torch 2.10 and later: cuDNN moves to the front when the runtime cuDNN is newer than 9.15.0, the
+  device is sm_90, sm_100 or sm_103, and TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1".
+- torch 2.9 (pytorch/pytorch PR #162073): cuDNN moves to the front on sm_90 and sm_100 when torch
+  was COMPILED against cuDNN >= 9.9, with no runtime cuDNN check, unless TORCH_CUDNN_SDPA_PREFERRED
+  is "0" (TORCH_CUDNN_SDPA_DEPRIORITIZED is not read there). The cu128 2.9 wheels were compiled
+  against cuDNN 9.8 (pytorch/pytorch#165801); for other 2.9 builds the compile-time cuDNN is not
+  known from outside, so the rule answers "unknown" (possibly affected), never "not affected".
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from ftenv.build import versions
 
 ENV_VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
 FIX = f"{ENV_VAR}=1"
+#: torch 2.9 reads this one instead; "0" opts out there.
+ENV_VAR_2_9 = "TORCH_CUDNN_SDPA_PREFERRED"
+FIX_2_9 = f"{ENV_VAR_2_9}=0"
 #: torch's SDPBackend codes, as torch._C._get_sdp_priority_order() and _fused_sdp_choice return them.
 BACKENDS = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
 CUDNN = 3
@@ -22,8 +32,52 @@ CUDNN = 3
 PREFERRING_SM = frozenset({(9, 0), (10, 0), (10, 3)})
 #: torch.backends.cudnn.version() must be above this (9.15.0) for the preference to apply.
 CUDNN_PREFERRED_ABOVE = 91500
-#: The first torch release that reads ENV_VAR and prefers cuDNN.
+#: The first torch release that reads ENV_VAR (and checks the runtime cuDNN).
 FIRST_PREFERRING_TORCH = (2, 10)
+#: torch 2.9: the release, its GPUs, and the compile-time cuDNN it needs (PR #162073).
+TORCH_2_9 = (2, 9)
+PREFERRING_SM_2_9 = frozenset({(9, 0), (10, 0)})
+CUDNN_COMPILED_MIN_2_9 = 90900
+#: Builds whose compile-time cuDNN is public: 2.9 cu128 was compiled against 9.8 (pytorch#165801).
+CUDNN_COMPILED_BY_BUILD = {(TORCH_2_9, "cu128"): 90800}
+#: pytorch/pytorch#196678: cuDNN backward gives NaN grad_q with an attn_mask when
+#: seq_len % 128 == 64, up to cuDNN 9.25.1 (guards and cuDNN 9.26 came with PR #196861).
+NAN_GRAD_CUDNN_MAX = 92501
+
+# --- the wording, one place ----------------------------------------------------------------------
+PUBLIC_REPORT = "FunASR issue #3704"
+RULE_TEXT = (
+    f"torch >= 2.10 puts cuDNN first on sm_90/sm_100/sm_103 when the cuDNN it loads is newer than "
+    f"9.15.0, unless {FIX}; torch 2.9 does so on sm_90/sm_100 in builds compiled against cuDNN >= "
+    f"9.9, unless {FIX_2_9}"
+)
+PLAN_BUILD_TEXT = (
+    "cuDNN attention builds a new execution plan for every (batch, padded length) a process has "
+    "not seen, and with cuDNN first every padded fp16/bf16 batch reaches it, as transformers "
+    "passes an explicit attention mask"
+)
+COST_TEXT = f"about 1.05 s against 0.098 s a step on a B200 in {PUBLIC_REPORT}: 59 of 382 steps"
+NAN_RISK_TEXT = (
+    "padded-mask training on cuDNN <= 9.25.1 can produce NaN gradients at lengths = 64 mod "
+    "128 (pytorch/pytorch#196678)"
+)
+EXPOSED_SYMPTOM = (
+    "padded batches go to cuDNN attention, which builds a new plan for every (batch, padded "
+    "length) it has not seen: expect training steps on new batch shapes to take several times "
+    f"longer ({COST_TEXT})"
+)
+FIND_OTHER_COST_TEXT = (
+    "`ftenv probe` measures what one new shape costs under the current settings, and the "
+    "watchdog's phases (forward, backward, data) on the slow steps show where the time goes; "
+    "common per-shape costs are torch.compile recompiling, cudnn.benchmark autotuning and code "
+    "that puts cuDNN first itself (sdpa_kernel with set_priority); pad batches to a few fixed "
+    "lengths"
+)
+
+
+def already_deprioritized_text() -> str:
+    """What to say when new shapes are slow although the variable is already 1."""
+    return f"{FIX} is already set, so the per-shape cost comes from something else: {FIND_OTHER_COST_TEXT}"
 
 
 def sm_name(sm: tuple[int, int]) -> str:
@@ -46,6 +100,13 @@ def cudnn_name(version: int | None) -> str:
 def torch_release(version: str | None) -> tuple[int, int] | None:
     """'2.11.0+cu130' -> (2, 11); None when it cannot be read."""
     return versions.release(version, 2)
+
+
+def torch_build(version: str | None) -> str | None:
+    """'2.9.1+cu128' -> 'cu128'; None without a local tag."""
+    if not version or "+" not in version:
+        return None
+    return version.split("+", 1)[1]
 
 
 @dataclass(frozen=True)
@@ -77,18 +138,80 @@ def interpret_env(raw: str | None) -> EnvSetting:
     )
 
 
+def env_meaning(torch_version: str | None, env: EnvSetting) -> str:
+    """What the variable does under this torch: nothing in 2.9, which reads ENV_VAR_2_9."""
+    if torch_release(torch_version) == TORCH_2_9:
+        return f"not read by torch 2.9, whose opt-out is {FIX_2_9}"
+    return env.meaning
+
+
 def cudnn_first_by_rule(
-    torch_version: str | None, cudnn_version: int | None, sm: tuple[int, int], env: EnvSetting
+    torch_version: str | None,
+    cudnn_version: int | None,
+    sm: tuple[int, int],
+    env: EnvSetting,
+    *,
+    cudnn_compiled: int | None = None,
+    preferred_raw: str | None = None,
 ) -> bool | None:
-    """Whether torch puts cuDNN first on this GPU; None when a needed fact is unknown."""
+    """Whether torch puts cuDNN first on this GPU; None when a needed fact is unknown.
+    cudnn_compiled and preferred_raw (TORCH_CUDNN_SDPA_PREFERRED) matter for torch 2.9 only."""
     release = torch_release(torch_version)
     if release is None:
         return None
-    if release < FIRST_PREFERRING_TORCH or sm not in PREFERRING_SM or env.deprioritizes:
+    if release < TORCH_2_9:
+        return False
+    if release == TORCH_2_9:
+        if sm not in PREFERRING_SM_2_9 or preferred_raw == "0":
+            return False
+        compiled = cudnn_compiled or CUDNN_COMPILED_BY_BUILD.get((release, torch_build(torch_version)))
+        return None if compiled is None else compiled >= CUDNN_COMPILED_MIN_2_9
+    if sm not in PREFERRING_SM or env.deprioritizes:
         return False
     if cudnn_version is None:
         return None
     return cudnn_version > CUDNN_PREFERRED_ABOVE
+
+
+def reason_not_first(
+    torch_version: str | None,
+    cudnn_version: int | None,
+    arches: tuple[tuple[int, int], ...] | list[tuple[int, int]],
+    env: EnvSetting,
+) -> str:
+    """Plain words for cudnn_first_by_rule(...) being False, in the rule's own terms."""
+    release = torch_release(torch_version)
+    if release is not None and release < TORCH_2_9:
+        return f"torch {torch_version} never puts cuDNN first"
+    names = "/".join(sm_name(a) for a in arches)
+    if release == TORCH_2_9:
+        if arches and not any(a in PREFERRING_SM_2_9 for a in arches):
+            return f"torch 2.9 puts cuDNN first on sm_90/sm_100 only, not {names}"
+        return f"this torch 2.9 build was compiled against cuDNN older than 9.9 (or {FIX_2_9} is set)"
+    if env.deprioritizes:
+        return f"{FIX} is set"
+    if arches and not any(a in PREFERRING_SM for a in arches):
+        return f"{names} is not one of the GPUs where torch prefers cuDNN (sm_90/sm_100/sm_103)"
+    return f"cuDNN {cudnn_name(cudnn_version)} is not newer than 9.15.0"
+
+
+def fix_text(torch_version: str | None, env: EnvSetting) -> str | None:
+    """The setting that keeps cuDNN off the front for this torch; None when it is already set."""
+    if torch_release(torch_version) == TORCH_2_9:
+        return f"set {FIX_2_9} before the process starts ({ENV_VAR} is not read by torch 2.9)"
+    if env.deprioritizes:
+        return None
+    return f"set {FIX} before the process starts"
+
+
+def nan_risk(torch_version: str | None, env: EnvSetting, cudnn_version: int | None) -> str | None:
+    """pytorch#196678 applies where cuDNN runs padded-mask backward with cuDNN <= 9.25.1 (or unknown);
+    the variable at 1 keeps cuDNN off the front, except in torch 2.9, which does not read it."""
+    if env.deprioritizes and torch_release(torch_version) != TORCH_2_9:
+        return None
+    if cudnn_version is not None and cudnn_version > NAN_GRAD_CUDNN_MAX:
+        return None
+    return NAN_RISK_TEXT
 
 
 @dataclass(frozen=True)
@@ -98,6 +221,8 @@ class Verdict:
     level: str  # "ok", "exposed", "unknown", "no-gpu"
     reason: str
     fix: str | None = None
+    #: A correctness risk that comes with cuDNN first (one line), or None.
+    risk: str | None = None
 
     @property
     def line(self) -> str:
@@ -111,13 +236,6 @@ class Verdict:
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
-EXPOSED_SYMPTOM = (
-    "padded batches go to cuDNN attention, which builds a new plan for every (batch, padded "
-    "length) it has not seen: expect training steps on new batch shapes to take several times "
-    "longer (about 1 s against 0.1 s in the field report)"
-)
-
-
 def verdict(
     *,
     gpus: list[tuple[int, int]],
@@ -126,6 +244,8 @@ def verdict(
     env: EnvSetting,
     live_order: list[int] | None,
     padded_choice: int | None,
+    cudnn_compiled: int | None = None,
+    preferred_raw: str | None = None,
 ) -> Verdict:
     """Combine the measured choice (best), the live order, and the rule (fallback).
 
@@ -133,24 +253,38 @@ def verdict(
     """
     if not gpus:
         return Verdict("no-gpu", "no GPU visible, so attention never runs on cuDNN here")
-    fix = None if env.deprioritizes else f"set {FIX} before the process starts"
+    fix = fix_text(torch_version, env)
+    if fix is None:  # the variable is already 1: whatever puts cuDNN first, it is not the default
+        fix = already_deprioritized_text()
+    risk = nan_risk(torch_version, env, cudnn_version)
+
+    def exposed(reason: str) -> Verdict:
+        return Verdict("exposed", f"{reason}: {EXPOSED_SYMPTOM}", fix, risk)
+
     if padded_choice is not None:
-        taken = backend_name(padded_choice)
         if padded_choice == CUDNN:
-            return Verdict("exposed", f"a padded-mask bf16 attention takes cudnn: {EXPOSED_SYMPTOM}", fix)
-        return Verdict("ok", f"a padded-mask bf16 attention takes {taken}, not cuDNN")
+            return exposed("a padded-mask bf16 attention takes cudnn")
+        return Verdict("ok", f"a padded-mask bf16 attention takes {backend_name(padded_choice)}, not cuDNN")
     if live_order:
         if live_order[0] == CUDNN:
-            return Verdict("exposed", f"cuDNN is first in the live SDPA order: {EXPOSED_SYMPTOM}", fix)
+            return exposed("cuDNN is first in the live SDPA order")
         return Verdict("ok", f"cuDNN is not first in the live SDPA order ({backend_name(live_order[0])} is)")
-    by_rule = {sm: cudnn_first_by_rule(torch_version, cudnn_version, sm, env) for sm in set(gpus)}
-    exposed = sorted(sm_name(sm) for sm, first in by_rule.items() if first)
-    if exposed:
-        return Verdict(
-            "exposed",
-            f"by torch's rule cuDNN goes first on {', '.join(exposed)}: {EXPOSED_SYMPTOM}",
-            fix,
+    by_rule = {
+        sm: cudnn_first_by_rule(
+            torch_version, cudnn_version, sm, env, cudnn_compiled=cudnn_compiled, preferred_raw=preferred_raw
         )
-    if any(first is None for first in by_rule.values()):
-        return Verdict("unknown", "the live order could not be read and a fact the rule needs is unknown")
+        for sm in set(gpus)
+    }
+    first_on = sorted(sm_name(sm) for sm, first in by_rule.items() if first)
+    if first_on:
+        return exposed(f"by torch's rule cuDNN goes first on {', '.join(first_on)}")
+    unknown_on = sorted(sm_name(sm) for sm, first in by_rule.items() if first is None)
+    if unknown_on:
+        return Verdict(
+            "unknown",
+            f"possibly affected on {', '.join(unknown_on)}: the live order could not be read and a fact "
+            f"the rule needs is unknown ({RULE_TEXT})",
+            fix,
+            risk,
+        )
     return Verdict("ok", "by torch's rule cuDNN is not first on these GPUs (live order not readable)")

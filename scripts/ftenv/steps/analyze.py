@@ -19,6 +19,8 @@ import os
 import sys
 
 from ftenv.steps import funasr_log, stats
+from ftenv.steps.model import waits_text
+from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.stats import Step, Summary, Thresholds
 
 BAR = 40
@@ -67,11 +69,17 @@ def slow_table(s: Summary, limit: int | None) -> list[str]:
             f"  {st.rank:>4} {st.index:>7} {st.seconds:>8.3f} {st.seconds / s.baseline:>7.1f} "
             f"{_n(st.batch):>6} {_n(st.padded_len):>7} "
             f"{shape:>5} {_f(ph.get('data_load')):>7} {_f(ph.get('forward_time')):>7} "
-            f"{_f(ph.get('backward_time')):>7}  {stats.cause_of(st, s.baseline)}"
+            f"{_f(ph.get('backward_time')):>7}  {_cause(st, s)}"
         )
     if limit is not None and len(s.slow_steps) > limit:
         lines.append(f"  ... {len(s.slow_steps) - limit} more (--all shows every one)")
     return lines
+
+
+def _cause(st: Step, s: Summary) -> str:
+    waits = s.waits_of(st)
+    cause = stats.cause_of(st, s.baseline, waits)
+    return f"{cause}: {waits_text(waits)}" if waits is not None else cause
 
 
 def correlation(s: Summary) -> list[str]:
@@ -113,6 +121,7 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
     out.append(
         f"slow steps (>= {s.slow_factor:g}x the baseline {_f(s.baseline)} s, the median of steps on "
         f"seen shapes): {s.n_slow} of {s.n_steps}, {s.slow_on_new} on shapes new to their rank"
+        + (f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else "")
         + (f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else "")
     )
     if s.slow_steps:
@@ -247,18 +256,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    from ftenv.steps.watch import _count, _factor, add_time_option
-
     p = sub.add_parser(
         "analyze",
         help="step-time analysis of saved FunASR training logs: slow steps, cause, verdict, fix",
         description=__doc__.split("\n\n")[1],
     )
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files (several ranks, rotated, .gz: fine)")
-    p.add_argument("--factor", "-k", type=_factor, default=3.0, help="slow = at least K x the baseline (3)")
-    p.add_argument("--warmup", type=_count, default=0, help="steps per rank to leave out (0)")
+    add_factor_option(p, "the baseline")
+    p.add_argument("--warmup", type=count_type, default=0, help="steps per rank to leave out (0)")
     add_time_option(p)
-    p.add_argument("--top", type=_count, default=20, help="slow steps listed (20)")
+    p.add_argument("--top", type=count_type, default=20, help="slow steps listed (20)")
     p.add_argument("--all", action="store_true", help="list every slow step")
     p.add_argument(
         "--bins", type=int, choices=range(2, 101), default=12, metavar="N", help="histogram bins (12)"

@@ -1,6 +1,6 @@
 """Read FunASR's per-step log lines (funasr/train_utils/trainer_ds.py, Trainer.log) into Steps.
 
-A training line looks like this (one line, FunASR 1.4.x):
+A training line looks like (one line, as FunASR 1.4's Trainer.log writes it):
 
     [2026-11-29 15:18:55,943][root][INFO] - train, rank: 0, epoch: 0/1, ..., total step: 2, ...,
     [('batch_size_speech', 2), ..., ('batch_size', 2), ('batch_size_x_tokens', 86), ...],
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.steps.stats import Step
+from ftenv.steps.model import Step
 
 TRAIN = b"train, rank: "
 VAL = b"val, rank: "
@@ -270,7 +270,7 @@ def order_steps(steps: list[Step]) -> list[Step]:
         numbered, dupes = [], set()
         for i, s in enumerate(by_rank[rank]):
             if s.index < 0:
-                s = Step(i + 1, s.seconds, s.batch, s.padded_len, s.rank, s.new_shape, s.phases)
+                s = s.with_changes(index=i + 1)
             key = (s.index, s.seconds, s.shape)
             if key not in dupes:
                 dupes.add(key)

@@ -1,10 +1,11 @@
 """What the watchdog says about slow steps, and how often: shared by `ftenv watch` (FunASR's log)
-and `ftenv.steps.timer` (custom training loops).
+and `ftenv.steps.timer` (custom training loops). The words are in ftenv.steps.messages.
 
 Printing policy, so that a long run gets a handful of lines, not one per slow step:
-- the first slow step of each cause gets one full line: rank, step, time and ratio, batch shape and
-  whether it is new to the rank, the live attention settings, the cause and the fix;
-- the next `repeat - 1` slow steps of that cause get one short line each;
+- the first slow step of each cause gets a short line (rank, step, time and ratio, batch shape and
+  whether it is new to the rank, the likely cause, the fix) and one indented line with the long
+  explanation (the trainer's phases, the live attention settings, why, the full fix);
+- its 2nd to (repeat-1)th slow steps get one short line each;
 - at `repeat`, one line says the pattern repeats, with the counts, and further slow steps of that
   cause are only counted (the summary has the totals).
 Every line starts with PREFIX.
@@ -13,116 +14,22 @@ Every line starts with PREFIX.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
 
-from ftenv.report import sdpa
 from ftenv.report.attention import AttentionSettings
 from ftenv.steps import stats
 from ftenv.steps.funasr_log import PHASES
+from ftenv.steps.messages import PREFIX, first_lines, short_line
 from ftenv.steps.stats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
+from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
-PREFIX = "[ftenv-watch]"
+__all__ = ["PREFIX", "Watcher"]
 #: How long a slow step's line waits for the settings probe started at the first step.
 PROBE_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
 KEEP_STEPS = 200_000
-
-
-def _shape_text(step: Step) -> str:
-    if step.shape is None:
-        return "batch shape unknown"
-    novelty = {True: "new to this rank", False: "seen before on this rank", None: "?"}[step.new_shape]
-    return f"batch {step.batch} x {step.padded_len} padded tokens ({novelty})"
-
-
-def _phases_text(step: Step) -> str:
-    names = {
-        "data_load": "data",
-        "forward_time": "forward",
-        "backward_time": "backward",
-        "optim_time": "optim",
-    }
-    parts = [f"{names.get(k, k)} {v:.3f}" for k, v in step.phases if k in names]
-    return f" ({', '.join(parts)})" if parts else ""
-
-
-def cause_and_fix(event: SlowEvent, settings: AttentionSettings | None) -> tuple[str, str | None]:
-    """Plain words for why this step was slow and what to do."""
-    step = event.step
-    if event.cause == DATA:
-        return (
-            f"data loading took {step.data_load:.3f} s of it: the DataLoader did not keep up",
-            stats.DATA_FIX,
-        )
-    if event.cause == SEEN_SHAPE:
-        return (
-            "its batch shape was seen before on this rank, so it is not a per-shape plan build; "
-            "something else held the step (another process on the GPU or CPU, garbage collection, "
-            "a synchronising call, I/O)",
-            "none known from the log; if it keeps happening, look at `nvidia-smi` and the host load",
-        )
-    if event.cause == NO_SHAPE:
-        return ("the log line carries no batch shape, so the per-shape cause cannot be tested", None)
-    # A new shape.
-    fix_var = f"set {sdpa.FIX} in the training process's environment before it starts"
-    if os.environ.get("FTENV_IMAGE") and settings is not None and not settings.env.deprioritizes:
-        fix_var += " (this image sets it to 1: something overrode it)"
-    plan = (
-        "cuDNN attention builds a new execution plan for every (batch, padded length) a process has "
-        "not seen (about 1 s per new shape on a B200 in the field report), and padded batches always "
-        "reach it because transformers passes an explicit attention mask"
-    )
-    first = settings.cudnn_first if settings is not None else None
-    if first:
-        why = "cuDNN is first in torch's attention order here"
-        if settings.env.state == "prefer-cudnn":
-            why += f" ({sdpa.ENV_VAR}=0 asks for it)"
-        elif settings.env.state == "ignored":
-            why += f" ({sdpa.ENV_VAR}={settings.env.raw!r} is ignored by torch: only 1 works)"
-        return (f"{why}; {plan}", fix_var)
-    if first is None:
-        unknown = ", ".join(settings.unknown_facts()) if settings is not None else "the settings"
-        return (
-            f"the step is the first with this shape: most likely {plan}; torch does that on "
-            f"sm_90/sm_100/sm_103 with torch >= 2.10 and cuDNN > 9.15 unless {sdpa.FIX} "
-            f"(not confirmed here: {unknown or 'the rule'} unknown)",
-            fix_var,
-        )
-    return (
-        f"the step is the first with this shape, but cuDNN attention is not first here "
-        f"({settings.why_not_first()}), so it is another per-shape cost: torch.compile "
-        "recompiling, cudnn.benchmark autotuning, or the memory allocator growing for a larger batch",
-        "make shapes repeat: pad batches to a few fixed lengths (bucketing); with torch.compile, "
-        "mark the sequence dimension dynamic",
-    )
-
-
-def full_line(event: SlowEvent, settings: AttentionSettings | None) -> str:
-    step = event.step
-    cause, fix = cause_and_fix(event, settings)
-    attention = settings.line() if settings is not None else "unknown"
-    text = (
-        f"{PREFIX} SLOW STEP rank {step.rank} step {step.index}: {step.seconds:.3f} s = "
-        f"{event.ratio:.1f}x the running median {event.baseline:.3f} s{_phases_text(step)}; "
-        f"{_shape_text(step)}; attention: {attention}. Cause: {cause}. Fix: {fix or 'none known'}."
-    )
-    if event.earlier_slow:
-        text += (
-            f" Before it, {event.earlier_slow} earlier steps of rank {step.rank} were as slow "
-            f"({event.earlier_slow_new} on new shapes), too early to judge."
-        )
-    return text
-
-
-def short_line(event: SlowEvent) -> str:
-    step = event.step
-    return (
-        f"{PREFIX} slow step rank {step.rank} step {step.index}: {step.seconds:.3f} s = "
-        f"{event.ratio:.1f}x the running median; {_shape_text(step)}: same cause as above"
-    )
 
 
 class Watcher:
@@ -131,9 +38,9 @@ class Watcher:
 
     def __init__(
         self,
-        factor: float = 3.0,
-        warmup: int = 3,
-        repeat: int = 3,
+        factor: float = SLOW_FACTOR,
+        warmup: int = LIVE_WARMUP,
+        repeat: int = REPEAT,
         settings: Callable[[], AttentionSettings | None] | None = None,
         thresholds: stats.Thresholds | None = None,
     ):
@@ -170,7 +77,16 @@ class Watcher:
 
     def observe(self, step: Step) -> list[str]:
         new, event = self.detector.observe(step)
-        self._count(step.index, step.seconds, step.batch, step.padded_len, step.rank, new, step.data_load)
+        self._count(
+            step.index,
+            step.seconds,
+            step.batch,
+            step.padded_len,
+            step.rank,
+            new,
+            step.data_load,
+            step.phase("backward_time"),
+        )
         return self._say(event) if event is not None else []
 
     def observe_values(
@@ -185,29 +101,30 @@ class Watcher:
         """observe() for the watchdog's hot path (ftenv.steps.funasr_log.fast_fields): phase_values are
         FunASR's (data_load, forward_time, backward_time, optim_time); a Step is built only for a
         slow step."""
-        new, baseline, earlier, earlier_new = self.detector.judge(rank, seconds, batch, padded_len)
-        self._count(index, seconds, batch, padded_len, rank, new, phase_values[0] if phase_values else None)
+        judged = self.detector.judge(rank, seconds, batch, padded_len, index=index)
+        new, baseline, earlier, earlier_new = judged
+        data, backward = (phase_values[0], phase_values[2]) if len(phase_values) > 2 else (None, None)
+        self._count(index, seconds, batch, padded_len, rank, new, data, backward)
         if baseline is None:
             return []
         phases = tuple(zip(PHASES, phase_values, strict=False))
         step = Step(index, seconds, batch, padded_len, rank, new, phases)
-        cause = stats.cause_of(step, baseline)
-        return self._say(SlowEvent(step, baseline, seconds / baseline, cause, earlier, earlier_new))
+        return self._say(self.detector.event(step, baseline, earlier, earlier_new))
 
-    def _count(self, index, seconds, batch, padded_len, rank, new, data_load) -> None:
+    def _count(self, index, seconds, batch, padded_len, rank, new, data_load, backward) -> None:
         if not self.n_steps:  # the trainer is up: read its settings now, off the hot path
             self.prefetch()
         self.n_steps += 1
         self.seen_steps += new is False
         # A plain tuple, not a Step: cheaper to make and to keep (up to KEEP_STEPS of them).
-        self.steps.append((index, seconds, batch, padded_len, rank, new, data_load))
+        self.steps.append((index, seconds, batch, padded_len, rank, new, data_load, backward))
 
     def _say(self, event: SlowEvent) -> list[str]:
         same = self.events.setdefault(event.cause, [])
         same.append(event)
         n = len(same)
         if n == 1:
-            return [full_line(event, self.settings)]
+            return first_lines(event, self.settings)
         if n < self.repeat:
             return [short_line(event)]
         if n == self.repeat:
@@ -221,12 +138,16 @@ class Watcher:
             seen_slow = len(self.events.get(SEEN_SHAPE, []))
             extra = [e.step.seconds - e.baseline for e in events]
             each = sum(extra) / len(extra) if extra else math.nan
+            waiting = sum(e.waits is not None for e in events)
+            ddp = f" or, {waiting} of them, waiting for another rank's (DDP all-reduce)" if waiting else ""
             tail = f"; {self.seen_steps} steps on shapes seen before, " + (
                 f"{seen_slow} of them slow" if seen_slow else "none of them slow"
             )
+            if waiting:
+                tail += " but those waiting"
             return (
                 f"{PREFIX} PATTERN: {n} slow steps so far, every one on a batch shape new to its "
-                f"rank{tail}: each new (batch, padded length) costs about {each:.2f} s once. "
+                f"rank{ddp}{tail}: each new (batch, padded length) costs about {each:.2f} s once. "
                 "Further slow steps on new shapes are counted, not printed; totals in the summary."
             )
         names = {SEEN_SHAPE: "on shapes seen before", DATA: "waiting for data", NO_SHAPE: "without a shape"}
@@ -236,11 +157,9 @@ class Watcher:
         )
 
     def summary(self) -> stats.Summary:
-        steps = [
-            Step(i, sec, b, p, r, new, (("data_load", d),) if d is not None else ())
-            for i, sec, b, p, r, new, d in self.steps
-        ]
-        return stats.summarize(steps, self.thresholds, self.factor)
+        steps = [Step(i, sec, b, p, r, new, _phases(d, bw)) for i, sec, b, p, r, new, d, bw in self.steps]
+        known = self._settings  # only if already read: the summary never waits for the probe
+        return stats.summarize(steps, self.thresholds, self.factor, env=known.env if known else None)
 
     def summary_lines(self, final: bool = True) -> list[str]:
         s = self.summary()
@@ -249,8 +168,9 @@ class Watcher:
             return [f"{PREFIX} {head}: no training step lines seen ({self.val_lines} validation lines)"]
         kept = "" if self.n_steps == len(self.steps) else f" (statistics over the last {len(self.steps)})"
         share = f"{s.slow_on_new} on new shapes" + (
-            f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else ""
+            f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else ""
         )
+        share += f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else ""
         lines = [
             f"{PREFIX} {head}: {self.n_steps} training steps{kept}, ranks "
             f"{','.join(map(str, s.ranks))}, {self.val_lines} validation lines; median {s.median:.3f} s, "
@@ -262,3 +182,12 @@ class Watcher:
         if s.fix:
             lines.append(f"{PREFIX} fix: {s.fix}")
         return lines
+
+
+def _phases(data_load: float | None, backward: float | None) -> tuple[tuple[str, float], ...]:
+    out = []
+    if data_load is not None:
+        out.append(("data_load", data_load))
+    if backward is not None:
+        out.append(("backward_time", backward))
+    return tuple(out)

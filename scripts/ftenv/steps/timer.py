@@ -26,13 +26,14 @@ from typing import TextIO
 
 from ftenv.report import attention
 from ftenv.steps import hints, stats
+from ftenv.steps.thresholds import LIVE_WARMUP, SLOW_FACTOR
 
 
 class StepTimer:
     def __init__(
         self,
-        factor: float = 3.0,
-        warmup: int = 3,
+        factor: float = SLOW_FACTOR,
+        warmup: int = LIVE_WARMUP,
         rank: int | None = None,
         stream: TextIO | None = None,
         clock=time.perf_counter,

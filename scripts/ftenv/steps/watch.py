@@ -15,6 +15,9 @@ SIGUSR2 sent to the watchdog (by a terminal, `docker stop`, tini, Slurm) are for
 group, and the watchdog exits with the command's exit code (128+N when a signal N ended it). It
 never initialises CUDA (see ftenv.report.attention). A failure inside the watchdog's parsing stops the
 watching, never the pass-through or the command.
+
+(About 320 lines: the pumps, the process and signal handling and the summary placement share one
+piece of state and are only correct together; the words are in messages, the policy in hints.)
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import time
 from ftenv.report import attention
 from ftenv.steps import funasr_log, hints
 from ftenv.steps.hints import PREFIX
+from ftenv.steps.options import add_factor_option, add_time_option, count_type
+from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
 ENV_SWITCH = "FTENV_WATCH"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -154,9 +159,9 @@ class _Pump(threading.Thread):
 def watch(
     argv: list[str],
     *,
-    factor: float = 3.0,
-    warmup: int = 3,
-    repeat: int = 3,
+    factor: float = SLOW_FACTOR,
+    warmup: int = LIVE_WARMUP,
+    repeat: int = REPEAT,
     summary: bool = True,
     summary_every: int = 0,
     hint_stream: str = "same",
@@ -281,30 +286,6 @@ def run(args: argparse.Namespace) -> int:
     )
 
 
-def _factor(text: str) -> float:
-    value = float(text)
-    if not value > 1:
-        raise argparse.ArgumentTypeError("must be greater than 1")
-    return value
-
-
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
-def add_time_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--time",
-        choices=("phases", "total"),
-        default="phases",
-        help="step time: data_load+forward+backward+optim (default; excludes validation and "
-        "checkpoints done between steps) or FunASR's total_time",
-    )
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "watch",
@@ -317,15 +298,21 @@ def add_parser(sub) -> None:
         ),
         usage="ftenv watch [OPTIONS] -- COMMAND [ARGS...]",
     )
+    add_factor_option(p, "the running median")
     p.add_argument(
-        "--factor", "-k", type=_factor, default=3.0, help="slow = at least K x the running median (3)"
+        "--warmup",
+        type=count_type,
+        default=LIVE_WARMUP,
+        help=f"steps per rank before any is judged ({LIVE_WARMUP})",
     )
-    p.add_argument("--warmup", type=_count, default=3, help="steps per rank before any is judged (3)")
     p.add_argument(
-        "--repeat", type=_count, default=3, help="slow steps of one cause printed before the pattern line (3)"
+        "--repeat",
+        type=count_type,
+        default=REPEAT,
+        help=f"slow steps of one cause printed before the pattern line ({REPEAT})",
     )
     p.add_argument(
-        "--summary-every", type=_count, default=0, metavar="N", help="also a summary every N steps"
+        "--summary-every", type=count_type, default=0, metavar="N", help="also a summary every N steps"
     )
     p.add_argument("--no-summary", action="store_true", help="no summary at the end")
     p.add_argument(

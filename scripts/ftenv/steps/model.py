@@ -1,0 +1,130 @@
+"""The step model: one training step of one rank, whether its batch shape is new to the rank, and
+what a slow step is put down to. Standard library only.
+
+A step's shape is "new" when its (batch, padded length) has not occurred before on the same rank
+(each process has its own cuDNN plan cache). In DDP every rank waits for the slowest one in the
+gradient all-reduce, so a rank that meets a new shape makes the others' step slow too, on a shape
+they have seen, with the extra time in backward_time only: such a step "waits for rank R's new
+shape" and counts with the new-shape cause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+
+from ftenv.steps.thresholds import DATA_SHARE, DDP_BACKWARD_SHARE
+
+# Causes a slow step is put down to, from what the log can tell.
+NEW_SHAPE = "new-shape"  # its (batch, padded length) is new to its rank, or it waits for one (DDP)
+SEEN_SHAPE = "seen-shape"  # a shape seen before: not a per-shape cost
+DATA = "data"  # most of the extra time is data loading
+NO_SHAPE = "no-shape"  # the line carries no batch shape
+#: waits_for() when the rank with the new shape is not in the log (one rank logged).
+ANY_RANK = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One training step of one rank. `seconds` is the step's time (see ftenv.steps.funasr_log for
+    which of FunASR's timers it is); `phases` optionally holds the trainer's own split, e.g.
+    (("data_load", 0.011), ("forward_time", 0.015), ...)."""
+
+    index: int
+    seconds: float
+    batch: int | None = None
+    padded_len: int | None = None
+    rank: int = 0
+    new_shape: bool | None = None
+    phases: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def shape(self) -> tuple[int, int] | None:
+        if self.batch is None or self.padded_len is None:
+            return None
+        return (self.batch, self.padded_len)
+
+    def phase(self, name: str) -> float | None:
+        for key, value in self.phases:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def data_load(self) -> float | None:
+        return self.phase("data_load")
+
+    def with_changes(self, **changes) -> Step:
+        """A copy with some fields changed (the one way steps are rebuilt)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["phases"] = dict(self.phases)
+        return d
+
+
+def mark_new_shapes(steps: Iterable[Step]) -> list[Step]:
+    """Per rank, in the given order: new_shape=True on the first occurrence of (batch, padded_len),
+    False on later ones, None where the step has no shape."""
+    seen: dict[int, set[tuple[int, int]]] = {}
+    out = []
+    for s in steps:
+        shape = s.shape
+        if shape is None:
+            out.append(s.with_changes(new_shape=None))
+            continue
+        rank_seen = seen.setdefault(s.rank, set())
+        out.append(s.with_changes(new_shape=shape not in rank_seen))
+        rank_seen.add(shape)
+    return out
+
+
+def is_data_stall(step: Step, baseline: float) -> bool:
+    excess = step.seconds - baseline
+    data = step.data_load
+    return data is not None and excess > 0 and data >= DATA_SHARE * excess
+
+
+def waits_for(step: Step, baseline: float, new_elsewhere: Iterable[int], use_signature: bool) -> int | None:
+    """The rank whose new shape this slow seen-shape step waited for in DDP's all-reduce: another
+    rank with a new shape at the same step index, else (use_signature: only this rank is logged, or
+    the others have not logged the step yet) ANY_RANK when the extra time is in backward_time
+    only; None when neither holds. A single-GPU run's log looks like one rank's of a DDP run: a
+    seen-shape stall there that sits in backward only is put down to DDP too (unavoidable from a
+    log that does not say the world size)."""
+    if step.new_shape is not False or is_data_stall(step, baseline):
+        return None
+    others = sorted(r for r in new_elsewhere if r != step.rank)
+    if others:
+        return others[0]
+    if use_signature and _backward_only(step, step.seconds - baseline):
+        return ANY_RANK
+    return None
+
+
+def _backward_only(step: Step, excess: float) -> bool:
+    """At least DDP_BACKWARD_SHARE of the extra time in backward_time, and forward_time within the
+    rest (a stall in both phases is not an all-reduce wait)."""
+    backward, forward = step.phase("backward_time"), step.phase("forward_time")
+    if backward is None or excess <= 0 or backward < DDP_BACKWARD_SHARE * excess:
+        return False
+    return forward is None or forward <= (1 - DDP_BACKWARD_SHARE) * excess
+
+
+def cause_of(step: Step, baseline: float, waits: int | None = None) -> str:
+    """What one slow step is put down to: data loading when the data_load phase holds at least
+    DATA_SHARE of the extra time, else whether its shape was new to its rank (or it waited for
+    another rank's new shape: `waits`, from waits_for)."""
+    if is_data_stall(step, baseline):
+        return DATA
+    if waits is not None:
+        return NEW_SHAPE
+    if step.new_shape is None:
+        return NO_SHAPE
+    return NEW_SHAPE if step.new_shape else SEEN_SHAPE
+
+
+def waits_text(rank: int) -> str:
+    who = "another rank" if rank == ANY_RANK else f"rank {rank}"
+    return f"waits for {who}'s new shape (DDP all-reduce)"

@@ -1,0 +1,43 @@
+"""Command-line options that `ftenv watch` and `ftenv analyze` share (one parser each, same rules)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ftenv.steps.thresholds import SLOW_FACTOR
+
+
+def factor_type(text: str) -> float:
+    """argparse type: a slow factor, greater than 1."""
+    value = float(text)
+    if not value > 1:
+        raise argparse.ArgumentTypeError("must be greater than 1")
+    return value
+
+
+def count_type(text: str) -> int:
+    """argparse type: a count, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def add_factor_option(p: argparse.ArgumentParser, against: str) -> None:
+    p.add_argument(
+        "--factor",
+        "-k",
+        type=factor_type,
+        default=SLOW_FACTOR,
+        help=f"slow = at least K x {against} ({SLOW_FACTOR:g})",
+    )
+
+
+def add_time_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--time",
+        choices=("phases", "total"),
+        default="phases",
+        help="step time: data_load+forward+backward+optim (default; excludes validation and "
+        "checkpoints done between steps) or FunASR's total_time",
+    )

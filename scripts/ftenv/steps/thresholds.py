@@ -1,0 +1,45 @@
+"""Every threshold and default the step verdicts use, in one place (the watchdog, the analyzer,
+the step timer, the self-check and the docs take them from here).
+
+The figures they are set against are public (FunASR issue #3704, one B200): 59 of 382 steps,
+the first on each new (batch, padded length), took about 1.05 s against 0.098 s for the others,
+i.e. about 10x; steady steps jitter by a few percent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: A step is slow when it takes at least this many times the baseline (watch, analyze, timer).
+SLOW_FACTOR = 3.0
+#: Live detection: steps per rank before any is judged, slow steps of one cause printed before
+#: the pattern line, the running-median window, and the seen-shape steps the baseline needs.
+LIVE_WARMUP = 3
+REPEAT = 3
+WINDOW = 200
+LIVE_MIN_SEEN = 2
+#: A slow step is put down to data loading when data_load holds at least this share of its
+#: extra time; the verdict's fix is the data fix when at least this share of slow steps are.
+DATA_SHARE = 0.5
+#: DDP: a slow step on a seen shape whose extra time is at least this share in backward_time
+#: waits in the gradient all-reduce (for another rank's new shape).
+DDP_BACKWARD_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a run FAILs. Defaults suit a GPU fine-tuning run: the pattern of FunASR issue #3704
+    (new-shape steps about 10x the others, one step in six slow) fails on the first two; steady
+    0.1 s steps with 5% jitter are far below all three."""
+
+    #: FAIL when median(new-shape steps) / median(seen-shape steps) >= this.
+    new_over_seen: float = 3.0
+    #: FAIL when the 95th percentile step time / median >= this (more than 5% of steps slow).
+    p95_over_median: float = 2.0
+    #: FAIL when the slowest step / median >= this (a single huge stall).
+    max_over_median: float = 10.0
+    #: Steps per rank left out of everything (0: the public figures count every step).
+    warmup: int = 0
+    #: Fewer steps than this on new (or seen) shapes: the shape comparison is INCONCLUSIVE.
+    min_new: int = 3
+    min_seen: int = 3
