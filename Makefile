@@ -9,7 +9,8 @@ PY := $(VENV)/bin/python
 export CONTAINERS_CONF := $(CURDIR)/scripts/containers.conf
 IMAGE = $(shell $(FTENV) versions image $(VARIANT))
 BASE_IMAGE = $(shell $(FTENV) versions build-args $(VARIANT) | sed -n 's/^--build-arg=BASE_IMAGE=//p')
-ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
+# tini: tests/test_watch.py runs `ftenv watch` under it as the image does.
+ENGINE_PKGS := tini buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
 SLURM_PKGS := slurm-wlm munge
 
@@ -34,7 +35,7 @@ $(VENV)/.installed: pyproject.toml docker/locks/$(VARIANT).txt
 	touch $@
 
 engine:
-	@command -v podman >/dev/null && command -v debootstrap >/dev/null \
+	@command -v podman >/dev/null && command -v debootstrap >/dev/null && command -v tini >/dev/null \
 	  && command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PKGS) $(SLURM_PKGS) >/dev/null; }
 
