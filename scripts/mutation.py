@@ -27,7 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: What the tests read besides the packages (docs, the Dockerfile, versions.toml, workflows ...).
-COPIED = ["tests", "docs", "docker", "benchmarks", ".github", "scripts", "versions.toml", "README.md", "Makefile"]
+COPIED = [
+    *("tests", "docs", "docker", "benchmarks", ".github", "scripts"),
+    *("versions.toml", "README.md", "Makefile"),
+]
 
 
 @dataclass(frozen=True)
@@ -112,10 +115,9 @@ def run_target(target: Target, workers: int, keep: Path | None) -> dict:
             sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
             raise SystemExit(f"{target.name}: mutmut run failed (exit {proc.returncode})")
         survivors = sorted(k for k, c in codes.items() if c not in (1, 3))
+        show = [sys.executable, "-m", "mutmut", "show"]
         diffs = [
-            subprocess.run(
-                [sys.executable, "-m", "mutmut", "show", name], cwd=work, env=env, capture_output=True, text=True
-            ).stdout
+            subprocess.run([*show, name], cwd=work, env=env, capture_output=True, text=True).stdout
             for name in survivors
         ]
         return {

@@ -14,7 +14,8 @@ from dockerfile_parse import DockerfileParser
 
 from ftenv import cli
 from ftenv.report import render, sdpa
-from ftenv.steps import hints
+from ftenv.report.facts import Facts, Gpu
+from ftenv.steps import hints, stats
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs/cudnn-sdpa-guide.md"
@@ -117,39 +118,87 @@ def quoted_lines(text: str) -> list[str]:
     ]
 
 
+def report_text(sm: tuple[int, int] | None, raw: str | None, order, choice) -> list[str]:
+    """The start-up report's lines, rendered by the code from injected facts."""
+    gpus = [Gpu(0, "GPU0", sm, 141 * 2**30)] if sm else []
+    f = Facts(torch_version="2.11.0+cu130", cudnn_version=91900, gpus=gpus, env_raw=raw)
+    f.live_order, f.padded_choice = order, choice
+    return render.render_text(f, render.assess(f)).splitlines()
+
+
+def template(quoted: str) -> re.Pattern:
+    """A quoted line with placeholders (R, N, T, M numbers, Kx a ratio, A, C, F and ... any text)
+    as a regex."""
+    pattern = re.sub(r"\\\.\\\.\\\.|\b[ACF]\b", ".*", re.escape(quoted))
+    pattern = re.sub(r"\bKx\b", r"[0-9.]+x", pattern)
+    return re.compile(re.sub(r"\b[RNTM]\b", r"[0-9.]+", pattern))
+
+
+def numbers_blanked(line: str) -> str:
+    """A line with its numbers blanked: a quoted run and a rendered one then compare."""
+    return re.sub(r"\d+(?:\.\d+)?", "#", line)
+
+
+def watchdog_lines() -> tuple[list[str], list[str]]:
+    """What the watchdog prints for a steady run on four repeating shapes, then one slow new shape."""
+    w = hints.Watcher()
+    for i in range(22):
+        assert w.observe(stats.Step(i, 0.080 + 0.001 * (i % 5), 2, 100 + 20 * (i % 4), 0)) == []
+    w.val_lines = 3
+    summary = w.summary_lines()
+    return summary, w.observe(stats.Step(22, 1.0, 2, 333, 0))
+
+
+def unquoted_lines(text: str) -> list[str]:
+    """The guide's quoted report and watchdog lines that the code does not print."""
+    ok = report_text((9, 0), "1", [1, 2, 0, 3, 4], 2)
+    exposed = report_text((10, 0), None, None, sdpa.CUDNN)
+    no_gpu = report_text(None, None, None, None)
+    summary, slow = watchdog_lines()
+    wrong = []
+    for line in quoted_lines(text):
+        if line.startswith("verdict "):
+            good = line in ok
+        elif line.startswith("[ftenv-watch] SLOW STEP"):
+            good = all(template(line).fullmatch(printed) for printed in slow)
+        else:
+            good = numbers_blanked(line) in map(numbers_blanked, summary)
+        if not good:
+            wrong.append(line)
+    flat = " ".join(text.split())
+    exposed_line = next(ln for ln in exposed if ln.startswith("verdict "))
+    for fix in re.findall(r"\(`(Fix: [^`]+)`\)", flat):
+        if not (exposed_line.startswith("verdict EXPOSED: ") and exposed_line.endswith(fix)):
+            wrong.append(fix)
+    for mention in re.findall(r"`(verdict [A-Z ]+)`", flat):
+        if not any(ln.startswith(mention.rstrip(" .")) for ln in ok + exposed + no_gpu):
+            wrong.append(mention)
+    return wrong
+
+
 def test_quoted_report_and_watchdog_lines_are_what_the_code_prints():
-    lines = quoted_lines(GUIDE.read_text())
-    assert len(lines) >= 4, lines
-    ok = sdpa.verdict(
-        gpus=[(9, 0)],
-        torch_version="2.11.0",
-        cudnn_version=91900,
-        env=sdpa.interpret_env("1"),
-        live_order=[1, 2, 0, 3, 4],
-        padded_choice=2,
-    )
-    assert f"verdict {ok.line}" in lines
-    exposed = sdpa.verdict(
-        gpus=[(10, 0)],
-        torch_version="2.11.0",
-        cudnn_version=91900,
-        env=sdpa.interpret_env(None),
-        live_order=None,
-        padded_choice=sdpa.CUDNN,
-    )
     text = GUIDE.read_text()
-    assert exposed.line.startswith("EXPOSED: ")
-    assert f"(`Fix: {exposed.fix}`)" in " ".join(text.split())
-    assert "NO GPU" in sdpa.Verdict("no-gpu", "x").line and "`verdict NO GPU`" in text
-    src = (ROOT / "scripts/ftenv/steps/hints.py").read_text()
-    for line in lines:
-        if line.startswith("[ftenv-watch] SLOW STEP"):
-            assert hints.PREFIX == "[ftenv-watch]"
-            assert "{PREFIX} SLOW STEP rank " in src and "x the running median" in src
-        elif line.startswith("[ftenv-watch]"):
-            assert re.match(r"\[ftenv-watch\] (SUMMARY|verdict): ", line), line
-    assert render.render_text  # the report prints "verdict " + Verdict.line
-    assert 'f"verdict {a.verdict.line}"' in (ROOT / "scripts/ftenv/report/render.py").read_text()
+    assert len(quoted_lines(text)) >= 4, quoted_lines(text)
+    assert len(re.findall(r"`verdict [A-Z ]+`", " ".join(text.split()))) >= 2
+    assert unquoted_lines(text) == []
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("verdict OK: a padded-mask", "verdict OK: the padded-mask"),
+        ("SLOW STEP rank R step N: T s", "SLOW STEP rank R, step N: T s"),
+        ("attention: A. Cause: C.", "attention: A; Cause: C."),
+        ("mean 0.082 s; 0 slow steps", "mean 0.082 s, 0 slow steps"),
+        ("p95 step time is 1.2x", "p95 is 1.2x"),
+        ("(`Fix: set TORCH_CUDNN_SDPA_", "(`Fix: export TORCH_CUDNN_SDPA_"),
+        ("`verdict NO GPU`", "`verdict NO GPUS`"),
+    ],
+)
+def test_a_misquoted_line_is_caught(old, new):
+    text = GUIDE.read_text()
+    assert old in text
+    assert unquoted_lines(text.replace(old, new, 1)) != []
 
 
 def ftenv_commands(text: str) -> set[str]:
@@ -209,13 +258,21 @@ def test_field_report_figures_are_the_reports():
     for figure in FR_FIGURES:
         assert figure in guide, figure
         assert figure in fr, figure
-    # Every number in an [FR] sentence is in the report.
-    for sentence in fr_sentences(guide):
-        for number in re.findall(r"\d+\.\d+|\d{2,}", sentence):
-            assert number in fr, (number, sentence)
+    assert unsourced_numbers(guide, fr) == []
+
+
+def unsourced_numbers(guide: str, report: str) -> list[str]:
+    """The numbers of the guide's [FR] sentences that the report does not contain."""
+    return [
+        number
+        for sentence in fr_sentences(guide)
+        for number in re.findall(r"\d+\.\d+|\d{2,}", sentence)
+        if number not in report
+    ]
 
 
 def test_figure_check_catches_an_invented_number():
-    sentences = fr_sentences("**[FR]** the mean was 0.321 s per step.")
-    numbers = [n for s in sentences for n in re.findall(r"\d+\.\d+|\d{2,}", s)]
-    assert numbers == ["0.321"]
+    report = "mean 0.098 s per step, 1.05 s on a new shape"
+    guide = "**[FR]** the mean was 0.098 s per step.\n**[FR]** a new shape took 1.50 s. Not sourced: 7.77 s."
+    assert unsourced_numbers(guide, report) == ["1.50"]
+    assert unsourced_numbers(guide.replace("1.50", "1.05"), report) == []
