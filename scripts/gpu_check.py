@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from ftenv import sdpa  # noqa: E402
+from ftenv.report import sdpa  # noqa: E402
 
 VAR = sdpa.ENV_VAR
 
