@@ -1,7 +1,11 @@
 """versions.toml is the single source: locks, Dockerfile ARGs, tags and labels derive from it."""
 
+import http.server
 import re
 import shutil
+import socketserver
+import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -140,20 +144,51 @@ def test_missing_versions_file_is_a_clear_error(tmp_path):
         V.variant("cu999")
 
 
-@pytest.mark.parametrize("package", ["torch", "torchaudio"])
-def test_cu128_pins_exist_on_their_index_where_it_is_reachable(package):
-    """The cu128 wheels are checked against the index's listing; here the index is unreachable."""
-    variant = V.variants["cu128"]
-    url = f"{variant.torch_index}/{package}/"
+def index_listing(url: str) -> str:
+    """The index page at url. No network skips (the cu128 image is then verified where it is
+    reachable); an HTTP error fails: the index answered, so its URL or the pin is wrong."""
     try:
         with urllib.request.urlopen(url, timeout=5) as page:
-            listing = page.read().decode()
+            return page.read().decode()
+    except urllib.error.HTTPError as exc:
+        pytest.fail(f"{url}: HTTP {exc.code} {exc.reason}: a wrong index URL in versions.toml?")
     except OSError as exc:
         pytest.skip(
             f"cu128 index unreachable ({exc.__class__.__name__}): the cu128 image is built and its torch "
             "verified only where it is reachable. Verified here instead: versions consistent, PyPI lock "
             "complete with hashes, Dockerfile ARGs resolve."
         )
+
+
+@pytest.mark.parametrize("package", ["torch", "torchaudio"])
+def test_cu128_pins_exist_on_their_index_where_it_is_reachable(package):
+    """The cu128 wheels are checked against the index's listing where the index is reachable."""
+    variant = V.variants["cu128"]
+    url = f"{variant.torch_index}/{package}/"
+    listing = index_listing(url)
     version = getattr(variant, package).replace("+", "%2B")
     wheel = f"{package}-{version}-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert wheel in listing or wheel.replace("%2B", "+") in listing, f"{wheel} not on {url}"
+
+
+def test_an_index_that_answers_404_fails_and_one_out_of_reach_skips():
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    with socketserver.TCPServer(("127.0.0.1", 0), NotFound) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            with pytest.raises(pytest.fail.Exception, match="HTTP 404"):
+                try:
+                    index_listing(f"http://127.0.0.1:{server.server_address[1]}/whl/cu128/torch/")
+                except pytest.skip.Exception as exc:  # a skip here would hide this test's failure
+                    raise AssertionError(f"an index answering 404 was skipped: {exc}") from None
+        finally:
+            server.shutdown()
+        closed_port = server.server_address[1]
+    with pytest.raises(pytest.skip.Exception, match="unreachable"):
+        index_listing(f"http://127.0.0.1:{closed_port}/whl/cu128/torch/")
