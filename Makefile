@@ -14,7 +14,7 @@ ENGINE_PKGS := tini buildah podman debootstrap runc fuse-overlayfs slirp4netns u
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
 SLURM_PKGS := slurm-wlm munge
 
-.PHONY: help run test unit lint release-check bake image standin-base engine venv lock clean
+.PHONY: help run test unit lint release-check bake image standin-base engine venv lock clean mutation
 
 help:
 	@echo "make run      build the $(VARIANT) image and run it on its default"
@@ -24,6 +24,7 @@ help:
 	@echo "make lock     recompile docker/locks/ from versions.toml"
 	@echo "make bake     regenerate docker/docker-bake.json from versions.toml"
 	@echo "make release-check  actionlint + bake file, tags, labels, action pins (docs/releasing.md)"
+	@echo "make mutation  mutation score of the pure-logic modules (docs/testing.md; slow, not in CI)"
 
 venv: $(VENV)/.installed
 # The host venv holds the same locked stack as the default image (torch runs on the CPU here),
@@ -66,6 +67,11 @@ test: venv lint release-check image
 release-check: venv
 	$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck
 	$(PY) -m imagetools release check
+
+# Mutation testing of the pure-logic modules, each against its own tests (docs/testing.md). Minutes
+# per module on 2 cores, so not part of `make test`. One module: make mutation MUTATION_ARGS=sdpa
+mutation: venv
+	$(PY) scripts/mutation.py $(MUTATION_ARGS)
 
 # docker/docker-bake.json is generated from versions.toml (release-check fails when it is stale).
 bake:
