@@ -95,7 +95,9 @@ def survivor_diffs(mutated: Path, modules: list[str], survivors: list[str]) -> l
         text = (mutated / module).read_text()
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name:
-                functions[node.name] = ast.get_source_segment(text, node).splitlines()[1:]
+                # The name normalised, so that a changed default argument shows in the diff.
+                source = ast.get_source_segment(text, node).replace(node.name, "f", 1)
+                functions[node.name] = source.splitlines()
     diffs = []
     for name in survivors:
         function = name.rsplit(".", 1)[1]

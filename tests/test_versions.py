@@ -95,8 +95,14 @@ def test_dockerfile_bakes_the_fix_and_the_identity():
         "FTENV_IMAGE",
     ):
         assert key in env
-    labels = _dockerfile().labels
-    assert set(V.default.labels()) <= set(labels)
+
+
+@pytest.mark.parametrize("name", sorted(V.variants))
+def test_labels_are_what_the_dockerfile_writes_with_the_derived_args(name):
+    variant = V.variants[name]
+    with open(ROOT / "docker/Dockerfile", "rb") as dockerfile:
+        written = DockerfileParser(fileobj=dockerfile, build_args=variant.build_args()).labels
+    assert {key: written.get(key) for key in variant.labels()} == variant.labels()
 
 
 def test_build_args_resolve_for_every_variant():
@@ -135,13 +141,35 @@ def test_a_changed_version_flows_into_tag_args_and_requirements(tmp_path):
 def test_cudnn_int_matches_torch_encoding():
     assert versions.cudnn_int("9.19.0.56") == 91900
     assert versions.cudnn_int("9.10.2.21") == 91002
+    assert versions.cudnn_int("9.19") == versions.cudnn_int("9.19.0")
+
+
+def test_the_versions_file_is_found_from_the_variable_the_checkout_or_the_image(monkeypatch, tmp_path):
+    monkeypatch.delenv("FTENV_VERSIONS_FILE", raising=False)
+    assert versions.default_path() == ROOT / "versions.toml"
+    assert versions.load() == versions.load(ROOT / "versions.toml")
+    monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "v.toml"))
+    assert versions.default_path() == tmp_path / "v.toml"
+    monkeypatch.delenv("FTENV_VERSIONS_FILE")
+    installed = tmp_path / "site-packages/ftenv/build/versions.py"  # no versions.toml three levels up
+    monkeypatch.setattr(versions, "__file__", str(installed))
+    assert versions.default_path() == versions.IMAGE_VERSIONS_FILE
+
+
+def test_load_keeps_each_variants_name_and_the_image_table():
+    loaded = versions.load(ROOT / "versions.toml")
+    assert all(variant.name == name for name, variant in loaded.variants.items())
+    assert loaded.default is loaded.variants[loaded.image["default_variant"]]
+    assert loaded.variant(loaded.default.name) is loaded.default
 
 
 def test_missing_versions_file_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="FTENV_VERSIONS_FILE"):
         versions.load(tmp_path / "nope.toml")
-    with pytest.raises(SystemExit, match="cu130"):
+    with pytest.raises(SystemExit, match=f"'cu999'; versions.toml has: {', '.join(sorted(V.variants))}$"):
         V.variant("cu999")
+    with pytest.raises(ValueError, match="not an immutable ftenv tag: 'latest'"):
+        versions.parse_tag("latest")
 
 
 def index_listing(url: str) -> str:
