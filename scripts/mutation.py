@@ -93,11 +93,12 @@ def survivor_diffs(mutated: Path, modules: list[str], survivors: list[str]) -> l
     functions = {}
     for module in modules:
         text = (mutated / module).read_text()
+        lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name:
                 # The name normalised, so that a changed default argument shows in the diff.
-                source = ast.get_source_segment(text, node).replace(node.name, "f", 1)
-                functions[node.name] = source.splitlines()
+                source = lines[node.lineno - 1 : node.end_lineno]
+                functions[node.name] = [source[0].replace(node.name, "f", 1), *source[1:]]
     diffs = []
     for name in survivors:
         function = name.rsplit(".", 1)[1]
