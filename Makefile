@@ -14,7 +14,7 @@ ENGINE_PKGS := tini buildah podman debootstrap runc fuse-overlayfs slirp4netns u
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
 SLURM_PKGS := slurm-wlm munge
 
-.PHONY: help run test unit lint release-check bake image standin-base engine venv lock clean mutation
+.PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation
 
 help:
 	@echo "make run      build the $(VARIANT) image and run it on its default"
@@ -23,6 +23,7 @@ help:
 	@echo "make unit     fast tests only (no image build)"
 	@echo "make lock     recompile docker/locks/ from versions.toml"
 	@echo "make bake     regenerate docker/docker-bake.json from versions.toml"
+	@echo "make generate after editing versions.toml: locks, bake file, versions in README.md and docs/"
 	@echo "make release-check  actionlint + bake file, tags, labels, action pins (docs/releasing.md)"
 	@echo "make mutation  mutation score of the pure-logic modules (docs/testing.md; slow, not in CI)"
 
@@ -77,10 +78,16 @@ mutation: venv
 bake:
 	PYTHONPATH=scripts python3 -m imagetools release bake --write
 
+# A version bump is one edit of versions.toml plus this: the locks, the bake file, and the versions
+# README.md and docs/ spell (scripts/imagetools/generated.py says which parts are generated).
+generate: lock bake
+	PYTHONPATH=scripts python3 -m imagetools.generated --write
+
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
+LOCK_COMPILE ?= uvx --from uv==0.13.9 uv pip compile
 lock:
 	for v in $$($(FTENV) versions variants); do \
-	  $(FTENV) versions requirements $$v | uvx --from uv==0.13.9 uv pip compile - \
+	  $(FTENV) versions requirements $$v | $(LOCK_COMPILE) - \
 	    --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
 	    --custom-compile-command 'make lock' -o docker/locks/$$v.txt; \
 	done

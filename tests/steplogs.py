@@ -1,9 +1,9 @@
 """Generate FunASR trainer logs in the real line format (funasr/train_utils/trainer_ds.py), for the
 tests and the benchmark. Deterministic (seeded).
 
-- field_report_run(): the field report's run: 382 steps, 59 distinct (batch, padded length), the
-  slow ones (about 1.05 s: +0.44 s forward, +0.55 s backward) exactly the first occurrences of
-  their shape, the others about 0.098 s. Mean 0.245 s.
+- issue_run(): the run of FunASR issue #3704 (tests/funasr_issue_3704.py): 382 steps, 59 distinct
+  (batch, padded length), the slow ones (about 1.05 s: +0.44 s forward, +0.55 s backward) exactly
+  the first occurrences of their shape, the others about 0.098 s. Mean 0.245 s.
 - fixed_run(): the same shapes with the fix: every step 0.100 s with +-5% jitter.
 """
 
@@ -66,7 +66,7 @@ def _split(total: float, rng: random.Random, slow: bool) -> tuple[float, float, 
     return data_load, forward, backward, optim
 
 
-def field_report_run(rank: int = 0, seed: int = 1234, jitter: float = 0.01) -> list[GenStep]:
+def issue_run(rank: int = 0, seed: int = 1234, jitter: float = 0.01) -> list[GenStep]:
     rng = random.Random(seed + 7 * rank)
     seen, out = set(), []
     for i, shape in enumerate(shape_sequence(seed=seed + rank), start=1):
@@ -147,9 +147,9 @@ NOISE = [
 ]
 
 
-def field_report_log(ranks: int = 1, with_val: bool = True, with_noise: bool = True, fixed: bool = False):
+def issue_log(ranks: int = 1, with_val: bool = True, with_noise: bool = True, fixed: bool = False):
     """Lines of a whole run, ranks interleaved step by step, plus validation and noise lines."""
-    runs = [(fixed_run if fixed else field_report_run)(rank=r) for r in range(ranks)]
+    runs = [(fixed_run if fixed else issue_run)(rank=r) for r in range(ranks)]
     lines = list(NOISE[:3]) if with_noise else []
     for i in range(len(runs[0])):
         for run in runs:
@@ -185,3 +185,7 @@ def flood(which: int, total_bytes: int, seed: int = 42):
             piece = b"noise line %d \xff\xfe caf\xc3\xa9\n" % rng.randrange(10**6) * rng.randrange(1, 200)
         sent += len(piece)
         yield piece
+
+
+#: Former names, until every caller says issue_run / issue_log.
+field_report_run, field_report_log = issue_run, issue_log

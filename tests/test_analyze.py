@@ -17,7 +17,7 @@ from ftenv.steps import analyze, funasr_log
 from ftenv.steps.funasr_log import MAX_LINE, LineSplitter, parse_line
 from steplogs import NOISE, field_report_log, train_line, val_line
 
-#: The line from /work/shared/notes/funasr-facts.md, as funasr-train-ds printed it.
+#: A line as funasr-train-ds (FunASR 1.4.x, funasr/train_utils/trainer_ds.py) printed it.
 REAL = (
     "[2026-11-29 15:18:55,943][root][INFO] - train, rank: 0, epoch: 0/1, data_slice: 0/1, "
     "step_in_slice: 2/6, step_in_epoch: 2, total step: 2, (loss_avg_rank: 6.160), (loss_avg_slice: "

@@ -5,6 +5,7 @@ import re
 import shutil
 import socketserver
 import threading
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -16,6 +17,8 @@ from ftenv.build import versions
 
 ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
+#: versions.toml as TOML reads it, to check what ftenv.build.versions derives from it.
+RAW = tomllib.loads((ROOT / "versions.toml").read_text())
 LOCKS = ROOT / "docker/locks"
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)")
 
@@ -55,11 +58,15 @@ def test_lock_is_complete_exact_and_matches_versions(name):
     assert len(pins) > 50  # the full closure, not just the top-level pins
 
 
-def test_lock_input_is_what_versions_says():
-    cu128, cu130 = V.variants["cu128"], V.variants["cu130"]
-    assert "torch==2.11.0" in cu130.requirements() and "nvidia-cudnn-cu13==9.19.0.56" in cu130.requirements()
-    assert not any(r.startswith("torch") for r in cu128.requirements())
-    assert cu128.torch_index == "https://download.pytorch.org/whl/cu128"
+@pytest.mark.parametrize("name", sorted(RAW["variants"]))
+def test_lock_input_is_what_versions_says(name):
+    table, python = RAW["variants"][name], RAW["python"]
+    expected = {f"{table['cudnn_package']}=={table['cudnn']}", *(f"{k}=={v}" for k, v in python.items())}
+    if not table["torch_index"]:  # PyPI: torch is locked with the rest
+        expected |= {f"torch=={table['torch']}", f"torchaudio=={table['torchaudio']}"}
+    else:  # another index: a local build (+cuNNN) that PyPI does not serve
+        assert "+" in table["torch"] and table["torch_index"].startswith("https://")
+    assert set(V.variants[name].requirements()) == expected
 
 
 def test_dockerfile_args_are_exactly_the_derived_build_args():
@@ -114,14 +121,18 @@ def test_build_args_resolve_for_every_variant():
         assert args["IMAGE_REF"].endswith(":" + variant.tag)
 
 
-def test_tag_spells_the_stack_and_round_trips():
-    cu128 = V.variants["cu128"]
-    assert cu128.tag == "funasr1.4.16-torch2.11.0-cu128-cudnn9.19.0.56"
-    assert versions.parse_tag(cu128.tag) == {
-        "funasr": "1.4.16",
-        "torch": "2.11.0",
-        "cuda_short": "cu128",
-        "cudnn": "9.19.0.56",
+@pytest.mark.parametrize("name", sorted(RAW["variants"]))
+def test_tag_spells_the_stack_and_round_trips(name):
+    table = RAW["variants"][name]
+    torch, cuda = table["torch"].split("+")[0], table["cuda"].split(".")
+    cuda_short = f"cu{cuda[0]}{cuda[1]}"
+    funasr = RAW["python"]["funasr"]
+    assert V.variants[name].tag == f"funasr{funasr}-torch{torch}-{cuda_short}-cudnn{table['cudnn']}"
+    assert versions.parse_tag(V.variants[name].tag) == {
+        "funasr": funasr,
+        "torch": torch,
+        "cuda_short": cuda_short,
+        "cudnn": table["cudnn"],
     }
     with pytest.raises(ValueError):
         versions.parse_tag("latest")
@@ -130,18 +141,44 @@ def test_tag_spells_the_stack_and_round_trips():
 def test_a_changed_version_flows_into_tag_args_and_requirements(tmp_path):
     copy = tmp_path / "versions.toml"
     shutil.copy(ROOT / "versions.toml", copy)
-    copy.write_text(copy.read_text().replace('funasr = "1.4.16"', 'funasr = "1.4.17"'))
-    changed = versions.load(copy).variants["cu130"]
-    assert changed.tag.startswith("funasr1.4.17-")
-    assert changed.build_args()["FUNASR_VERSION"] == "1.4.17"
-    assert "funasr==1.4.17" in changed.requirements()
-    assert changed.labels()["ftenv.funasr.version"] == "1.4.17"
+    old = RAW["python"]["funasr"]
+    new = f"{old}.1"
+    copy.write_text(copy.read_text().replace(f'funasr = "{old}"', f'funasr = "{new}"'))
+    changed = versions.load(copy).default
+    assert changed.tag.startswith(f"funasr{new}-")
+    assert changed.build_args()["FUNASR_VERSION"] == new
+    assert f"funasr=={new}" in changed.requirements()
+    assert changed.labels()["ftenv.funasr.version"] == new
 
 
 def test_cudnn_int_matches_torch_encoding():
-    assert versions.cudnn_int("9.19.0.56") == 91900
+    # Encodings of cuDNN releases (not necessarily the pinned one): major*10000 + minor*100 + patch.
     assert versions.cudnn_int("9.10.2.21") == 91002
-    assert versions.cudnn_int("9.19") == versions.cudnn_int("9.19.0")
+    assert versions.cudnn_int("9.15.1") == 91501
+    assert versions.cudnn_int("9.8") == 90800
+    for bad in ("", "nine", None):
+        with pytest.raises(ValueError):
+            versions.cudnn_int(bad)
+
+
+def test_version_parts_come_from_packaging():
+    assert versions.public("2.9.1+cu126") == "2.9.1" and versions.public("2.9.1") == "2.9.1"
+    assert versions.public(None) is None and versions.public("not a version") == "not a version"
+    assert versions.release("2.9.1+cu126", 2) == (2, 9) and versions.release("12", 3) == (12, 0, 0)
+    assert versions.release("2.10.0a0+git1234", 2) == (2, 10)
+    assert versions.release("garbage", 2) is None and versions.release(None) is None
+    assert versions.major_minor("12.6.3") == "12.6" and versions.cuda_int("12.6.3") == 12060
+
+
+def test_the_variant_for_an_old_driver_comes_from_versions():
+    for variant in V.variants.values():
+        driver_cuda = versions.cuda_int(variant.cuda)
+        fits = V.for_driver(driver_cuda)
+        assert variant in fits
+        assert all(versions.cuda_int(f.cuda) <= driver_cuda for f in fits)
+        assert [int(f.min_driver) for f in fits] == sorted(int(f.min_driver) for f in fits)
+    oldest = min(versions.cuda_int(v.cuda) for v in V.variants.values())
+    assert V.for_driver(oldest - 10) == []
 
 
 def test_the_versions_file_is_found_from_the_variable_the_checkout_or_the_image(monkeypatch, tmp_path):
@@ -220,3 +257,50 @@ def test_an_index_that_answers_404_fails_and_one_out_of_reach_skips():
         closed_port = server.server_address[1]
     with pytest.raises(pytest.skip.Exception, match="unreachable"):
         index_listing(f"http://127.0.0.1:{closed_port}/whl/cu128/torch/")
+
+
+def _edited_versions(tmp_path, monkeypatch, old: str, new: str):
+    """versions.toml with one edit, made the file every reader loads (FTENV_VERSIONS_FILE)."""
+    text = (ROOT / "versions.toml").read_text()
+    assert text.count(old) >= 1, old
+    path = tmp_path / "versions.toml"
+    path.write_text(text.replace(old, new))
+    monkeypatch.setenv("FTENV_VERSIONS_FILE", str(path))
+    return versions.load(path)
+
+
+def test_the_old_driver_note_names_the_variant_versions_toml_has(tmp_path, monkeypatch):
+    from ftenv.report import facts, render
+
+    oldest = min(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
+    newest = max(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
+    assert oldest is not newest
+    f = facts.Facts(
+        torch_cuda=newest.cuda_major_minor,
+        libcuda_found=True,
+        driver_cuda=versions.cuda_int(oldest.cuda),
+        min_driver=newest.min_driver,
+    )
+    note = render.assess(f).notes[0]
+    assert note.startswith("ERROR:")
+    assert f"use the {oldest.name} image (driver R{oldest.min_driver} or later)" in note
+    # Another minimum driver in versions.toml is another note: nothing is spelled in the code.
+    edited = _edited_versions(
+        tmp_path, monkeypatch, f'min_driver = "{oldest.min_driver}"', 'min_driver = "123"'
+    )
+    assert edited.variants[oldest.name].min_driver == "123"
+    assert f"use the {oldest.name} image (driver R123 or later)" in render.assess(f).notes[0]
+    # A driver older than every variant's CUDA gets no variant to fall back on.
+    f.driver_cuda = versions.cuda_int(oldest.cuda) - 10
+    assert render.assess(f).notes[0].endswith("Update the driver.")
+
+
+def test_the_watchdog_reads_the_cudnn_wheels_versions_toml_names(tmp_path, monkeypatch):
+    from ftenv.report import attention
+
+    assert attention.cudnn_packages() == tuple(dict.fromkeys(v.cudnn_package for v in V.variants.values()))
+    package = V.default.cudnn_package
+    _edited_versions(tmp_path, monkeypatch, f'"{package}"', '"nvidia-cudnn-cu99"')
+    assert "nvidia-cudnn-cu99" in attention.cudnn_packages()
+    monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "missing.toml"))
+    assert attention.cudnn_packages() == ()  # unknown, not a guess

@@ -460,9 +460,9 @@ def test_the_watchdog_never_imports_torch():
 
 def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
     driver = (
-        "import sys; from ftenv import funasrlog, watch\n"
+        "import sys; from ftenv.steps import funasr_log, watch\n"
         "def boom(*a, **k): raise RuntimeError('injected')\n"
-        "funasrlog.parse_line = boom\n"
+        "funasr_log.parse_line = boom\n"
         f"sys.exit(watch.watch({child!r}))"
     )
     r = run([sys.executable, "-c", driver])

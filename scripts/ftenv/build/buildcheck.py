@@ -12,7 +12,7 @@ import os
 import sys
 from importlib import metadata
 
-from ftenv.build.versions import cudnn_int
+from ftenv.build.versions import cudnn_int, major_minor, public
 
 
 def _expected_from_env() -> dict[str, str]:
@@ -39,19 +39,17 @@ def mismatches(expected: dict[str, str]) -> list[str]:
         except metadata.PackageNotFoundError:
             return None
 
-    base = lambda v: (v or "").split("+")[0]  # noqa: E731 - '2.11.0+cu130' and '2.11.0' are one release
-    cuda_mm = ".".join(expected["cuda"].split(".")[:2])
     checks = [
-        ("torch", base(torch.__version__), base(expected["torch"])),
-        ("torchaudio", base(installed("torchaudio")), base(expected["torchaudio"])),
-        ("torch CUDA build", torch.version.cuda, cuda_mm),
+        ("torch", public(torch.__version__), public(expected["torch"])),
+        ("torchaudio", public(installed("torchaudio")), public(expected["torchaudio"])),
+        ("torch CUDA build", torch.version.cuda, major_minor(expected["cuda"])),
         (expected["cudnn_package"], installed(expected["cudnn_package"]), expected["cudnn"]),
         ("torch.backends.cudnn.version()", torch.backends.cudnn.version(), cudnn_int(expected["cudnn"])),
         ("transformers", installed("transformers"), expected["transformers"]),
         ("funasr", installed("funasr"), expected["funasr"]),
         ("modelscope", installed("modelscope"), expected["modelscope"]),
     ]
-    if "+" in expected["torch"]:  # an index build: the local tag (+cu128) must match too
+    if public(expected["torch"]) != expected["torch"]:  # an index build: the local tag (+cuNNN) must match too
         checks.append(("torch build tag", torch.__version__, expected["torch"]))
     return [
         f"{what}: installed {got}, versions.toml says {want}" for what, got, want in checks if got != want

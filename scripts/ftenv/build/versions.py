@@ -19,12 +19,49 @@ _TAG_RE = re.compile(
 )
 
 
-def cudnn_int(version: str) -> int:
-    """What torch.backends.cudnn.version() returns for a cuDNN package version: 9.19.0.56 -> 91900.
+def release(version: str | None, parts: int = 3) -> tuple[int, ...] | None:
+    """The first `parts` numbers of a version as PEP 440 reads it, missing ones as 0:
+    '2.9.1+cu126' -> (2, 9, 1), release('9.8', 3) -> (9, 8, 0); None when unreadable."""
+    from packaging.version import InvalidVersion, Version  # in the lock; only callers pay the import
 
-    A missing patch counts as 0 ("9.19" -> 91900); anything else unreadable raises ValueError."""
-    major, minor, patch = ([int(p) for p in version.strip().split(".")[:3]] + [0])[:3]
+    try:
+        numbers = Version(str(version).strip()).release if version is not None else None
+    except InvalidVersion:
+        return None
+    return (numbers + (0,) * parts)[:parts] if numbers else None
+
+
+def public(version: str | None) -> str | None:
+    """The version without its local build tag: '2.9.1+cu126' -> '2.9.1' ('2.9.1' and
+    '2.9.1+cu128' are one release); None or an unreadable string comes back unchanged."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(version).public if version is not None else None
+    except InvalidVersion:
+        return version
+
+
+def major_minor(version: str) -> str:
+    """'12.6.3' -> '12.6', as torch.version.cuda reports the CUDA it was built for."""
+    return ".".join(str(n) for n in release(version, 2) or ())
+
+
+def cudnn_int(version: str | None) -> int:
+    """What torch.backends.cudnn.version() returns for a cuDNN package version: 9.10.2.21 -> 91002.
+
+    A missing patch counts as 0 ("9.8" -> 90800); anything unreadable raises ValueError."""
+    numbers = release(version, 3)
+    if numbers is None:
+        raise ValueError(f"not a cuDNN version: {version!r}")
+    major, minor, patch = numbers
     return major * 10000 + minor * 100 + patch
+
+
+def cuda_int(version: str) -> int:
+    """A CUDA version as cuDriverGetVersion() reports it: '12.6.3' -> 12060."""
+    major, minor = release(version, 2) or (0, 0)
+    return major * 1000 + minor * 10
 
 
 def default_path() -> Path:
@@ -55,19 +92,19 @@ class Variant:
 
     @property
     def cuda_short(self) -> str:
-        """'13.0.2' -> 'cu130', the suffix PyTorch uses for its builds."""
-        major, minor = self.cuda.split(".")[:2]
+        """'12.6.3' -> 'cu126', the suffix PyTorch uses for its builds."""
+        major, minor = release(self.cuda, 2)
         return f"cu{major}{minor}"
 
     @property
     def cuda_major_minor(self) -> str:
-        """What torch.version.cuda reports for this build ('13.0')."""
-        return ".".join(self.cuda.split(".")[:2])
+        """What torch.version.cuda reports for this build ('12.6' for CUDA 12.6.3)."""
+        return major_minor(self.cuda)
 
     @property
     def torch_base(self) -> str:
-        """The public version without a local build tag: '2.11.0+cu128' -> '2.11.0'."""
-        return self.torch.split("+")[0]
+        """The public version without a local build tag: '2.9.1+cu126' -> '2.9.1'."""
+        return public(self.torch)
 
     @property
     def cudnn_int(self) -> int:
@@ -138,6 +175,12 @@ class Versions:
     @property
     def default(self) -> Variant:
         return self.variants[self.image["default_variant"]]
+
+    def for_driver(self, driver_cuda: int) -> list[Variant]:
+        """The variants a driver can run (its cuDriverGetVersion() is at least their CUDA), the one
+        with the oldest driver requirement first."""
+        fits = [v for v in self.variants.values() if cuda_int(v.cuda) <= driver_cuda]
+        return sorted(fits, key=lambda v: int(v.min_driver))
 
     def variant(self, name: str) -> Variant:
         try:

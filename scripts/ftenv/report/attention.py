@@ -8,7 +8,7 @@ hold GPU memory for the whole run) and must not import torch. So:
   (/proc/PID/environ of the watched command and its descendants, so that a script that exports it
   is seen), else from this process's environment.
 - torch: importlib.metadata (no import). cuDNN: the image's CUDNN_VERSION variable, else the
-  installed nvidia-cudnn-cu13/-cu12 wheel's version.
+  version of the installed cuDNN wheel, by the package names versions.toml lists.
 Then the rule in ftenv.report.sdpa decides whether cuDNN goes first. Anything unreadable is "unknown";
 nothing here raises.
 """
@@ -22,6 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import text
 from ftenv.build import versions
 from ftenv.report import sdpa
 from ftenv.report.facts import package_version
@@ -44,8 +45,7 @@ class AttentionSettings:
 
     @property
     def env_text(self) -> str:
-        raw = "unset" if self.env.raw is None else f"={self.env.raw}"
-        return f"{sdpa.ENV_VAR}{raw}" if raw != "unset" else f"{sdpa.ENV_VAR} unset"
+        return text.assignment(sdpa.ENV_VAR, self.env.raw)
 
     @property
     def first_text(self) -> str:
@@ -136,12 +136,22 @@ def gpu_arches() -> tuple[tuple[tuple[int, int], ...], str]:
     return (), "no NVML or nvidia-smi answer"
 
 
-def cudnn_int(text: str | None) -> int | None:
-    """'9.19.0.56' -> 91900 (torch.backends.cudnn.version()'s form); None when unreadable."""
+def cudnn_int(version: str | None) -> int | None:
+    """'9.10.2.21' -> 91002 (torch.backends.cudnn.version()'s form); None when unreadable."""
     try:
-        return versions.cudnn_int(text)
-    except (AttributeError, ValueError):
+        return versions.cudnn_int(version)
+    except ValueError:
         return None
+
+
+def cudnn_packages() -> tuple[str, ...]:
+    """The cuDNN wheels of every variant in versions.toml (nvidia-cudnn-cu13, ...); none when the
+    file cannot be read, and the cuDNN version is then unknown rather than guessed."""
+    try:
+        variants = versions.load().variants.values()
+    except (SystemExit, OSError, KeyError, TypeError, ValueError):
+        return ()
+    return tuple(dict.fromkeys(v.cudnn_package for v in variants))
 
 
 def _proc_environ(pid: int) -> dict[str, str] | None:
@@ -212,7 +222,7 @@ def probe(pid: int | None = None) -> AttentionSettings:
     torch_version = package_version("torch")
     cudnn = cudnn_int(values.get("CUDNN_VERSION") or os.environ.get("CUDNN_VERSION"))
     if cudnn is None:
-        cudnn = cudnn_int(package_version("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"))
+        cudnn = cudnn_int(package_version(*cudnn_packages()))
     firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, env) for a in arches}
     if not arches:
         # The variable alone can already say no.

@@ -34,13 +34,13 @@ class Facts:
     variant: str | None = None
     min_driver: str | None = None
     torch_version: str | None = None
-    torch_cuda: str | None = None  # the CUDA torch was built for, "13.0"
-    cudnn_version: int | None = None  # torch.backends.cudnn.version(), e.g. 91900
+    torch_cuda: str | None = None  # the CUDA torch was built for, "12.6"
+    cudnn_version: int | None = None  # torch.backends.cudnn.version(), e.g. 91002
     transformers_version: str | None = None
     funasr_version: str | None = None
     libcuda_found: bool = False
     driver_version: str | None = None  # "580.126.20"
-    driver_cuda: int | None = None  # cuDriverGetVersion(), e.g. 13000
+    driver_cuda: int | None = None  # cuDriverGetVersion(), e.g. 12060
     gpus: list[Gpu] = field(default_factory=list)
     env_raw: str | None = None
     live_order: list[int] | None = None

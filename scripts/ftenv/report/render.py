@@ -12,6 +12,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 
+from ftenv import text
 from ftenv.report import facts as facts_mod
 from ftenv.report import sdpa
 
@@ -27,6 +28,18 @@ def supported_sm() -> set[tuple[int, int]]:
     except (SystemExit, KeyError, OSError, ValueError):
         return set()  # unknown: no warning rather than a wrong one
     return {(int(n[3:-1]), int(n[-1])) for n in names}
+
+
+def _variant_for_driver(driver_cuda: int) -> str:
+    """', or use the cu128 image (driver R570 or later)' for the variant of versions.toml that this
+    driver runs; nothing when none does or the file cannot be read."""
+    from ftenv.build import versions
+
+    try:
+        fits = versions.load().for_driver(driver_cuda)
+    except (SystemExit, KeyError, OSError, ValueError):
+        return ""
+    return f", or use the {fits[0].name} image (driver R{fits[0].min_driver} or later)" if fits else ""
 
 
 @dataclass
@@ -52,7 +65,7 @@ def _driver_notes(f: facts_mod.Facts) -> list[str]:
             notes.append(
                 f"ERROR: This image's torch is built for CUDA {f.torch_cuda} and needs NVIDIA driver "
                 f"{need}; driver {f.driver_version or 'unknown'} supports CUDA {have} only. Update the "
-                "driver, or use the cu128 image (driver R570 or later)."
+                f"driver{_variant_for_driver(f.driver_cuda)}."
             )
     if f.libcuda_found and not f.gpus and not notes:
         notes.append(
@@ -96,13 +109,6 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def _env_assignment(raw: str | None) -> str:
-    """How the variable is set, quoted only where the value would be ambiguous ('', ' 1')."""
-    if raw is None:
-        return f"{sdpa.ENV_VAR} unset"
-    return f"{sdpa.ENV_VAR}={raw if raw.isalnum() else repr(raw)}"
-
-
 def render_text(f: facts_mod.Facts, a: Assessment) -> str:
     driver = f.driver_version or ("unknown" if f.libcuda_found else "not detected")
     if f.driver_cuda:
@@ -118,7 +124,7 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
-    lines.append(f"SDPA    {_env_assignment(a.env.raw)}: {a.env.meaning}")
+    lines.append(f"SDPA    {text.assignment(sdpa.ENV_VAR, a.env.raw)}: {a.env.meaning}")
     if f.gpus:
         order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
         lines.append(

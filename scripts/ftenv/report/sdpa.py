@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftenv.build import versions
+
 ENV_VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
 FIX = f"{ENV_VAR}=1"
 #: torch's SDPBackend codes, as torch._C._get_sdp_priority_order() and _fused_sdp_choice return them.
@@ -43,11 +45,7 @@ def cudnn_name(version: int | None) -> str:
 
 def torch_release(version: str | None) -> tuple[int, int] | None:
     """'2.11.0+cu130' -> (2, 11); None when it cannot be read."""
-    try:
-        major, minor = version.split("+")[0].split(".")[:2]
-        return int(major), int(minor)
-    except (AttributeError, ValueError):
-        return None
+    return versions.release(version, 2)
 
 
 @dataclass(frozen=True)

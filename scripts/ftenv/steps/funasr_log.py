@@ -1,6 +1,6 @@
 """Read FunASR's per-step log lines (funasr/train_utils/trainer_ds.py, Trainer.log) into Steps.
 
-A training line looks like (one line; see /work/shared/notes/funasr-facts.md):
+A training line looks like this (one line, FunASR 1.4.x):
 
     [2026-11-29 15:18:55,943][root][INFO] - train, rank: 0, epoch: 0/1, ..., total step: 2, ...,
     [('batch_size_speech', 2), ..., ('batch_size', 2), ('batch_size_x_tokens', 86), ...],

@@ -1,6 +1,6 @@
 """CPU SHIM for FunASR's trainer: only for running `funasr-train-ds` on a machine without CUDA.
 
-FunASR 1.4.16's trainer assumes CUDA: train_ds.main sets `trainer.device = int(LOCAL_RANK)` (a GPU
+The pinned FunASR's trainer assumes CUDA: train_ds.main sets `trainer.device = int(LOCAL_RANK)` (a GPU
 index) and, with several ranks, calls torch.cuda.set_device(LOCAL_RANK); Trainer.warp_model moves
 the model with .cuda(local_rank) and wraps it in DDP with device_ids=[local_rank]; Trainer.log reads
 torch.cuda.memory_*. On a GPU nothing here is needed or used. On a CPU, with `++device=cpu` (and

@@ -1,0 +1,213 @@
+"""The parts of the README and docs/ that spell versions, generated from versions.toml.
+
+A version bump is one edit of versions.toml plus `make generate` (locks, bake file, and these
+parts). What is generated here, in README.md and every file below docs/:
+- stack tags: each `funasr<v>-torch<v>-cu<NNN>-cudnn<v>` (image refs of the examples, tags quoted
+  in prose) is the current tag of the variant that builds cu<NNN>;
+- Markdown blocks between `<!-- generated: NAME -->` and `<!-- /generated -->`, written whole by
+  the function BLOCKS[NAME] (the README's variant table, its sample report);
+- inline Markdown values `<!-- v: KEY -->VALUE<!-- /v -->`, KEY being `python.funasr` or
+  `VARIANT.FIELD` (`cu130.cudnn`, `cu130.torch_base`, `cu130.base_image`: a Variant attribute).
+
+`check(root)` lists what is stale and every pinned version spelled outside those parts. A line that
+quotes a version of the past (a public report's environment) says so with `quoted: WHY` in a comment
+on that line; a fenced block right after a `<!-- quoted: WHY -->` line is quoted whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ftenv.build import versions
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Where versions may be spelled only in generated parts (paths relative to the repository).
+SCANNED = ("README.md", "docs", "docker/locks/README.md")
+TAG = re.compile(r"funasr\d[\w.]*?-torch\d[\w.]*?-(?P<cu>cu\d+)-cudnn\d+(?:\.\d+)*")
+BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
+VALUE = re.compile(r"(<!-- v: (?P<key>[\w.]+) -->)(?P<body>.*?)(<!-- /v -->)")
+QUOTED = re.compile(r"quoted: \S")
+#: The report sample's host: an H200 on driver 580.126.20 (the driver of FunASR issue #3704).
+SAMPLE_DRIVER, SAMPLE_GPU, SAMPLE_GIB = "580.126.20", "NVIDIA H200", 139.8
+
+
+def variant_table(v: versions.Versions) -> str:
+    rows = [
+        "| variant | base | torch / torchaudio | cuDNN | driver | tag |",
+        "|---|---|---|---|---|---|",
+    ]
+    for var in v.variants.values():
+        name = f"`{var.name}`" + (" (default)" if var is v.default else "")
+        source = f"PyTorch {var.cuda_short} index" if var.torch_index else f"PyPI, {var.cuda_short}"
+        rows.append(
+            f"| {name} | `{var.base_image.removeprefix('docker.io/')}` | {var.torch} ({source}) | "
+            f"{var.cudnn_package} {var.cudnn} | R{var.min_driver}+ | `{var.tag}` |"
+        )
+    common = ", ".join(f"{name} {version}" for name, version in sorted(v.default.python.items()))
+    return "\n".join(rows) + f"\n\nEvery variant carries {common}.\n"
+
+
+def report_sample(v: versions.Versions) -> str:
+    """`ftenv report` as the default image prints it on one H200, by the report's own code."""
+    from ftenv.report import facts, render
+
+    var = v.default
+    torch_version = var.torch if versions.public(var.torch) != var.torch else f"{var.torch}+{var.cuda_short}"
+    f = facts.Facts(
+        image=var.image_ref,
+        variant=var.name,
+        min_driver=var.min_driver,
+        torch_version=torch_version,
+        torch_cuda=var.cuda_major_minor,
+        cudnn_version=var.cudnn_int,
+        transformers_version=var.python["transformers"],
+        funasr_version=var.python["funasr"],
+        libcuda_found=True,
+        driver_version=SAMPLE_DRIVER,
+        driver_cuda=versions.cuda_int(var.cuda),
+        gpus=[facts.Gpu(0, SAMPLE_GPU, (9, 0), round(SAMPLE_GIB * 2**30))],
+        env_raw="1",
+        live_order=[1, 2, 0, 3, 4],  # torch's default order: flash, efficient, math, cudnn
+        padded_choice=2,  # efficient
+    )
+    return f"```\n{render.render_text(f, render.assess(f))}\n```\n"
+
+
+BLOCKS: dict[str, Callable[[versions.Versions], str]] = {
+    "variants": variant_table,
+    "report-sample": report_sample,
+}
+
+
+def value(v: versions.Versions, key: str) -> str:
+    scope, _, field = key.partition(".")
+    if scope == "python":
+        return v.default.python[field]
+    return str(getattr(v.variant(scope), field))
+
+
+def _tag(v: versions.Versions, m: re.Match) -> str:
+    by_cuda = {var.cuda_short: var for var in v.variants.values()}
+    var = by_cuda.get(m["cu"]) or v.variants.get(m["cu"])
+    return var.tag if var else m[0]
+
+
+def regenerate(v: versions.Versions, text: str) -> str:
+    """text with every generated part rewritten from v."""
+    text = BLOCK.sub(lambda m: m[1] + BLOCKS[m["name"]](v) + m[4], text)
+    text = VALUE.sub(lambda m: m[1] + value(v, m["key"]) + m[4], text)
+    return TAG.sub(lambda m: _tag(v, m), text)
+
+
+def scanned_files(root: Path) -> list[Path]:
+    files = []
+    for name in SCANNED:
+        path = root / name
+        files += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return [p for p in files if p.is_file()]
+
+
+def generated_files(root: Path, v: versions.Versions | None = None) -> list[str]:
+    """The scanned files that hold a generated part (relative paths)."""
+    v = v or versions.load(root / "versions.toml")
+    out = []
+    for p in scanned_files(root):
+        text = p.read_text(errors="replace")
+        if BLOCK.search(text) or VALUE.search(text) or TAG.search(text):
+            out.append(p.relative_to(root).as_posix())
+    return out
+
+
+def pinned_literals(v: versions.Versions) -> set[str]:
+    """Every version versions.toml pins, as it may be spelled (torch with and without its +cuNNN tag, cuDNN
+    as major.minor.patch too)."""
+    found = set(v.default.python.values())
+    for var in v.variants.values():
+        found |= {var.torch, var.torchaudio, var.cudnn, var.cuda, var.base_image}
+        found |= {versions.public(var.torch), versions.public(var.torchaudio)}
+        found.add(".".join(str(n) for n in versions.release(var.cudnn, 3)))
+    return found
+
+
+def literal_pattern(literals: set[str]) -> re.Pattern:
+    alternatives = "|".join(re.escape(x) for x in sorted(literals, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.])(?:{alternatives})(?!\w|\.\d)")
+
+
+def _hand_written(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of what is not generated or quoted, generated parts blanked."""
+    blank = lambda m: "\n" * m[0].count("\n")  # noqa: E731 - keeps line numbers
+    text = TAG.sub("", VALUE.sub("", BLOCK.sub(blank, text)))
+    out, previous, in_fence, quoted_fence = [], "", False, False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            in_fence = not in_fence
+            quoted_fence = in_fence and bool(QUOTED.search(previous))
+            line = ""
+        elif QUOTED.search(line) or (in_fence and quoted_fence):
+            previous, line = line, ""
+        else:
+            previous = line
+        out.append((number, line))
+    return out
+
+
+def literals_in(text: str, pattern: re.Pattern) -> list[tuple[int, str]]:
+    """(line number, literal) of each pinned version spelled by hand in text."""
+    return [(n, m[0]) for n, line in _hand_written(text) for m in pattern.finditer(line)]
+
+
+def check(root: Path = ROOT) -> list[str]:
+    """Stale generated parts and hand-spelled versions in the scanned files; [] when all is well."""
+    v = versions.load(root / "versions.toml")
+    pattern = literal_pattern(pinned_literals(v))
+    problems = []
+    for path in scanned_files(root):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(errors="replace")
+        if regenerate(v, text) != text:
+            problems.append(f"{rel}: generated parts differ from versions.toml: run `make generate`")
+        for number, literal in literals_in(text, pattern):
+            problems.append(
+                f"{rel}:{number}: {literal} is spelled by hand: generate it (scripts/imagetools/"
+                "generated.py), or mark the line `quoted: WHY` if it quotes a past version"
+            )
+    return problems
+
+
+def write(root: Path = ROOT) -> list[str]:
+    """Rewrite the generated parts in place; the files that changed."""
+    v = versions.load(root / "versions.toml")
+    changed = []
+    for path in scanned_files(root):
+        text = path.read_text(errors="replace")
+        new = regenerate(v, text)
+        if new != text:
+            path.write_text(new)
+            changed.append(path.relative_to(root).as_posix())
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m imagetools.generated", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--write", action="store_true", help="rewrite the generated parts (else check)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this checkout)")
+    args = parser.parse_args(argv)
+    if args.write:
+        for rel in write(args.root):
+            print(f"generated: {rel}")
+        return 0
+    problems = check(args.root)
+    for line in problems:
+        print(f"imagetools.generated: {line}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
