@@ -157,7 +157,7 @@ def test_cudnn_int_matches_torch_encoding():
     assert versions.cudnn_int("9.15.1") == 91501
     assert versions.cudnn_int("9.8") == 90800
     for bad in ("", "nine", None):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"not a cuDNN version: {bad!r}"):
             versions.cudnn_int(bad)
 
 
@@ -168,6 +168,8 @@ def test_version_parts_come_from_packaging():
     assert versions.release("2.10.0a0+git1234", 2) == (2, 10)
     assert versions.release("garbage", 2) is None and versions.release(None) is None
     assert versions.major_minor("12.6.3") == "12.6" and versions.cuda_int("12.6.3") == 12060
+    assert versions.cuda_int("unknown") == 0  # no CUDA version read: no variant fits (for_driver)
+    assert versions.release("9.19.0.56") == (9, 19, 0)  # three numbers unless asked otherwise
 
 
 def test_the_variant_for_an_old_driver_comes_from_versions():
