@@ -9,11 +9,12 @@ PY := $(VENV)/bin/python
 export CONTAINERS_CONF := $(CURDIR)/scripts/containers.conf
 IMAGE = $(shell $(FTENV) versions image $(VARIANT))
 BASE_IMAGE = $(shell $(FTENV) versions build-args $(VARIANT) | sed -n 's/^--build-arg=BASE_IMAGE=//p')
-ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
+# tini: tests/test_watch.py runs `ftenv watch` under it as the image does.
+ENGINE_PKGS := tini buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
 SLURM_PKGS := slurm-wlm munge
 
-.PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean
+.PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation
 
 help:
 	@echo "make run      build the $(VARIANT) image and run it on its default"
@@ -24,6 +25,7 @@ help:
 	@echo "make bake     regenerate docker/docker-bake.json from versions.toml"
 	@echo "make generate after editing versions.toml: locks, bake file, versions in README.md and docs/"
 	@echo "make release-check  actionlint + bake file, tags, labels, action pins (docs/releasing.md)"
+	@echo "make mutation  mutation score of the pure-logic modules (docs/testing.md; slow, not in CI)"
 
 venv: $(VENV)/.installed
 # The host venv holds the same locked stack as the default image (torch runs on the CPU here),
@@ -35,7 +37,7 @@ $(VENV)/.installed: pyproject.toml docker/locks/$(VARIANT).txt
 	touch $@
 
 engine:
-	@command -v podman >/dev/null && command -v debootstrap >/dev/null \
+	@command -v podman >/dev/null && command -v debootstrap >/dev/null && command -v tini >/dev/null \
 	  && command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PKGS) $(SLURM_PKGS) >/dev/null; }
 
@@ -66,6 +68,11 @@ test: venv lint release-check image
 release-check: venv
 	$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck
 	$(PY) -m imagetools release check
+
+# Mutation testing of the pure-logic modules, each against its own tests (docs/testing.md). Minutes
+# per module on 2 cores, so not part of `make test`. One module: make mutation MUTATION_ARGS=sdpa
+mutation: venv
+	$(PY) scripts/mutation.py $(MUTATION_ARGS)
 
 # docker/docker-bake.json is generated from versions.toml (release-check fails when it is stale).
 bake:

@@ -236,7 +236,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsy
 
 
 def test_plot_with_matplotlib(tmp_path):
-    pytest.importorskip("matplotlib")
+    """matplotlib is in the test extra: without it this fails (exit 2), it does not skip."""
     lines, _ = field_report_log(ranks=2)
     png = tmp_path / "p.png"
     r = ftenv("analyze", write(tmp_path / "t.log", lines), "--plot", str(png))

@@ -167,9 +167,11 @@ def finetune_args(argv: list[str]):
     return args
 
 
-def test_finetune_args_parser_catches_a_typo():
-    with pytest.raises((SystemExit, Exception)):
+def test_finetune_args_parser_catches_a_typo(capsys):
+    with pytest.raises(SystemExit) as exit_info:
         finetune_args(["ftenv", "finetune", "--outptu-dir=/out"])
+    assert exit_info.value.code == 2  # argparse's usage error
+    assert "unrecognized arguments: --outptu-dir=/out" in capsys.readouterr().err
 
 
 # --- shell scripts ---------------------------------------------------------------------------

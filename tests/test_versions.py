@@ -1,8 +1,12 @@
 """versions.toml is the single source: locks, Dockerfile ARGs, tags and labels derive from it."""
 
+import http.server
 import re
 import shutil
+import socketserver
+import threading
 import tomllib
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -98,8 +102,14 @@ def test_dockerfile_bakes_the_fix_and_the_identity():
         "FTENV_IMAGE",
     ):
         assert key in env
-    labels = _dockerfile().labels
-    assert set(V.default.labels()) <= set(labels)
+
+
+@pytest.mark.parametrize("name", sorted(V.variants))
+def test_labels_are_what_the_dockerfile_writes_with_the_derived_args(name):
+    variant = V.variants[name]
+    with open(ROOT / "docker/Dockerfile", "rb") as dockerfile:
+        written = DockerfileParser(fileobj=dockerfile, build_args=variant.build_args()).labels
+    assert {key: written.get(key) for key in variant.labels()} == variant.labels()
 
 
 def test_build_args_resolve_for_every_variant():
@@ -147,7 +157,7 @@ def test_cudnn_int_matches_torch_encoding():
     assert versions.cudnn_int("9.15.1") == 91501
     assert versions.cudnn_int("9.8") == 90800
     for bad in ("", "nine", None):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"not a cuDNN version: {bad!r}"):
             versions.cudnn_int(bad)
 
 
@@ -158,6 +168,8 @@ def test_version_parts_come_from_packaging():
     assert versions.release("2.10.0a0+git1234", 2) == (2, 10)
     assert versions.release("garbage", 2) is None and versions.release(None) is None
     assert versions.major_minor("12.6.3") == "12.6" and versions.cuda_int("12.6.3") == 12060
+    assert versions.cuda_int("unknown") == 0  # no CUDA version read: no variant fits (for_driver)
+    assert versions.release("9.19.0.56") == (9, 19, 0)  # three numbers unless asked otherwise
 
 
 def test_the_variant_for_an_old_driver_comes_from_versions():
@@ -171,30 +183,82 @@ def test_the_variant_for_an_old_driver_comes_from_versions():
     assert V.for_driver(oldest - 10) == []
 
 
+def test_the_versions_file_is_found_from_the_variable_the_checkout_or_the_image(monkeypatch, tmp_path):
+    monkeypatch.delenv("FTENV_VERSIONS_FILE", raising=False)
+    assert versions.default_path() == ROOT / "versions.toml"
+    assert versions.load() == versions.load(ROOT / "versions.toml")
+    monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "v.toml"))
+    assert versions.default_path() == tmp_path / "v.toml"
+    monkeypatch.delenv("FTENV_VERSIONS_FILE")
+    installed = tmp_path / "site-packages/ftenv/build/versions.py"  # no versions.toml three levels up
+    monkeypatch.setattr(versions, "__file__", str(installed))
+    assert versions.default_path() == versions.IMAGE_VERSIONS_FILE
+
+
+def test_load_keeps_each_variants_name_and_the_image_table():
+    loaded = versions.load(ROOT / "versions.toml")
+    assert all(variant.name == name for name, variant in loaded.variants.items())
+    assert loaded.default is loaded.variants[loaded.image["default_variant"]]
+    assert loaded.variant(loaded.default.name) is loaded.default
+
+
 def test_missing_versions_file_is_a_clear_error(tmp_path):
     with pytest.raises(SystemExit, match="FTENV_VERSIONS_FILE"):
         versions.load(tmp_path / "nope.toml")
-    with pytest.raises(SystemExit, match="cu130"):
+    with pytest.raises(SystemExit, match=f"'cu999'; versions.toml has: {', '.join(sorted(V.variants))}$"):
         V.variant("cu999")
+    with pytest.raises(ValueError, match="not an immutable ftenv tag: 'latest'"):
+        versions.parse_tag("latest")
 
 
-@pytest.mark.parametrize("package", ["torch", "torchaudio"])
-def test_cu128_pins_exist_on_their_index_where_it_is_reachable(package):
-    """The cu128 wheels are checked against the index's listing; here the index is unreachable."""
-    variant = V.variants["cu128"]
-    url = f"{variant.torch_index}/{package}/"
+def index_listing(url: str) -> str:
+    """The index page at url. No network skips (the cu128 image is then verified where it is
+    reachable); an HTTP error fails: the index answered, so its URL or the pin is wrong."""
     try:
         with urllib.request.urlopen(url, timeout=5) as page:
-            listing = page.read().decode()
+            return page.read().decode()
+    except urllib.error.HTTPError as exc:
+        pytest.fail(f"{url}: HTTP {exc.code} {exc.reason}: a wrong index URL in versions.toml?")
     except OSError as exc:
         pytest.skip(
             f"cu128 index unreachable ({exc.__class__.__name__}): the cu128 image is built and its torch "
             "verified only where it is reachable. Verified here instead: versions consistent, PyPI lock "
             "complete with hashes, Dockerfile ARGs resolve."
         )
+
+
+@pytest.mark.parametrize("package", ["torch", "torchaudio"])
+def test_cu128_pins_exist_on_their_index_where_it_is_reachable(package):
+    """The cu128 wheels are checked against the index's listing where the index is reachable."""
+    variant = V.variants["cu128"]
+    url = f"{variant.torch_index}/{package}/"
+    listing = index_listing(url)
     version = getattr(variant, package).replace("+", "%2B")
     wheel = f"{package}-{version}-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert wheel in listing or wheel.replace("%2B", "+") in listing, f"{wheel} not on {url}"
+
+
+def test_an_index_that_answers_404_fails_and_one_out_of_reach_skips():
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    with socketserver.TCPServer(("127.0.0.1", 0), NotFound) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            with pytest.raises(pytest.fail.Exception, match="HTTP 404"):
+                try:
+                    index_listing(f"http://127.0.0.1:{server.server_address[1]}/whl/cu128/torch/")
+                except pytest.skip.Exception as exc:  # a skip here would hide this test's failure
+                    raise AssertionError(f"an index answering 404 was skipped: {exc}") from None
+        finally:
+            server.shutdown()
+        closed_port = server.server_address[1]
+    with pytest.raises(pytest.skip.Exception, match="unreachable"):
+        index_listing(f"http://127.0.0.1:{closed_port}/whl/cu128/torch/")
 
 
 def _edited_versions(tmp_path, monkeypatch, old: str, new: str):

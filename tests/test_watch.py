@@ -5,6 +5,7 @@ real delays (tests/fake_trainer.py); nothing here measures time."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -371,7 +372,8 @@ def test_signals_reach_the_whole_process_group(tmp_path, sig):
 @pytest.mark.skipif(shutil.which("tini") is None, reason="tini not installed (apt-get install tini)")
 def test_signals_under_tini(tmp_path):
     """As in the image: tini (PID 1 there) -> ftenv watch -> the command."""
-    rc, out = _signal_run(tmp_path, [shutil.which("tini"), "-s", "--"], signal.SIGTERM)
+    # -g: the image's flag (signals go to the child's process group); -s stands in for PID 1 here.
+    rc, out = _signal_run(tmp_path, [shutil.which("tini"), "-s", "-g", "--"], signal.SIGTERM)
     assert b"child got signal 15" in out and b"grandchild got signal 15" in out
     assert rc == 143
 
@@ -389,14 +391,17 @@ def test_a_reader_that_goes_away_ends_the_command_as_without_the_watchdog():
 
 
 def test_a_leftover_grandchild_holding_the_pipe_does_not_hold_the_watchdog():
+    leftover_s = 60  # well below TIMEOUT: a watchdog that waits for the pipe's EOF returns after it
     start = time.monotonic()
-    r = run([*WATCH, "--", "sh", "-c", "sleep 600 & echo started $!"])
+    r = run([*WATCH, "--", "sh", "-c", f"sleep {leftover_s} & echo started $!"])
+    elapsed = time.monotonic() - start
     pid = int(r.stdout.split()[1])
     try:
         assert r.returncode == 0 and r.stdout.startswith(b"started")
-        assert time.monotonic() - start < 300  # it would be 600 s if it waited for the sleep
+        assert elapsed < leftover_s / 2, f"the watchdog waited {elapsed:.0f} s for the leftover's pipe"
     finally:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 # --- volume ---------------------------------------------------------------------------------
