@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,22 @@ def test_the_results_page_says_no_gpu_run_happened_yet():
     doc = (ROOT / "docs" / "gpu-results.md").read_text()
     results = doc.split(gpukit.RESULTS_HEADING, 1)[1]
     assert "No GPU run yet" in doc and "None yet" in results and "|" not in results
+
+
+def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path):
+    ctx = gpu_checks.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=0)
+    ctx.deadline = time.monotonic() + 1  # the whole run's end comes first: it cuts the step's 60 s
+    start = time.monotonic()
+    rc, output = gpu_checks.run_logged(ctx, "sleeper", ["sh", "-c", "sleep 30 & sleep 30"], budget_s=60)
+    assert rc is None and "budget of 1 s ran out" in output
+    assert time.monotonic() - start < 10  # the background child, holding the pipe, was stopped too
+    assert "sleeper: timed out" in ctx.log.read_text()
+
+
+def test_json_is_found_among_warnings():
+    noisy = 'W: {not json}\n{\n  "verdict": "PASS"\n}\nWarning at exit {x}\n'
+    assert gpu_checks.json_tail(noisy) == {"verdict": "PASS"}
+    assert gpu_checks.json_tail("Traceback: ImportError") == {}
 
 
 # --- the rehearsal -----------------------------------------------------------------------------
