@@ -101,11 +101,16 @@ def run_logged(
     """Run cmd with its own budget (cut to what the whole run has left); log everything.
 
     Returns (exit code, stdout+stderr); exit code None when the budget ran out (the process group
-    is killed, torchrun's children included).
+    is killed, torchrun's children included) or the whole run's time was gone before it started.
     """
-    budget = max(1.0, min(budget_s, ctx.deadline - time.monotonic()))
+    budget = min(budget_s, ctx.deadline - time.monotonic())
     with ctx.log.open("a") as log:
-        log.write(f"\n===== {title}: {' '.join(cmd)}  (budget {budget:.0f} s)\n")
+        log.write(f"\n===== {title}: {' '.join(cmd)}  (budget {max(budget, 0):.0f} s)\n")
+    if budget < 1:
+        note = f"[gpu_checks: not started: the run's {TOTAL_BUDGET_S} s are used up]"
+        with ctx.log.open("a") as log:
+            log.write(f"{note}\n===== {title}: timed out\n")
+        return None, note
     proc = subprocess.Popen(
         cmd,
         cwd=ROOT,
