@@ -96,6 +96,25 @@ def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path):
     assert rc is None and "not started" in output
 
 
+@pytest.mark.parametrize(
+    ("sm", "cudnn", "at_1", "at_0", "unset", "selfcheck_at_0"),
+    [
+        ((9, 0), 91900, "ok", "exposed", "exposed", "FAIL"),  # H100/H200 with the pinned cuDNN
+        ((10, 0), 91900, "ok", "exposed", "exposed", "FAIL"),
+        ((9, 0), 91500, "ok", "ok", "ok", "PASS"),  # cuDNN 9.15.0: not moved to the front
+        ((8, 9), 91900, "ok", "ok", "ok", "PASS"),  # L4/L40S: never cuDNN first
+    ],
+)
+def test_expectations_on_a_gpu_follow_the_sdpa_rule(sm, cudnn, at_1, at_0, unset, selfcheck_at_0):
+    ctx = gpu_checks.Context(Path("."), Path("log"), {}, deadline=0, gpu={"name": "GPU", "sm": list(sm)})
+    ctx.facts = {"torch_version": "2.11.0+cu130", "cudnn_version": cudnn}
+    got = [gpu_checks.expected_verdict(ctx, v) for v in ("1", "0", None)]
+    assert got == [at_1, at_0, unset]
+    assert [gpu_checks.expected_selfcheck(ctx, v) for v in ("1", "0")] == ["PASS", selfcheck_at_0]
+    ctx.gpu = None
+    assert gpu_checks.expected_verdict(ctx, "0") == "no-gpu"
+
+
 def test_json_is_found_among_warnings():
     noisy = 'W: {not json}\n{\n  "verdict": "PASS"\n}\nWarning at exit {x}\n'
     assert gpu_checks.json_tail(noisy) == {"verdict": "PASS"}
