@@ -18,6 +18,8 @@ import shutil
 import subprocess
 import sys
 import time
+import venv
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -134,7 +136,47 @@ def kit(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def machine_python(tmp_path_factory) -> Path:
-    return gpukit.lent_machine_venv(tmp_path_factory.mktemp("lent") / "venv", _present())
+    return lent_machine_venv(tmp_path_factory.mktemp("lent") / "venv", _present())
+
+
+def lent_machine_venv(dest: Path, present: set[str]) -> Path:
+    """A venv of this Python that sees, of this environment's packages, only those the GPU machine has.
+
+    For rehearsing the GPU run on a CPU machine: the GPU machine's torch and transformers are the
+    lock's, so the packages are linked from here, not downloaded again (torch is gigabytes), into one
+    folder that a .pth file names; everything else (FunASR and what only it needs) is absent until
+    the kit is installed. Returns the venv's python.
+    """
+
+    venv.EnvBuilder(symlinks=True).create(dest)
+    python = dest / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    linked = dest / "lent-machine-packages"
+    linked.mkdir()
+    kept: dict[Path, set[Path]] = {}  # site folder -> top-level paths of the packages the machine has
+    dropped: set[tuple[Path, str]] = set()
+    for dist in metadata.distributions():
+        site = Path(dist.locate_file(""))
+        tops = {Path(*f.parts[:2]) for f in dist.files or [] if f.parts[0] not in ("..", "__pycache__")}
+        if canonicalize_name(dist.metadata["Name"]) in present:
+            kept.setdefault(site, set()).update(tops)
+        else:
+            dropped.update((site, t.parts[0]) for t in tops)
+    for site, tops in kept.items():
+        for top in tops:
+            shared = (site, top.parts[0]) in dropped  # a namespace folder shared with a dropped package
+            rel = top if shared and len(top.parts) > 1 else Path(top.parts[0])
+            link = linked / rel
+            if not link.exists() and (site / rel).exists():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(site / rel)
+    (Path(purelib) / "lent-machine-packages.pth").write_text(f"{linked}\n")
+    return python
 
 
 def _offline() -> list[str]:
