@@ -475,11 +475,10 @@ def render_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def run_all(args: argparse.Namespace) -> int:
+def run_all(args: argparse.Namespace, site: Path) -> int:
     start = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    site = Path(args.site or tempfile.mkdtemp(prefix="ftenv-gpukit-"))
     env = dict(os.environ, PYTHONUNBUFFERED="1", FTENV_REPORT="0")
     paths = [str(site), str(SCRIPTS)] if args.wheels else [str(SCRIPTS)]
     env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
@@ -539,7 +538,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown step(s) {', '.join(unknown)}: choose from {', '.join(STEPS)} (see --list)")
     if args.wheels is not None and not args.wheels.is_dir():
         ap.error(f"--wheels {args.wheels}: no such folder; build the kit with `make gpu-kit`")
-    return run_all(args)
+    if args.site:
+        return run_all(args, Path(args.site))
+    with tempfile.TemporaryDirectory(prefix="ftenv-gpukit-") as site:  # the kit goes with the run
+        return run_all(args, Path(site))
 
 
 if __name__ == "__main__":
