@@ -94,3 +94,9 @@ lock:
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# The wheel kit for a GPU machine that has torch but not FunASR (docs/gpu-results.md): .whl/ holds
+# the lock's packages that machine lacks; prints the exact call to make there.
+.PHONY: gpu-kit
+gpu-kit: venv
+	PYTHONPATH=scripts $(PY) -m imagetools gpukit build

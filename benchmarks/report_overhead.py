@@ -4,7 +4,7 @@
 Run on the host: `python3 benchmarks/report_overhead.py [IMAGE] [--rounds N]`. It starts one
 container and, inside it, alternates the two commands N times (side by side, so machine noise
 hits both alike), then prints the medians, the difference and the ratio. `--inside` runs the same
-comparison in the current environment (a GPU machine without the image: scripts/gpu_checks.sh).
+comparison in the current environment (a GPU machine without the image: scripts/gpu_checks.py).
 Record results in docs/benchmarks.md with the machine they ran on.
 """
 
