@@ -7,10 +7,12 @@ VARIANT ?= $(shell $(FTENV) versions name)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Local builds and runs choose the engine, the base and the GPUs for this machine
-# (scripts/imagetools/local.py); `make run GPUS=none` keeps the GPUs out, BASE=standin|upstream forces a base.
+# (scripts/imagetools/local.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
+# BASE=standin|upstream force a choice.
 LOCAL := PYTHONPATH=scripts python3 -m imagetools local
-GPUS ?= auto
+ENGINE ?= auto
 BASE ?= auto
+GPUS ?= auto
 IMAGE = $(shell $(LOCAL) tag $(VARIANT))
 ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
@@ -43,16 +45,16 @@ engine:
 
 # The stand-in base for machines that cannot pull the real one (`make image` makes it when needed).
 standin-base:
-	$(LOCAL) standin
+	$(LOCAL) standin --engine $(ENGINE)
 
 # Docker (bake) when its daemon answers, else podman; the real base when it can be pulled, else the
 # stand-in. Tagged $(IMAGE) only.
 image:
-	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --base $(BASE)
+	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --engine $(ENGINE) --base $(BASE)
 
 # The main job: the image on its built-in default, with the GPUs passed where there are any.
 run: image
-	$(LOCAL) run $(VARIANT) --gpus $(GPUS)
+	$(LOCAL) run $(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
 
 lint: venv
 	$(VENV)/bin/ruff check scripts tests benchmarks
@@ -63,6 +65,8 @@ lint: venv
 unit: venv
 	$(VENV)/bin/pytest -m "not container" $(PYTEST_ARGS)
 
+# The container tests drive podman: the image is built with it even where a Docker daemon answers.
+test: ENGINE = podman
 test: engine venv lint release-check image
 	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest $(PYTEST_ARGS)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build one image variant here: `scripts/build_image.py [VARIANT] [--tag T] [--base B] [-- ARGS]`.
+"""Build one variant here: `scripts/build_image.py [VARIANT] [-t TAG] [--engine E] [--base B] [-- ARGS]`.
 
 Docker when its daemon answers (`docker buildx bake`, from docker/docker-bake.json, `--load`), else
 podman; the real base when it can be pulled, else a local stand-in (marked as such); the build args
@@ -25,13 +25,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("variant", nargs="?", help="variant from versions.toml (default: its default)")
     parser.add_argument("-t", "--tag", action="append", default=[], help="extra tag (under localhost/)")
+    parser.add_argument(
+        "--engine", choices=local.ENGINE_CHOICES, default="auto", help="auto: Docker if it answers"
+    )
     parser.add_argument("--base", choices=local.BASE_CHOICES, default="auto", help="auto: real if pullable")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
     v = versions.load()
     variant = v.variant(args.variant) if args.variant else v.default
-    return local.build(variant, args.tag, argv[split + 1 :], args.base)
+    return local.build(variant, args.tag, argv[split + 1 :], local.Request(args.engine, args.base))
 
 
 if __name__ == "__main__":

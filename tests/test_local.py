@@ -76,10 +76,28 @@ def test_requests_override_the_detection(gpus, base, registry, expected):
     m = local.Machine(False, True, registry, True, gpus != "all")
     if expected == REFUSED:
         with pytest.raises(local.Refusal, match="cannot be pulled"):
-            local.choose(m, gpus=gpus, base=base)
+            local.choose(m, local.Request(base=base, gpus=gpus))
         return
-    plan = local.choose(m, gpus=gpus, base=base)
+    plan = local.choose(m, local.Request(base=base, gpus=gpus))
     assert (plan.standin, plan.run_flags) == expected
+
+
+@pytest.mark.parametrize(
+    "engine, docker, podman, expected",
+    [
+        ("podman", True, True, "podman"),  # `make test`: its container tests drive podman
+        ("docker", True, True, "docker"),
+        ("docker", False, True, "no Docker daemon answers"),
+        ("podman", True, False, "podman is not installed"),
+    ],
+)
+def test_an_engine_asked_for(engine, docker, podman, expected):
+    m = local.Machine(docker, podman, False, False, False)
+    if expected in ENGINES.values():
+        assert local.choose(m, local.Request(engine=engine)).engine == expected
+    else:
+        with pytest.raises(local.Refusal, match=expected):
+            local.choose(m, local.Request(engine=engine))
 
 
 def test_a_run_does_not_speak_of_the_base():
@@ -291,7 +309,11 @@ def test_run_passes_the_gpus_and_says_so(fake_engines, monkeypatch, capsys, tmp_
     smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-x)'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("DAEMON", "1")
-    ns = type("NS", (), {"variant": None, "action": "run", "gpus": "auto", "rest": ["--", "ftenv", "report"]})
+    ns = type(
+        "NS",
+        (),
+        {"variant": None, "action": "run", "engine": "auto", "gpus": "auto", "rest": ["ftenv", "report"]},
+    )
     assert local.main(ns) == 0
     run = next(c for c in calls() if c[1] == "run")
     assert run == ["docker", "run", "--rm", *DOCKER_GPU, "localhost/ftenv:cu130", "ftenv", "report"]

@@ -1,4 +1,4 @@
-"""`python -m imagetools local plan|build|run|tag`: build and run the image on this machine.
+"""Build (scripts/build_image.py) and run (`python -m imagetools local run`) the image on this machine.
 
 What the machine offers decides three things, in `choose()` (pure, tested for every combination):
 - the engine: Docker when its daemon answers (`docker buildx bake`, from docker/docker-bake.json,
@@ -42,8 +42,9 @@ ENGINE_CONF = ROOT / "scripts/containers.conf"
 #: What rootful podman sets RLIMIT_NOFILE to in every container unless told otherwise.
 PODMAN_NOFILE = 1048576
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
-GPU_CHOICES = ("auto", "all", "none")
+ENGINE_CHOICES = ("auto", "docker", "podman")
 BASE_CHOICES = ("auto", "upstream", "standin")
+GPU_CHOICES = ("auto", "all", "none")
 _CDI_GPU_KIND = re.compile(r"""["']?kind["']?\s*:\s*["']?nvidia\.com/gpu\b""")
 _MACHINES = {
     "x86_64": "linux/amd64",
@@ -72,6 +73,15 @@ class Machine:
 
 
 @dataclass(frozen=True)
+class Request:
+    """What the user asked for (ENGINE=, BASE=, GPUS= in the Makefile); "auto" lets the machine decide."""
+
+    engine: str = "auto"
+    base: str = "auto"
+    gpus: str = "auto"
+
+
+@dataclass(frozen=True)
 class Plan:
     engine: str
     standin: bool
@@ -79,7 +89,15 @@ class Plan:
     said: tuple[str, ...]  # what was decided and why, one line each
 
 
-def choose_engine(docker_daemon: bool, podman: bool) -> str:
+def choose_engine(docker_daemon: bool, podman: bool, engine: str = "auto") -> str:
+    if engine == "docker" and not docker_daemon:
+        raise Refusal(
+            "ENGINE=docker, but no Docker daemon answers `docker info`: start it, or use ENGINE=auto"
+        )
+    if engine == "podman" and not podman:
+        raise Refusal("ENGINE=podman, but podman is not installed (Debian/Ubuntu as root: `make engine`)")
+    if engine != "auto":
+        return engine
     if docker_daemon:
         return "docker"
     if podman:
@@ -117,12 +135,13 @@ def choose_gpus(
     return (*flags, "--ipc=host"), f"GPUs    passed: {' '.join(flags)} --ipc=host"
 
 
-def choose(m: Machine, gpus: str = "auto", base: str = "auto") -> Plan:
+def choose(m: Machine, want: Request = Request()) -> Plan:
     """Engine x registry x GPU: what to build on and how to run."""
-    engine = choose_engine(m.docker_daemon, m.podman)
-    said = [f"engine  {engine}" + ("" if engine == "docker" else ": no Docker daemon answered")]
-    standin, base_line = choose_base(m.registry, base)
-    flags, gpu_line = choose_gpus(engine, m.nvidia_smi, m.cdi_gpu, gpus)
+    engine = choose_engine(m.docker_daemon, m.podman, want.engine)
+    why = "asked for" if want.engine != "auto" else "" if engine == "docker" else "no Docker daemon answered"
+    said = [f"engine  {engine}" + (f": {why}" if why else "")]
+    standin, base_line = choose_base(m.registry, want.base)
+    flags, gpu_line = choose_gpus(engine, m.nvidia_smi, m.cdi_gpu, want.gpus)
     said += [base_line] if m.registry is not None else []
     return Plan(engine, standin, flags, (*said, gpu_line))
 
@@ -189,15 +208,15 @@ def engine_env(engine: str) -> dict[str, str]:
     return env
 
 
-def probe(variant: versions.Variant | None = None, base: str = "auto") -> Machine:
+def probe(variant: versions.Variant | None = None, want: Request = Request()) -> Machine:
     """What this machine offers. With a variant (a build), the engine pulls its real base: that pull
     is the registry probe (nothing is written when it fails); without one (a run), no pull."""
     docker, podman = docker_daemon_answers(), bool(shutil.which("podman"))
     registry = None
     if variant is not None:
         registry = False
-        if base != "standin":
-            registry, why = pull(choose_engine(docker, podman), variant.base_image)
+        if want.base != "standin":
+            registry, why = pull(choose_engine(docker, podman, want.engine), variant.base_image)
             if not registry:
                 print(f"ftenv: cannot pull {variant.base_image}: {why}", file=sys.stderr)
     return Machine(docker, podman, registry, nvidia_smi_lists_a_gpu(), cdi_spec_names_gpu())
@@ -286,10 +305,11 @@ def _say(plan: Plan, which: tuple[str, ...]) -> None:
     print("ftenv: " + "\n       ".join(lines), file=sys.stderr, flush=True)
 
 
-def build(variant: versions.Variant, tags: list[str], extra: list[str], base: str = "auto") -> int:
-    """Build the variant (the caller holds the build lock); returns the engine's exit code."""
+def build(variant: versions.Variant, tags: list[str], extra: list[str], want: Request = Request()) -> int:
+    """Build the variant (scripts/build_image.py; the caller holds the build lock); returns the
+    engine's exit code."""
     tags = [local_name(t) for t in [local_tag(variant), *tags]]
-    plan = choose(probe(variant, base), gpus="none", base=base)
+    plan = choose(probe(variant, want), Request(want.engine, want.base, gpus="none"))
     _say(plan, ("engine", "base"))
     env = engine_env(plan.engine)
     if plan.standin:
@@ -326,12 +346,10 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "tag":
         print(local_tag(variant))
         return 0
-    if args.action == "build":
-        return build(variant, args.tag, rest, args.base)
     if args.action == "standin":
-        engine = choose_engine(docker_daemon_answers(), bool(shutil.which("podman")))
+        engine = choose_engine(docker_daemon_answers(), bool(shutil.which("podman")), args.engine)
         return subprocess.run([str(ROOT / "scripts/make-standin-base.sh"), engine, STANDIN_BASE]).returncode
-    plan = choose(probe(), gpus=args.gpus)
+    plan = choose(probe(), Request(engine=args.engine, gpus=args.gpus))
     if args.action == "plan":
         print("\n".join(plan.said))
         return 0
@@ -342,17 +360,12 @@ def main(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "local", help="build or run the image here: engine, base and GPUs chosen for this machine"
-    )
-    p.add_argument("action", choices=["plan", "build", "run", "standin", "tag"])
+    p = sub.add_parser("local", help="run the image built here; engine and GPUs chosen for this machine")
+    p.add_argument("action", choices=["plan", "run", "standin", "tag"])
     p.add_argument("variant", nargs="?", help="variant from versions.toml (default: its default)")
     p.add_argument(
-        "--gpus", choices=GPU_CHOICES, default="auto", help="run: pass the GPUs (auto: when found)"
+        "--engine", choices=ENGINE_CHOICES, default="auto", help="auto: Docker if its daemon answers"
     )
-    p.add_argument(
-        "--base", choices=BASE_CHOICES, default="auto", help="build: the base (auto: real if pullable)"
-    )
-    p.add_argument("-t", "--tag", action="append", default=[], help="build: extra tag (under localhost/)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="build: engine arguments; run: the command")
+    p.add_argument("--gpus", choices=GPU_CHOICES, default="auto", help="auto: pass the GPUs when found")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="run: the command (default: the image's)")
     p.set_defaults(func=main)
