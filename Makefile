@@ -13,7 +13,7 @@ LOCAL := PYTHONPATH=scripts python3 -m imagetools local
 ENGINE ?= auto
 BASE ?= auto
 GPUS ?= auto
-IMAGE = $(shell $(LOCAL) tag $(VARIANT))
+IMAGE = $(shell $(LOCAL) tag --variant $(VARIANT))
 ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
 SLURM_PKGS := slurm-wlm munge
@@ -54,7 +54,7 @@ image:
 
 # The main job: the image on its built-in default, with the GPUs passed where there are any.
 run: image
-	$(LOCAL) run $(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
+	$(LOCAL) run --variant $(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
 
 lint: venv
 	$(VENV)/bin/ruff check scripts tests benchmarks

@@ -7,6 +7,7 @@ to do: nothing built here may take the name of an image that a registry serves.
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -309,12 +310,18 @@ def test_run_passes_the_gpus_and_says_so(fake_engines, monkeypatch, capsys, tmp_
     smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-x)'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("DAEMON", "1")
-    ns = type(
-        "NS",
-        (),
-        {"variant": None, "action": "run", "engine": "auto", "gpus": "auto", "rest": ["ftenv", "report"]},
-    )
-    assert local.main(ns) == 0
+    parser = argparse.ArgumentParser()
+    local.add_parser(parser.add_subparsers())
+    assert local.main(parser.parse_args(["local", "run", "--gpus", "auto", "--", "ftenv", "report"])) == 0
     run = next(c for c in calls() if c[1] == "run")
-    assert run == ["docker", "run", "--rm", *DOCKER_GPU, "localhost/ftenv:cu130", "ftenv", "report"]
+    assert run == [
+        "docker",
+        "run",
+        "--rm",
+        "--pull=never",
+        *DOCKER_GPU,
+        "localhost/ftenv:cu130",
+        "ftenv",
+        "report",
+    ]
     assert "GPUs    passed: --gpus all --ipc=host" in capsys.readouterr().err

@@ -10,6 +10,7 @@ What the machine offers decides three things, in `choose()` (pure, tested for ev
   nvidia.com/gpu), with `--ipc=host`.
 The probes (`probe()`) only find out what the machine offers. Images built here are tagged under
 localhost/ only: nothing local ever takes the name of an image that a registry serves.
+(Somewhat over 300 lines: the decision, its probes and both engines' commands belong together.)
 """
 
 from __future__ import annotations
@@ -335,14 +336,13 @@ def build(variant: versions.Variant, tags: list[str], extra: list[str], want: Re
 
 
 def run_command(plan: Plan, image: str, command: list[str]) -> list[str]:
-    never_pull = ["--pull=never"] if plan.engine == "podman" else []
-    return [plan.engine, "run", "--rm", *never_pull, *plan.run_flags, image, *command]
+    """The image just built, never one pulled in its place."""
+    return [plan.engine, "run", "--rm", "--pull=never", *plan.run_flags, image, *command]
 
 
 def main(args: argparse.Namespace) -> int:
     v = versions.load()
     variant = v.variant(args.variant) if args.variant else v.default
-    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
     if args.action == "tag":
         print(local_tag(variant))
         return 0
@@ -354,18 +354,24 @@ def main(args: argparse.Namespace) -> int:
         print("\n".join(plan.said))
         return 0
     _say(plan, ("engine", "GPUs"))
-    cmd = run_command(plan, local_tag(variant), rest)
+    cmd = run_command(plan, local_tag(variant), args.command[args.command[:1] == ["--"] :])
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
     return subprocess.run(cmd, env=engine_env(plan.engine)).returncode
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("local", help="run the image built here; engine and GPUs chosen for this machine")
-    p.add_argument("action", choices=["plan", "run", "standin", "tag"])
-    p.add_argument("variant", nargs="?", help="variant from versions.toml (default: its default)")
-    p.add_argument(
-        "--engine", choices=ENGINE_CHOICES, default="auto", help="auto: Docker if its daemon answers"
-    )
-    p.add_argument("--gpus", choices=GPU_CHOICES, default="auto", help="auto: pass the GPUs when found")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="run: the command (default: the image's)")
-    p.set_defaults(func=main)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    for name, text in [
+        ("plan", "print what `run` would use"),
+        ("run", "run the image: `run [OPTIONS] [-- COMMAND...]`"),
+        ("standin", "make the stand-in base"),
+        ("tag", "print the local tag"),
+    ]:
+        a = actions.add_parser(name, help=text)
+        a.add_argument("--variant", help="variant from versions.toml (default: its default)")
+        a.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help="auto: Docker if it answers")
+        a.add_argument("--gpus", choices=GPU_CHOICES, default="auto", help="auto: pass the GPUs when found")
+        if name == "run":
+            a.add_argument("command", nargs=argparse.REMAINDER, help="the command (default: the image's)")
+        a.set_defaults(func=main, command=[])
