@@ -174,7 +174,8 @@ def test_report_line_only_on_a_standin(monkeypatch):
 # --- the build, against stand-in engines -----------------------------------------------------------
 
 # Logs each call (one JSON list a line); `pull` fails unless PULL_OK is set; `info` answers for
-# docker only when DAEMON is set; `image inspect` finds nothing; `import` reads its tarball;
+# docker only when DAEMON is set; `image inspect` finds only FAKE_LOCAL_IMAGE, a stand-in's
+# config (no CUDA_VERSION); `import` reads its tarball;
 # `buildx bake -f FILE` copies FILE next to the log.
 FAKE_ENGINE = r"""#!/usr/bin/env python3
 import json, os, shutil, sys
@@ -192,7 +193,9 @@ elif a[0] == "pull":
         print("Error: pinging container registry: no such host", file=sys.stderr)
         sys.exit(125)
 elif a[:2] == ["image", "inspect"]:
-    sys.exit(1)
+    if a[-1] != os.environ.get("FAKE_LOCAL_IMAGE"):
+        sys.exit(1)
+    print(json.dumps(["PATH=/usr/bin"]))
 elif a[0] == "import":
     sys.stdin.buffer.read()
 elif a[:2] == ["buildx", "bake"]:
@@ -212,7 +215,7 @@ def fake_engines(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setenv("CONTAINERS_CONF", str(local.ENGINE_CONF))
-    for name in ("DAEMON", "PULL_OK"):
+    for name in ("DAEMON", "PULL_OK", "FAKE_LOCAL_IMAGE"):
         monkeypatch.delenv(name, raising=False)
 
     def calls() -> list[list[str]]:
@@ -251,6 +254,18 @@ def test_podman_without_registry_builds_on_the_standin_under_local_names_only(fa
     assert f"--build-arg={render.STANDIN_BASE_ENV}={local.STANDIN_BASE}" in build
     assert f"--label={local.STANDIN_LABEL}={local.STANDIN_BASE}" in build
     assert "--pull=never" in build and build[-2:] == ["--build-arg=X=1", str(ROOT)]
+
+
+def test_a_standin_under_the_upstream_name_is_named_and_not_used(fake_engines, monkeypatch, capsys):
+    """A store where an earlier build imported its stand-in as the real base's name."""
+    calls, _ = fake_engines
+    monkeypatch.setenv("FAKE_LOCAL_IMAGE", V.default.base_image)
+    assert local.build(V.default, [], []) == 0
+    err = capsys.readouterr().err
+    assert "is a stand-in, not NVIDIA's image (no CUDA_VERSION)" in err
+    assert f"`podman rmi {V.default.base_image}`" in err
+    build = next(c for c in calls() if c[1] == "build")
+    assert f"--build-arg=BASE_IMAGE={local.STANDIN_BASE}" in build
 
 
 def test_podman_with_registry_builds_on_the_real_base_unmarked(fake_engines, monkeypatch):

@@ -188,6 +188,15 @@ def pull(engine: str, image: str) -> tuple[bool, str]:
     return r.returncode == 0, last
 
 
+def shadowing_standin(engine: str, image: str) -> bool:
+    """Whether the engine holds a stand-in under the real base's name (earlier versions of this
+    project imported theirs that way): the real nvidia/cuda images set CUDA_VERSION, a stand-in not."""
+    r = _answers([engine, "image", "inspect", "--format", "{{json .Config.Env}}", image])
+    if r is None or r.returncode != 0:
+        return False
+    return not any(e.startswith("CUDA_VERSION=") for e in json.loads(r.stdout or "null") or [])
+
+
 def needs_engine_conf() -> bool:
     """Rootful podman sets RLIMIT_NOFILE to PODMAN_NOFILE in each container; where this root cannot
     raise its own limit that far (sandboxed build machines), every `podman run` fails with
@@ -217,9 +226,17 @@ def probe(variant: versions.Variant | None = None, want: Request = Request()) ->
     if variant is not None:
         registry = False
         if want.base != "standin":
-            registry, why = pull(choose_engine(docker, podman, want.engine), variant.base_image)
+            engine = choose_engine(docker, podman, want.engine)
+            registry, why = pull(engine, variant.base_image)
             if not registry:
                 print(f"ftenv: cannot pull {variant.base_image}: {why}", file=sys.stderr)
+            if not registry and shadowing_standin(engine, variant.base_image):
+                print(
+                    f"ftenv: WARNING: the local {variant.base_image} is a stand-in, not NVIDIA's image "
+                    f"(no CUDA_VERSION), and shadows the real one: remove it with "
+                    f"`{engine} rmi {variant.base_image}` (this build does not use it)",
+                    file=sys.stderr,
+                )
     return Machine(docker, podman, registry, nvidia_smi_lists_a_gpu(), cdi_spec_names_gpu())
 
 
