@@ -371,9 +371,10 @@ def main(args: argparse.Namespace) -> int:
         print("\n".join(plan.said))
         return 0
     _say(plan, ("engine", "GPUs"))
+    env = engine_env(plan.engine)
     cmd = run_command(plan, local_tag(variant), args.command[args.command[:1] == ["--"] :])
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    return subprocess.run(cmd, env=engine_env(plan.engine)).returncode
+    return subprocess.run(cmd, env=env).returncode
 
 
 def add_parser(sub) -> None:
