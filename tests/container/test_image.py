@@ -146,7 +146,8 @@ def test_the_base_is_the_standin_and_says_so_or_the_real_one(image, run):
     line = f"base    built on a stand-in base ({local.STANDIN_BASE}): for tests, not for training"
     if standin:
         assert standin == local.STANDIN_BASE and line in report
-    else:
+    else:  # NVIDIA's image, not a stand-in under its name
+        assert not local.shadowing_standin("podman", V.default.base_image)
         assert "stand-in" not in report
 
 
