@@ -10,7 +10,7 @@ What the machine offers decides three things, in `choose()` (pure, tested for ev
   nvidia.com/gpu), with `--ipc=host`.
 The probes (`probe()`) only find out what the machine offers. Images built here are tagged under
 localhost/ only: nothing local ever takes the name of an image that a registry serves.
-(Somewhat over 300 lines: the decision, its probes and both engines' commands belong together.)
+(About 400 lines, over the usual 300: the decision, its probes and both engines' commands belong together.)
 """
 
 from __future__ import annotations
