@@ -6,9 +6,14 @@ FTENV := PYTHONPATH=scripts python3 -m ftenv.cli
 VARIANT ?= $(shell $(FTENV) versions name)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-export CONTAINERS_CONF := $(CURDIR)/scripts/containers.conf
-IMAGE = $(shell $(FTENV) versions image $(VARIANT))
-BASE_IMAGE = $(shell $(FTENV) versions build-args $(VARIANT) | sed -n 's/^--build-arg=BASE_IMAGE=//p')
+# Local builds and runs choose the engine, the base and the GPUs for this machine
+# (scripts/imagetools/local.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
+# BASE=standin|upstream force a choice.
+LOCAL := PYTHONPATH=scripts python3 -m imagetools local
+ENGINE ?= auto
+BASE ?= auto
+GPUS ?= auto
+IMAGE = $(shell $(LOCAL) tag --variant $(VARIANT))
 # tini: tests/test_watch.py runs `ftenv watch` under it as the image does.
 ENGINE_PKGS := tini buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
@@ -17,7 +22,7 @@ SLURM_PKGS := slurm-wlm munge
 .PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation
 
 help:
-	@echo "make run      build the $(VARIANT) image and run it on its default"
+	@echo "make run      build the $(VARIANT) image and run it on its default (GPUs passed when found)"
 	@echo "make image    build the $(VARIANT) image ($(IMAGE))"
 	@echo "make test     install tools, lint, build the image, run all tests (what CI runs)"
 	@echo "make unit     fast tests only (no image build)"
@@ -41,15 +46,18 @@ engine:
 	  && command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PKGS) $(SLURM_PKGS) >/dev/null; }
 
-standin-base: engine
-	scripts/make-standin-base.sh $(BASE_IMAGE)
+# The stand-in base for machines that cannot pull the real one (`make image` makes it when needed).
+standin-base:
+	$(LOCAL) standin --engine $(ENGINE)
 
-image: standin-base
-	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --tag ftenv:$(VARIANT)
+# Docker (bake) when its daemon answers, else podman; the real base when it can be pulled, else the
+# stand-in. Tagged $(IMAGE) only.
+image:
+	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --engine $(ENGINE) --base $(BASE)
 
-# The main job: the image on its built-in default (GPUs are used where podman/CDI exposes them).
+# The main job: the image on its built-in default, with the GPUs passed where there are any.
 run: image
-	podman run --rm --pull=never $(IMAGE)
+	$(LOCAL) run --variant $(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
 
 lint: venv
 	$(VENV)/bin/ruff check scripts tests benchmarks
@@ -60,7 +68,9 @@ lint: venv
 unit: venv
 	$(VENV)/bin/pytest -m "not container" $(PYTEST_ARGS)
 
-test: venv lint release-check image
+# The container tests drive podman: the image is built with it even where a Docker daemon answers.
+test: ENGINE = podman
+test: engine venv lint release-check image
 	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # What can be checked of the release pipeline without GitHub (docs/releasing.md): the workflows

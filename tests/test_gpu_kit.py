@@ -53,9 +53,9 @@ def test_the_kit_is_what_the_machine_lacks_from_the_lock():
 
 
 def test_verify_names_each_way_a_kit_can_be_wrong(tmp_path):
-    entries = [{"name": "funasr", "version": "1.4.16"}, {"name": "jamo", "version": "0.4.1"}]
+    entries = [{"name": "funasr", "version": "1.4.99"}, {"name": "jamo", "version": "0.4.1"}]
     wheels = []
-    for name in ("funasr-1.4.16", "funasr-1.4.15", "torch-2.11.0", "extra-1.0"):
+    for name in ("funasr-1.4.99", "funasr-1.4.15", "torch-2.11.0", "extra-1.0"):
         (w := tmp_path / f"{name}-py3-none-any.whl").write_bytes(b"x")
         wheels.append(w)
     problems = "\n".join(gpukit.verify(wheels, entries, {"torch"}, limit_mib=50))
@@ -269,7 +269,7 @@ def _gpu_summary() -> dict:
         "python": "3.12.3",
         "gpu": {"name": "Test GPU", "sm": [9, 0], "index": 0, "memory_bytes": 1, "driver": "580.1"},
         "facts": {"torch_version": "2.11.0+cu130", "torch_cuda": "13.0", "cudnn_version": 91900}
-        | {"driver_version": "580.1", "transformers_version": "5.17.0", "funasr_version": "1.4.16"},
+        | {"driver_version": "580.1", "transformers_version": "5.99.0", "funasr_version": "1.4.99"},
         "steps": [step | {"seconds": 12.5, "data": {}}],
     }
 

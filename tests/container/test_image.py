@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ftenv.build import versions
+from imagetools import local
 
 ROOT = Path(__file__).resolve().parents[2]
 V = versions.load(ROOT / "versions.toml")
@@ -127,6 +128,35 @@ def test_labels_are_the_derived_ones(image):
         assert labels[key] not in ("", "unknown")
         expected.pop(key)
     assert {k: labels.get(k) for k in expected} == expected
+
+
+def _inspect(name: str) -> dict | None:
+    out = subprocess.run(["podman", "image", "inspect", name], capture_output=True, text=True)
+    return json.loads(out.stdout)[0] if out.returncode == 0 else None
+
+
+def test_the_base_is_the_standin_and_says_so_or_the_real_one(image, run):
+    """Built where the registry cannot be reached (CI, these machines): FROM the stand-in, labelled,
+    and the report says it; built where it can: FROM the real base, unmarked."""
+    info, report = _inspect(image), run("true").stderr
+    standin = (info["Labels"] or {}).get(local.STANDIN_LABEL)
+    base = _inspect(local.STANDIN_BASE if standin else V.default.base_image)
+    assert base is not None
+    assert info["RootFS"]["Layers"][0] == base["RootFS"]["Layers"][0]  # really built FROM that base
+    line = f"base    built on a stand-in base ({local.STANDIN_BASE}): for tests, not for training"
+    if standin:
+        assert standin == local.STANDIN_BASE and line in report
+    else:  # NVIDIA's image, not a stand-in under its name
+        assert not local.shadowing_standin("podman", V.default.base_image)
+        assert "stand-in" not in report
+
+
+def test_nothing_built_here_is_named_for_a_registry(image):
+    """The image and the stand-in live under localhost/ only: neither can shadow a registry's image."""
+    for name in (image, local.STANDIN_BASE):
+        info = _inspect(name)
+        if info is not None:
+            assert info["RepoTags"] and all(t.startswith("localhost/") for t in info["RepoTags"]), name
 
 
 def test_build_check_fails_the_build_on_a_wrong_pin(image):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -17,6 +18,8 @@ from ftenv.report import facts as facts_mod
 from ftenv.report import sdpa
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
+#: Set (to the stand-in's name) only in images built on a local stand-in base instead of the real one.
+STANDIN_BASE_ENV = "FTENV_STANDIN_BASE"
 
 
 def supported_sm() -> set[tuple[int, int]]:
@@ -120,6 +123,8 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
         f"funasr {f.funasr_version or 'absent'}",
         f"driver  {driver}",
     ]
+    if standin := os.environ.get(STANDIN_BASE_ENV):
+        lines.insert(1, f"base    built on a stand-in base ({standin}): for tests, not for training")
     for g in f.gpus:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:

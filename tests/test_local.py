@@ -1,0 +1,342 @@
+"""Local builds and runs (`make run`, `make image`): engine x registry x GPU, and what gets written.
+
+The choice is a pure function, checked against a literal table for every combination. The build
+itself runs against stand-in `docker`/`podman`/`debootstrap` commands that log what they are asked
+to do: nothing built here may take the name of an image that a registry serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ftenv.build import versions
+from ftenv.report import render
+from imagetools import local, release
+
+ROOT = Path(__file__).resolve().parents[1]
+V = versions.load(ROOT / "versions.toml")
+
+DOCKER_GPU = ("--gpus", "all", "--ipc=host")
+PODMAN_GPU = ("--device", "nvidia.com/gpu=all", "--ipc=host")
+REFUSED = "refused"
+# GPU state (nvidia-smi lists one, a CDI spec names nvidia.com/gpu) -> run flags, per engine.
+GPU_FLAGS = {
+    "docker": {
+        (False, False): (),
+        (True, False): DOCKER_GPU,
+        (False, True): DOCKER_GPU,
+        (True, True): DOCKER_GPU,
+    },
+    "podman": {
+        (False, False): (),
+        (True, False): REFUSED,
+        (False, True): PODMAN_GPU,
+        (True, True): PODMAN_GPU,
+    },
+}
+# (docker daemon answers, podman installed) -> engine.
+ENGINES = {(True, True): "docker", (True, False): "docker", (False, True): "podman", (False, False): REFUSED}
+
+
+@pytest.mark.parametrize(
+    "docker, podman, registry, smi, cdi", list(itertools.product([True, False], repeat=5))
+)
+def test_every_combination_of_engine_registry_and_gpu(docker, podman, registry, smi, cdi):
+    m = local.Machine(docker, podman, registry, smi, cdi)
+    engine = ENGINES[(docker, podman)]
+    flags = GPU_FLAGS.get(engine, {}).get((smi, cdi))
+    if REFUSED in (engine, flags):
+        with pytest.raises(local.Refusal) as e:
+            local.choose(m)
+        assert ("make engine" if engine == REFUSED else "nvidia-ctk cdi generate") in str(e.value)
+        return
+    plan = local.choose(m)
+    assert (plan.engine, plan.standin, plan.run_flags) == (engine, not registry, flags)
+    said = "\n".join(plan.said)
+    assert ("stand-in" in said) == (not registry)
+    assert ("GPUs    passed: " if flags else "GPUs    not passed") in said
+
+
+@pytest.mark.parametrize(
+    "gpus, base, registry, expected",
+    [
+        ("none", "auto", True, (False, ())),  # GPUs present, kept out on request
+        ("all", "auto", True, (False, PODMAN_GPU)),  # passed without a CDI spec when asked
+        ("auto", "standin", True, (True, PODMAN_GPU)),
+        ("auto", "upstream", False, REFUSED),
+        ("auto", "upstream", True, (False, PODMAN_GPU)),
+    ],
+)
+def test_requests_override_the_detection(gpus, base, registry, expected):
+    m = local.Machine(False, True, registry, True, gpus != "all")
+    if expected == REFUSED:
+        with pytest.raises(local.Refusal, match="cannot be pulled"):
+            local.choose(m, local.Request(base=base, gpus=gpus))
+        return
+    plan = local.choose(m, local.Request(base=base, gpus=gpus))
+    assert (plan.standin, plan.run_flags) == expected
+
+
+@pytest.mark.parametrize(
+    "engine, docker, podman, expected",
+    [
+        ("podman", True, True, "podman"),  # `make test`: its container tests drive podman
+        ("docker", True, True, "docker"),
+        ("docker", False, True, "no Docker daemon answers"),
+        ("podman", True, False, "podman is not installed"),
+    ],
+)
+def test_an_engine_asked_for(engine, docker, podman, expected):
+    m = local.Machine(docker, podman, False, False, False)
+    if expected in ENGINES.values():
+        assert local.choose(m, local.Request(engine=engine)).engine == expected
+    else:
+        with pytest.raises(local.Refusal, match=expected):
+            local.choose(m, local.Request(engine=engine))
+
+
+def test_a_run_does_not_speak_of_the_base():
+    plan = local.choose(local.Machine(False, True, None, False, False))
+    assert not plan.standin and [line.split()[0] for line in plan.said] == ["engine", "GPUs"]
+
+
+def test_the_standin_has_a_local_name_of_its_own():
+    assert local.STANDIN_BASE.startswith("localhost/")
+    assert all(v.base_image != local.STANDIN_BASE for v in V.variants.values())
+    assert local.local_tag(V.default).startswith("localhost/")
+
+
+@pytest.mark.parametrize(
+    "tag, expected",
+    [
+        ("ftenv-x:test", "localhost/ftenv-x:test"),
+        ("localhost/ftenv-x:test", "localhost/ftenv-x:test"),
+        ("team/ftenv:dev", "localhost/team/ftenv:dev"),
+        (V.default.image_ref, REFUSED),
+        (V.default.base_image, REFUSED),
+        ("localhost:5000/ftenv:dev", REFUSED),
+    ],
+)
+def test_tags_stay_under_localhost(tag, expected):
+    if expected == REFUSED:
+        with pytest.raises(local.Refusal, match="localhost/ only"):
+            local.local_name(tag)
+    else:
+        assert local.local_name(tag) == expected
+
+
+def test_cdi_spec_detection(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    (a / "other.yaml").write_text('cdiVersion: "0.5.0"\nkind: example.com/fpga\n')
+    assert not local.cdi_spec_names_gpu((a, b))
+    (a / "nvidia.yaml").write_text('cdiVersion: "0.5.0"\nkind: nvidia.com/gpu\ndevices: []\n')
+    assert local.cdi_spec_names_gpu((a, b))
+    (a / "nvidia.yaml").unlink()
+    b.mkdir()
+    (b / "nvidia.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu"}))
+    assert local.cdi_spec_names_gpu((a, b))
+
+
+def test_engine_settings_only_where_needed(monkeypatch):
+    monkeypatch.delenv("CONTAINERS_CONF", raising=False)
+    monkeypatch.setattr(local, "needs_engine_conf", lambda: False)
+    assert "CONTAINERS_CONF" not in local.engine_env("podman")
+    monkeypatch.setattr(local, "needs_engine_conf", lambda: True)
+    assert local.engine_env("podman")["CONTAINERS_CONF"] == str(local.ENGINE_CONF)
+    assert "CONTAINERS_CONF" not in local.engine_env("docker")
+    monkeypatch.setenv("CONTAINERS_CONF", "/elsewhere.conf")  # a setting of the user's (or CI's) wins
+    assert local.engine_env("podman")["CONTAINERS_CONF"] == "/elsewhere.conf"
+
+
+def test_a_non_root_user_never_gets_the_build_machine_settings(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert not local.needs_engine_conf()
+
+
+def test_report_line_only_on_a_standin(monkeypatch):
+    from ftenv.report.facts import Facts
+
+    f = Facts(image="localhost/ftenv:cu130")
+    monkeypatch.delenv(render.STANDIN_BASE_ENV, raising=False)
+    assert "stand-in" not in render.render_text(f, render.assess(f))
+    monkeypatch.setenv(render.STANDIN_BASE_ENV, local.STANDIN_BASE)
+    line = render.render_text(f, render.assess(f)).splitlines()[1]
+    assert line == f"base    built on a stand-in base ({local.STANDIN_BASE}): for tests, not for training"
+
+
+# --- the build, against stand-in engines -----------------------------------------------------------
+
+# Logs each call (one JSON list a line); `pull` fails unless PULL_OK is set; `info` answers for
+# docker only when DAEMON is set; `image inspect` finds only FAKE_LOCAL_IMAGE, a stand-in's
+# config (no CUDA_VERSION); `import` reads its tarball;
+# `buildx bake -f FILE` copies FILE next to the log.
+FAKE_ENGINE = r"""#!/usr/bin/env python3
+import json, os, shutil, sys
+from pathlib import Path
+log = Path(os.environ["FAKE_LOG"])
+with log.open("a") as f:
+    f.write(json.dumps([Path(sys.argv[0]).name, *sys.argv[1:]]) + "\n")
+a = sys.argv[1:]
+if a[0] == "info":
+    if not os.environ.get("DAEMON"):
+        sys.exit(1)
+    print("27.0")
+elif a[0] == "pull":
+    if not os.environ.get("PULL_OK"):
+        print("Error: pinging container registry: no such host", file=sys.stderr)
+        sys.exit(125)
+elif a[:2] == ["image", "inspect"]:
+    if a[-1] != os.environ.get("FAKE_LOCAL_IMAGE"):
+        sys.exit(1)
+    print(json.dumps(["PATH=/usr/bin"]))
+elif a[0] == "import":
+    sys.stdin.buffer.read()
+elif a[:2] == ["buildx", "bake"]:
+    shutil.copy(a[a.index("-f") + 1], log.with_name("bake.json"))
+"""
+FAKE_DEBOOTSTRAP = '#!/bin/sh\nmkdir -p "$4/etc" && echo stand-in > "$4/etc/os-release"\n'
+
+
+@pytest.fixture
+def fake_engines(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in [("podman", FAKE_ENGINE), ("docker", FAKE_ENGINE), ("debootstrap", FAKE_DEBOOTSTRAP)]:
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("CONTAINERS_CONF", str(local.ENGINE_CONF))
+    for name in ("DAEMON", "PULL_OK", "FAKE_LOCAL_IMAGE"):
+        monkeypatch.delenv(name, raising=False)
+
+    def calls() -> list[list[str]]:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    return calls, log
+
+
+def written_names(calls: list[list[str]]) -> list[str]:
+    """Every image name the engine was asked to create: import targets, build tags, `tag` targets."""
+    names = []
+    for call in calls:
+        _engine, *a = call
+        if a[:1] == ["import"]:
+            names.append(a[-1])
+        elif a[:1] == ["build"]:
+            names += [a[i + 1] for i, x in enumerate(a) if x in ("-t", "--tag")]
+        elif a[:1] == ["tag"]:
+            names += a[2:]
+    return names
+
+
+def test_podman_without_registry_builds_on_the_standin_under_local_names_only(fake_engines):
+    calls, _ = fake_engines
+    assert local.build(V.default, ["ftenv-mine:test"], ["--build-arg=X=1"]) == 0
+    log = calls()
+    assert log[:2] == [
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        ["podman", "pull", V.default.base_image],
+    ]
+    names = written_names(log)
+    assert names == [local.STANDIN_BASE, "localhost/ftenv:cu130", "localhost/ftenv-mine:test"]
+    assert all(n.startswith("localhost/") for n in names)
+    build = next(c for c in log if c[1] == "build")
+    assert f"--build-arg=BASE_IMAGE={local.STANDIN_BASE}" in build
+    assert f"--build-arg={render.STANDIN_BASE_ENV}={local.STANDIN_BASE}" in build
+    assert f"--label={local.STANDIN_LABEL}={local.STANDIN_BASE}" in build
+    assert "--pull=never" in build and build[-2:] == ["--build-arg=X=1", str(ROOT)]
+
+
+def test_a_standin_under_the_upstream_name_is_named_and_not_used(fake_engines, monkeypatch, capsys):
+    """A store where an earlier build imported its stand-in as the real base's name."""
+    calls, _ = fake_engines
+    monkeypatch.setenv("FAKE_LOCAL_IMAGE", V.default.base_image)
+    assert local.build(V.default, [], []) == 0
+    err = capsys.readouterr().err
+    assert "is a stand-in, not NVIDIA's image (no CUDA_VERSION)" in err
+    assert f"`podman rmi {V.default.base_image}`" in err
+    build = next(c for c in calls() if c[1] == "build")
+    assert f"--build-arg=BASE_IMAGE={local.STANDIN_BASE}" in build
+
+
+def test_podman_with_registry_builds_on_the_real_base_unmarked(fake_engines, monkeypatch):
+    calls, _ = fake_engines
+    monkeypatch.setenv("PULL_OK", "1")
+    assert local.build(V.default, [], []) == 0
+    log = calls()
+    build = next(c for c in log if c[1] == "build")
+    assert written_names(log) == ["localhost/ftenv:cu130"]
+    assert f"--build-arg=BASE_IMAGE={V.default.base_image}" in build
+    assert not any(local.STANDIN_LABEL in x or render.STANDIN_BASE_ENV in x for x in build)
+
+
+@pytest.mark.parametrize("pull_ok", [False, True])
+def test_docker_bakes_the_variant_target_for_a_local_load(fake_engines, monkeypatch, pull_ok):
+    calls, log_path = fake_engines
+    monkeypatch.setenv("DAEMON", "1")
+    if pull_ok:
+        monkeypatch.setenv("PULL_OK", "1")
+    monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
+    assert local.build(V.default, [], []) == 0
+    log = calls()
+    assert {c[0] for c in log} == {"docker"}
+    bake = next(c for c in log if c[1:3] == ["buildx", "bake"])
+    assert bake[-2:] == ["--load", V.default.name]
+    target = json.loads(log_path.with_name("bake.json").read_text())["target"][V.default.name]
+    committed = release.resolve_target(json.loads((ROOT / release.BAKE_FILE).read_text()), V.default.name)
+    assert target["platforms"] == ["linux/amd64"] and target["tags"] == ["localhost/ftenv:cu130"]
+    assert not {"annotations", "attest", "cache-to"} & target.keys()
+    assert target["dockerfile"] == committed["dockerfile"]
+    assert {
+        k: target["labels"][k] for k in committed["labels"] if "revision" not in k and "created" not in k
+    } == {k: v for k, v in committed["labels"].items() if "revision" not in k and "created" not in k}
+    if pull_ok:
+        assert target["args"]["BASE_IMAGE"] == V.default.base_image and target["pull"] is True
+        assert local.STANDIN_LABEL not in target["labels"] and written_names(log) == []
+    else:
+        assert target["args"]["BASE_IMAGE"] == local.STANDIN_BASE and target["pull"] is False
+        assert target["labels"][local.STANDIN_LABEL] == local.STANDIN_BASE
+        assert written_names(log) == [local.STANDIN_BASE]
+
+
+def test_the_standin_script_refuses_an_upstream_name(fake_engines):
+    import subprocess
+
+    r = subprocess.run(
+        [str(ROOT / "scripts/make-standin-base.sh"), "podman", V.default.base_image],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "never under a registry's name" in r.stderr
+
+
+def test_run_passes_the_gpus_and_says_so(fake_engines, monkeypatch, capsys, tmp_path):
+    calls, _ = fake_engines
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-x)'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("DAEMON", "1")
+    parser = argparse.ArgumentParser()
+    local.add_parser(parser.add_subparsers())
+    assert local.main(parser.parse_args(["local", "run", "--gpus", "auto", "--", "ftenv", "report"])) == 0
+    run = next(c for c in calls() if c[1] == "run")
+    assert run == [
+        "docker",
+        "run",
+        "--rm",
+        "--pull=never",
+        *DOCKER_GPU,
+        "localhost/ftenv:cu130",
+        "ftenv",
+        "report",
+    ]
+    assert "GPUs    passed: --gpus all --ipc=host" in capsys.readouterr().err
