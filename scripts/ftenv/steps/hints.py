@@ -12,6 +12,7 @@ Every line starts with PREFIX.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -29,6 +30,21 @@ PREFIX = "[ftenv-watch]"
 PROBE_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
 KEEP_STEPS = 200_000
+
+# Recompilation: with torch.compile on (ftenv finetune --compile turns Dynamo's recompile log on),
+# Dynamo logs "Recompiling function ..." when a new shape breaks a compiled graph's guards. A slow
+# new-shape step after such lines is put down to recompiling, not to cuDNN.
+RECOMPILE = "recompile"
+RECOMPILE_MARK = b"Recompiling function"
+RECOMPILE_CAUSE = (
+    "torch.compile recompiled for this new (batch, padded length): Dynamo logged 'Recompiling "
+    "function' just before it, so the compiled graph was specialised to earlier shapes"
+)
+RECOMPILE_FIX = (
+    "keep the compile dynamic over batch and length (ftenv finetune --compile uses dynamic=True; "
+    "do not force dynamic=False or mark_static), or pad batches to a few fixed lengths; to rule "
+    "it out, run without --compile (FTENV_COMPILE=0)"
+)
 
 
 def _shape_text(step: Step) -> str:
@@ -66,6 +82,8 @@ def cause_and_fix(event: SlowEvent, settings: AttentionSettings | None) -> tuple
         )
     if event.cause == NO_SHAPE:
         return ("the log line carries no batch shape, so the per-shape cause cannot be tested", None)
+    if event.cause == RECOMPILE:
+        return (RECOMPILE_CAUSE, RECOMPILE_FIX)
     # A new shape.
     fix_var = f"set {sdpa.FIX} in the training process's environment before it starts"
     if os.environ.get("FTENV_IMAGE") and settings is not None and not settings.env.deprioritizes:
@@ -147,6 +165,20 @@ class Watcher:
         self.bad_lines = 0
         self.events: dict[str, list[SlowEvent]] = {}
         self.seen_steps = 0
+        self.recompile_lines = 0
+        self._recompiled = False  # recompile lines since the last step line
+
+    def note_line(self, line: bytes) -> None:
+        """A log line that is not a step line: remember Dynamo's recompile lines for the next step."""
+        if RECOMPILE_MARK in line:
+            self.recompile_lines += 1
+            self._recompiled = True
+
+    def _recompile_cause(self, event: SlowEvent) -> SlowEvent:
+        recompiled, self._recompiled = self._recompiled, False
+        if recompiled and event.cause == NEW_SHAPE:
+            return dataclasses.replace(event, cause=RECOMPILE)
+        return event
 
     @property
     def settings(self) -> AttentionSettings | None:
@@ -171,7 +203,10 @@ class Watcher:
     def observe(self, step: Step) -> list[str]:
         new, event = self.detector.observe(step)
         self._count(step.index, step.seconds, step.batch, step.padded_len, step.rank, new, step.data_load)
-        return self._say(event) if event is not None else []
+        if event is None:
+            self._recompiled = False
+            return []
+        return self._say(self._recompile_cause(event))
 
     def observe_values(
         self,
@@ -188,11 +223,13 @@ class Watcher:
         new, baseline, earlier, earlier_new = self.detector.judge(rank, seconds, batch, padded_len)
         self._count(index, seconds, batch, padded_len, rank, new, phase_values[0] if phase_values else None)
         if baseline is None:
+            self._recompiled = False
             return []
         phases = tuple(zip(PHASES, phase_values, strict=False))
         step = Step(index, seconds, batch, padded_len, rank, new, phases)
         cause = stats.cause_of(step, baseline)
-        return self._say(SlowEvent(step, baseline, seconds / baseline, cause, earlier, earlier_new))
+        event = SlowEvent(step, baseline, seconds / baseline, cause, earlier, earlier_new)
+        return self._say(self._recompile_cause(event))
 
     def _count(self, index, seconds, batch, padded_len, rank, new, data_load) -> None:
         if not self.n_steps:  # the trainer is up: read its settings now, off the hot path
@@ -229,7 +266,12 @@ class Watcher:
                 f"rank{tail}: each new (batch, padded length) costs about {each:.2f} s once. "
                 "Further slow steps on new shapes are counted, not printed; totals in the summary."
             )
-        names = {SEEN_SHAPE: "on shapes seen before", DATA: "waiting for data", NO_SHAPE: "without a shape"}
+        names = {
+            SEEN_SHAPE: "on shapes seen before",
+            DATA: "waiting for data",
+            NO_SHAPE: "without a shape",
+            RECOMPILE: "on new shapes that torch.compile recompiled for",
+        }
         return (
             f"{PREFIX} PATTERN: {n} slow steps so far {names.get(cause, cause)}. Further ones are "
             "counted, not printed; totals in the summary."

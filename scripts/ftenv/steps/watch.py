@@ -69,6 +69,7 @@ class _Core:
                 return lines
         parsed = funasr_log.parse_line(line, self.time_field)
         if parsed is None:
+            self.watcher.note_line(line)  # Dynamo's recompile lines name the cause of the next step
             return []
         kind, value = parsed
         with self.lock:
