@@ -12,8 +12,8 @@ import json
 import sys
 from dataclasses import dataclass, field
 
+from ftenv.report import compile_setting, sdpa
 from ftenv.report import facts as facts_mod
-from ftenv.report import sdpa
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
 
@@ -125,6 +125,7 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
             f"        live order: {order}; padded-mask bf16 attention (head_dim "
             f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
         )
+    lines.append(compile_setting.report_line())
     lines.append(f"verdict {a.verdict.line}")
     lines.extend(a.notes)
     return "\n".join(lines)

@@ -21,29 +21,14 @@ touching site-packages:
 
 from __future__ import annotations
 
+import atexit
 import functools
-import logging
-import os
 import sys
 
-ENV = "FTENV_COMPILE"
-_ON = ("1", "true", "yes", "on")
-_OFF = ("", "0", "false", "no", "off")
+from ftenv.report.compile_setting import ENV
+
 #: Devices whose inputs take the compiled forward in training (upstream: CUDA only).
 TRAIN_DEVICES = ("cuda",)
-
-log = logging.getLogger(__name__)
-
-
-def enabled(environ=os.environ) -> bool:
-    """Whether FTENV_COMPILE asks for the compiled decoder; a value that is neither on nor off is
-    an error that names the fix, not a silent default."""
-    raw = environ.get(ENV, "").strip().lower()
-    if raw in _ON:
-        return True
-    if raw in _OFF:
-        return False
-    raise ValueError(f"{ENV}={environ.get(ENV)!r} is not understood: set {ENV}=1 (on) or {ENV}=0 (off)")
 
 
 def _lead_tensor(args, kwargs):
@@ -135,6 +120,21 @@ def log_recompiles() -> bool:
         return False
 
 
+_installed: list[Switch] = []
+
+
+def _say_calls() -> None:
+    """At exit: how many decoder calls went each way, so that a log shows what really ran."""
+    for switch in _installed:
+        print(
+            f"ftenv: compiled decoder: {switch.calls['compiled']} calls compiled, {switch.calls['eager']} "
+            f"eager (compiled: {'/'.join(switch.devices)} inputs with 2+ sequences); "
+            f"graphs compiled: {graphs_compiled()}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def install_on_build(devices=TRAIN_DEVICES) -> str:
     """Give every model FunASR's AutoModel builds in this process the compiled decoder forward.
 
@@ -151,7 +151,7 @@ def install_on_build(devices=TRAIN_DEVICES) -> str:
     def build_model(*args, **kwargs):
         model, conf = original(*args, **kwargs)
         try:
-            install(model, devices=devices)
+            _installed.append(install(model, devices=devices))
         except TypeError as exc:  # not a Fun-ASR-Nano: train it eager, and say so
             print(f"ftenv: {ENV}: {exc}; this model runs eager", file=sys.stderr, flush=True)
             return model, conf
@@ -166,5 +166,6 @@ def install_on_build(devices=TRAIN_DEVICES) -> str:
 
     build_model.ftenv_compiled_decoder = True
     AutoModel.build_model = staticmethod(build_model)
+    atexit.register(_say_calls)
     logs = "with recompile log lines" if log_recompiles() else "recompile log lines unavailable"
     return f"{ENV}=1: the decoder forward of the model to be built will be compiled ({logs})"
