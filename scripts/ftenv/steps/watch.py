@@ -69,7 +69,6 @@ class _Core:
                 return lines
         parsed = funasr_log.parse_line(line, self.time_field)
         if parsed is None:
-            self.watcher.note_line(line)  # Dynamo's recompile lines name the cause of the next step
             return []
         kind, value = parsed
         with self.lock:
@@ -111,6 +110,9 @@ class _Pump(threading.Thread):
                     extra = self.core.handle(line, self.out_fd)
                     if extra:
                         inserts.append((end, "".join(f"{x}\n" for x in extra).encode()))
+                elif hints.RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
+                    with self.core.lock:
+                        self.core.watcher.note_line(line)
         except Exception as exc:  # never let the watching break the pass-through
             self.parse = False
             self.core.broken = f"{type(exc).__name__}: {exc}"
