@@ -26,4 +26,6 @@ step report-0 env TORCH_CUDNN_SDPA_DEPRIORITIZED=0 python3 -m ftenv.cli report -
 step report-overhead python3 benchmarks/report_overhead.py --inside --rounds 5
 step pytest-gpu python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_report_gpu.py tests/test_selfcheck.py
 step gpu-check python3 scripts/gpu_check.py --recipe
+step selfcheck-compile python3 -m ftenv.cli selfcheck --compile --device cuda
+step compile-speedup python3 benchmarks/compile_speedup.py --json "$out/compile_speedup.json"
 exit "$failed"

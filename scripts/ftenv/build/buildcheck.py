@@ -110,7 +110,7 @@ def compile_problems(timeout_s: float = 600) -> list[str]:
         scheme = sysconfig.get_default_scheme()  # as Triton's build picks it (Debian's posix_local)
         include = sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
         src = Path(tmp) / "launcher.c"
-        src.write_text("#include <Python.h>\nint ftenv_probe(void) { return Py_IsInitialized(); }\n")
+        src.write_text("#include <Python.h>\nint ftenv_launcher_check(void) { return Py_IsInitialized(); }\n")
         if cc is None:
             problems.append("no C compiler (CC, gcc or clang) for Triton's launcher")
         else:

@@ -133,8 +133,8 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--loss-rtol",
         type=float,
-        help="--compile: largest relative loss difference to eager (default "
-        f"{selfcheck_compile.LOSS_RTOL:g}, fp32; see docs/selfcheck.md)",
+        help="--compile: largest relative loss difference to eager (defaults: CPU "
+        f"{selfcheck_compile.LOSS_RTOL['cpu']:g}, GPU {selfcheck_compile.LOSS_RTOL['cuda']:g})",
     )
     p.add_argument(
         "--force-recompiles",
