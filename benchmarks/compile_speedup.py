@@ -53,6 +53,10 @@ ENCODER = {"output_size": 512, "attention_heads": 4, "linear_units": 2048, "num_
 ADAPTOR = {"downsample_rate": 1, "ffn_dim": 2048, "n_layer": 2}
 
 
+def say(text: str) -> None:
+    print(f"compile_speedup: {text}", file=sys.stderr, flush=True)
+
+
 def build_model(tiny, workdir: Path, llm_layers: int, encoder_blocks: int):
     """FunASRNano at Fun-ASR-Nano's sizes, random weights, built from local files only."""
     import torch
@@ -166,13 +170,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ftenv-compile-bench-") as tmp:
         work = Path(tmp)
         t0 = time.perf_counter()
+        say("building the offline data (ftenv tinymodel) ...")
         tiny = tinymodel.build(work / "tiny", n_train=256)
         dataset, items = tiny_items(tiny)
         batches = random_batches(dataset, items, args.steps, args.seed, args.min_batch, args.max_batch)
         layers = {"llm": args.llm_layers, "encoder": args.encoder_blocks}
+        say(f"building the model ({layers}) ...")
         model = build_model(tiny, work, args.llm_layers, args.encoder_blocks).to(args.device)
         setup = time.perf_counter() - t0
-        runs = [measure(model, batches, args.warmup, compiled, args.device) for compiled in (False, True)]
+        runs = []
+        for compiled in (False, True):
+            say(f"{'compiled' if compiled else 'eager'} run: {args.steps} steps ...")
+            runs.append(measure(model, batches, args.warmup, compiled, args.device))
     shapes = {tuple(b["input_ids"].shape) for b in batches}
     gpu = "CPU (a code path check, not a measurement)"
     if args.device == "cuda":

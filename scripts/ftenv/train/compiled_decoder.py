@@ -15,6 +15,9 @@ touching site-packages:
 - `install_on_build()` makes every FunASR model built in this process get the switch (the trainer
   entry ftenv.train.funasr_entry calls it when FTENV_COMPILE=1), and turns on Dynamo's recompile
   log lines, which the watchdog reads to name recompilation as the cause of a slow step.
+- Upstream also runs the decoder under `sdpa_kernel([flash, efficient, math])`; here the image's
+  TORCH_CUDNN_SDPA_DEPRIORITIZED=1 keeps cuDNN attention out of the front instead, which also
+  holds when a compiled graph picks its attention kernel while it is traced.
 - `graphs_compiled()` counts the graphs Dynamo has compiled (torch._dynamo's counters, private:
   None when they are gone), so that callers can count recompiles over new shapes.
 """
