@@ -57,7 +57,7 @@ def say(text: str) -> None:
     print(f"compile_speedup: {text}", file=sys.stderr, flush=True)
 
 
-def build_model(tiny, workdir: Path, llm_layers: int, encoder_blocks: int):
+def build_model(tiny, workdir: Path, llm_layers: int, encoder_blocks: int, llm_dtype: str = "bf16"):
     """FunASRNano at Fun-ASR-Nano's sizes, random weights, built from local files only."""
     import torch
 
@@ -71,6 +71,7 @@ def build_model(tiny, workdir: Path, llm_layers: int, encoder_blocks: int):
     conf["audio_encoder_conf"].update(ENCODER, num_blocks=encoder_blocks)
     conf["audio_adaptor_conf"].update(ADAPTOR)
     conf["llm_conf"]["init_param_path"] = str(llm_dir)
+    conf["llm_conf"]["llm_dtype"] = llm_dtype
     tables = tinymodel.quiet_funasr_import()
     frontend = tables.frontend_classes.get(conf["frontend"])(**conf["frontend_conf"])
     torch.manual_seed(0)
@@ -176,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         batches = random_batches(dataset, items, args.steps, args.seed, args.min_batch, args.max_batch)
         layers = {"llm": args.llm_layers, "encoder": args.encoder_blocks}
         say(f"building the model ({layers}) ...")
-        model = build_model(tiny, work, args.llm_layers, args.encoder_blocks).to(args.device)
+        # bf16 as the recipe trains on a GPU; fp32 for the CPU code path check (bf16 is slow there).
+        dtype = "bf16" if args.device == "cuda" else "fp32"
+        model = build_model(tiny, work, args.llm_layers, args.encoder_blocks, dtype).to(args.device)
         setup = time.perf_counter() - t0
         runs = []
         for compiled in (False, True):

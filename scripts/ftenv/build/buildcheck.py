@@ -91,7 +91,9 @@ def compile_problems(timeout_s: float = 600) -> list[str]:
     launcher does. Both run with fresh caches, so nothing cached hides a missing compiler."""
     problems = []
     with tempfile.TemporaryDirectory(prefix="ftenv-buildcheck-") as tmp:
-        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "inductor"))
+        # TMPDIR too: Inductor keeps its precompiled headers (~120 MB) under the temp dir, not the
+        # cache dir, and none of it may stay in the image.
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "inductor"), TMPDIR=tmp)
         try:
             proc = subprocess.run(
                 [sys.executable, "-c", _INDUCTOR_CPU_SNIPPET],
