@@ -393,6 +393,27 @@ def step_report_overhead(ctx: Context) -> Result:
     return r
 
 
+def step_selfcheck_compiled(ctx: Context) -> Result:
+    """The compiled decoder on the GPU beside eager: few recompiles over the new shapes, same losses."""
+    if not ctx.gpu:
+        return Result("selfcheck-compile", NO_GPU, NO_GPU)
+    r = Result("selfcheck-compile", "PASS: at most 2 recompiles over the new shapes, losses as eager's")
+    cmd = ftenv("selfcheck", "--json", "--device", "cuda", "--compile")
+    rc, output = run_logged(ctx, r.step, cmd, 150, with_var(ctx, "1"))
+    data = json_tail(output)
+    c = data.get("compile", {})
+    verdict = data.get("verdict")
+    r.ok = verdict == "PASS"
+    r.got = (
+        f"{verdict}: {c.get('recompiles')} recompiles over {c.get('new_shapes')} new shapes, compile "
+        f"{_s(c.get('compile_s'))}, losses within {c.get('loss_max_rel_diff')} of eager"
+        if verdict
+        else ended(rc, output)
+    )
+    r.data = {"verdict": verdict, "compile": c}
+    return r
+
+
 def step_compiled(ctx: Context) -> Result:
     found = sorted((ROOT / "benchmarks").glob(COMPILED_BENCHMARK_GLOB))
     if not found:
@@ -402,7 +423,8 @@ def step_compiled(ctx: Context) -> Result:
     if not ctx.gpu:
         r.got = NO_GPU
         return r
-    rc, output = run_logged(ctx, "steptime-compiled", [sys.executable, str(script)], 300, with_var(ctx, "1"))
+    cmd = [sys.executable, str(script), "--json", str(ctx.out / "compile_speedup.json")]
+    rc, output = run_logged(ctx, "steptime-compiled", cmd, 300, with_var(ctx, "1"))
     r.ok = rc == 0
     r.got = ended(rc, output)
     r.data = {"output_tail": output[-4000:]}
@@ -432,6 +454,7 @@ STEPS = [
     "recipe-0",
     "probe",
     "report-overhead",
+    "selfcheck-compile",
     "steptime-compiled",
 ]
 
@@ -450,6 +473,8 @@ def dispatch(ctx: Context, name: str, wheels: Path | None, site: Path) -> Result
         return step_report(ctx, None if value == "unset" else value)
     if name == "pytest-gpu":
         return step_pytest(ctx)
+    if name == "selfcheck-compile":
+        return step_selfcheck_compiled(ctx)
     if name.startswith(("selfcheck-", "recipe-")):  # selfcheck-1, recipe-0, ...
         kind, value = name.split("-")
         return step_selfcheck(ctx, value, kind == "recipe")

@@ -144,11 +144,6 @@ def long_modules(package: Path) -> list[str]:
 EDGES, RAW = graph(PACKAGE)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="train/selfcheck.py <-> train/selfcheck_recipe.py (being split apart); remove the marker "
-    "when they import one way",
-)
 def test_no_import_circle():
     assert cycles(EDGES) == []
 
@@ -173,8 +168,7 @@ def test_imports_run_one_way_between_the_wings():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="train/finetune.py, train/selfcheck.py, steps/stats.py, steps/watch.py and "
-    "train/tinymodel.py are over 300 lines (being split); remove the marker when none is",
+    reason="train/finetune.py is over 300 lines (being split); remove the marker when none is",
 )
 def test_modules_are_short_or_say_why():
     assert long_modules(PACKAGE) == []

@@ -21,7 +21,7 @@ import pytest
 import steplogs
 from ftenv import cli
 from ftenv.steps import funasr_log, stats
-from ftenv.train import selfcheck, tinymodel
+from ftenv.train import selfcheck, selfcheck_base, selfcheck_schedule, tinymodel
 
 ROOT = Path(__file__).resolve().parents[1]
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
@@ -37,7 +37,7 @@ def _steps(gen) -> list[stats.Step]:
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_field_report_numbers_fail(kind):
     run = steplogs.field_report_run()
-    thresholds = selfcheck.THRESHOLDS[kind]
+    thresholds = selfcheck_base.THRESHOLDS[kind]
     counted = run[thresholds.warmup :]  # one rank: its first steps are left out
     slow = [g for g in counted if g.seconds > 0.5]  # the generator's slow steps, each on a new shape
     s = stats.summarize(_steps(run), thresholds)
@@ -51,7 +51,7 @@ def test_field_report_numbers_fail(kind):
 
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_flat_steps_with_5_percent_jitter_pass(kind):
-    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), selfcheck.THRESHOLDS[kind])
+    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), selfcheck_base.THRESHOLDS[kind])
     assert s.verdict == stats.PASS, s.reasons
     assert 0.9 < s.new_over_seen < 1.1
 
@@ -60,17 +60,17 @@ def test_flat_steps_with_5_percent_jitter_pass(kind):
 def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
     """The self-check's own schedule (8 new shapes, 3 seen steps each) with the report's costs."""
     rng = random.Random(0)
-    plan = selfcheck.plan_schedule(list(range(60, 100)))
+    plan = selfcheck_schedule.plan_schedule(list(range(60, 100)))
     seen, steps = set(), []
     for i, p in enumerate(plan):
         new = p.shape not in seen
         seen.add(p.shape)
         base = 1.05 if new else 0.098
         steps.append(stats.Step(i, base * rng.uniform(0.95, 1.05), *p.shape))
-    s = stats.summarize(steps, selfcheck.THRESHOLDS[kind])
+    s = stats.summarize(steps, selfcheck_base.THRESHOLDS[kind])
     assert s.verdict == stats.FAIL
     flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]
-    assert stats.summarize(flat, selfcheck.THRESHOLDS[kind]).verdict == stats.PASS
+    assert stats.summarize(flat, selfcheck_base.THRESHOLDS[kind]).verdict == stats.PASS
 
 
 def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
@@ -80,15 +80,15 @@ def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
         log = tmp_path / f"train-{fixed}.log"
         log.write_text("\n".join(lines) + "\n")
         scan = funasr_log.scan_files([str(log)])
-        result = selfcheck.verdict_result("recipe", scan.steps, selfcheck.THRESHOLDS["cuda"])
+        result = selfcheck_base.judge("recipe", scan.steps, selfcheck_base.THRESHOLDS["cuda"])
         assert result["verdict"] == expected, result["summary"]["reasons"]
 
 
 def test_thresholds_are_options():
     ns = cli_args("selfcheck", "--new-over-seen", "12", "--p95-over-median", "15")
-    t = selfcheck.thresholds_from(ns, "cuda")
+    t = selfcheck_base.thresholds_from(ns, "cuda")
     assert (t.new_over_seen, t.p95_over_median) == (12, 15)
-    assert t.max_over_median == selfcheck.THRESHOLDS["cuda"].max_over_median
+    assert t.max_over_median == selfcheck_base.THRESHOLDS["cuda"].max_over_median
     run = steplogs.field_report_run()
     # With thresholds above the report's 10x, its pattern no longer fails on the shape rule.
     s = stats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
@@ -109,7 +109,7 @@ def cli_args(*argv):
 
 def test_schedule_every_shape_appears_then_recurs_and_is_padded():
     lengths = [60 + (i * 7) % 33 for i in range(48)]
-    plan = selfcheck.plan_schedule(lengths, n_new=8, recur=3, warmup=3)
+    plan = selfcheck_schedule.plan_schedule(lengths, n_new=8, recur=3, warmup=3)
     assert len(plan) == 3 + 8 * 4
     first = {}
     for i, p in enumerate(plan):
@@ -126,7 +126,7 @@ def test_schedule_every_shape_appears_then_recurs_and_is_padded():
     assert all(c >= 1 for c in counts.values())
     assert sum(c - 1 for c in counts.values()) == 8 * 3  # the seen-shape steps
     with pytest.raises(ValueError, match="distinct lengths"):
-        selfcheck.plan_schedule([60, 61, 62], n_new=8)
+        selfcheck_schedule.plan_schedule([60, 61, 62], n_new=8)
 
 
 # --- real training steps on the tiny model (CPU) -----------------------------------------------
@@ -162,7 +162,7 @@ def test_inprocess_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_pa
     assert r["verdict"] == "FAIL"
     assert rc == 1
     s = r["summary"]
-    assert s["new_over_seen"] >= selfcheck.THRESHOLDS["cpu"].new_over_seen
+    assert s["new_over_seen"] >= selfcheck_base.THRESHOLDS["cpu"].new_over_seen
     assert s["slow_on_new"] >= 6
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s["fix"]
     # The wrapper is gone afterwards.
@@ -199,12 +199,12 @@ def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path,
     )
     assert r["verdict"] == "FAIL"
     assert rc == 1
-    assert r["summary"]["new_over_seen"] >= selfcheck.THRESHOLDS["cpu"].new_over_seen
+    assert r["summary"]["new_over_seen"] >= selfcheck_base.THRESHOLDS["cpu"].new_over_seen
 
 
 def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
     rc = cli.main(["selfcheck", "--json", "--tiny", str(tmp_path / "nothing")])
-    assert rc == selfcheck.EXIT_ERROR
+    assert rc == selfcheck_base.EXIT_ERROR
     assert json.loads(capsys.readouterr().out)["verdict"] == "ERROR"
 
 

@@ -326,10 +326,10 @@ def test_shape_fix_when_the_variable_is_already_1_does_not_say_set_it():
 
 
 def test_the_selfcheck_uses_that_wording():
-    from ftenv.train import selfcheck
+    from ftenv.train import selfcheck_base
 
     steps = as_steps(field_report_run())
-    r = selfcheck.verdict_result("in-process", steps, Thresholds(), environment={sdpa.ENV_VAR: "1"})
+    r = selfcheck_base.judge("in-process", steps, Thresholds(), environment={sdpa.ENV_VAR: "1"})
     assert r["verdict"] == FAIL and r["summary"]["fix"] == sdpa.already_deprioritized_text()
 
 

@@ -1,6 +1,8 @@
 """The image's default run (report, then the self-check) and the self-check inside the image, on
 the CPU here: PASS as built, FAIL with an injected per-shape attention stall, for the in-process
-check and for the recipe path (torchrun + funasr-train-ds), as the default and as an arbitrary UID."""
+check and for the recipe path (torchrun + funasr-train-ds), as the default and as an arbitrary UID;
+the compiled mode (Inductor's C++ backend with the image's compilers) PASSes, and `ftenv buildcheck`
+fails once the compilers are removed."""
 
 import json
 
@@ -67,3 +69,35 @@ def test_recipe_path_in_the_image(run, stall):
     expected = (1, "FAIL") if stall else (0, "PASS")
     assert (r.returncode, result["verdict"]) == expected, result.get("summary", result)
     assert any(part.endswith("torchrun") for part in result["command"][:1])
+
+
+def test_selfcheck_compile_passes_in_the_image(run):
+    """Compiles on the CPU with the image's g++ and Python headers, as an arbitrary UID, offline."""
+    r = run(
+        "ftenv",
+        "selfcheck",
+        "--compile",
+        "--json",
+        env={"FTENV_REPORT": "0"},
+        extra=["--network=none"],
+        user="12345:0",
+        timeout=1500,
+    )
+    result = json.loads(r.stdout)
+    c = result["compile"]
+    assert (r.returncode, result["verdict"]) == (0, "PASS"), result.get("summary", result)
+    assert c["new_shapes"] >= 8 and c["recompiles"] <= 2
+    assert c["loss_max_rel_diff"] <= c["loss_rtol"]
+
+
+def test_buildcheck_fails_without_the_compilers(run):
+    """The build's check passes as built and fails once g++/gcc are gone (root, in a throwaway run)."""
+    script = (
+        "ftenv buildcheck || exit 10; "
+        "rm -f /usr/bin/g++* /usr/bin/*-g++* /usr/bin/gcc* /usr/bin/*-gcc* /usr/bin/cc /usr/bin/c++; "
+        "ftenv buildcheck"
+    )
+    r = run("-c", script, entrypoint="bash", user="0", env={"FTENV_REPORT": "0"}, extra=["--network=none"])
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "No working C++ compiler" in r.stderr
+    assert "no C compiler (CC, gcc or clang) for Triton's launcher" in r.stderr

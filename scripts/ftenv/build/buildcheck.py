@@ -1,4 +1,5 @@
-"""`ftenv buildcheck`: fail the image build when what pip installed is not what versions.toml pins.
+"""`ftenv buildcheck`: fail the image build when what pip installed is not what versions.toml pins,
+or when torch.compile (`ftenv finetune --compile`) could not work in the image.
 
 Run as the last build step. The expected values come from the image's ENV, which the Dockerfile
 sets from build args derived from versions.toml, so a stale lock, a resolver surprise or a wrong
@@ -9,8 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
+import sysconfig
+import tempfile
 from importlib import metadata
+from pathlib import Path
 
 from ftenv.build.versions import cudnn_int, major_minor, public
 
@@ -56,6 +62,69 @@ def mismatches(expected: dict[str, str]) -> list[str]:
     ]
 
 
+#: A tiny dynamic-shape compile on the CPU: Inductor generates C++, builds it with the C++ compiler
+#: (CXX, else g++) against Python's headers, and the result must match eager.
+_INDUCTOR_CPU_SNIPPET = """
+import torch
+def f(x):
+    return torch.nn.functional.silu(x) * 2 + x.sum(-1, keepdim=True)
+compiled = torch.compile(f, dynamic=True)
+for n in (3, 7):
+    x = torch.randn(n, 5)
+    torch.testing.assert_close(compiled(x), f(x))
+"""
+
+
+def _error_line(stderr: str) -> str:
+    """The line of a failed compile's output that says what failed (not the traceback's hints)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower() and "TORCHDYNAMO_VERBOSE" not in line]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+def compile_problems(timeout_s: float = 600) -> list[str]:
+    """What stops torch.compile (`ftenv finetune --compile`) from working here, as readable lines:
+    Inductor's CPU path must compile and run a tiny function, and the C compiler Triton uses on a
+    GPU (CC, else gcc, else clang) must build an extension that includes Python.h, as Triton's
+    launcher does. Both run with fresh caches, so nothing cached hides a missing compiler."""
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="ftenv-buildcheck-") as tmp:
+        # TMPDIR too: Inductor keeps its precompiled headers (~120 MB) under the temp dir, not the
+        # cache dir, and none of it may stay in the image.
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "inductor"), TMPDIR=tmp)
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", _INDUCTOR_CPU_SNIPPET],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+            if proc.returncode != 0:
+                why = _error_line(proc.stderr)
+                problems.append(f"torch.compile on the CPU (Inductor, C++ compiler) failed: {why}")
+        except subprocess.TimeoutExpired:
+            problems.append(f"torch.compile on the CPU did not finish in {timeout_s:g} s")
+        cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+        scheme = sysconfig.get_default_scheme()  # as Triton's build picks it (Debian's posix_local)
+        include = sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
+        src = Path(tmp) / "launcher.c"
+        src.write_text("#include <Python.h>\nint ftenv_launcher_check(void) { return Py_IsInitialized(); }\n")
+        if cc is None:
+            problems.append("no C compiler (CC, gcc or clang) for Triton's launcher")
+        else:
+            cmd = [cc, str(src), "-O1", "-shared", "-fPIC", f"-I{include}", "-o", str(Path(tmp) / "l.so")]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+                err = proc.returncode != 0 and _error_line(proc.stderr)
+            except OSError as exc:
+                err = str(exc)
+            if err:
+                problems.append(f"building a C extension with {cc} and {include}/Python.h (Triton): {err}")
+    return problems
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         problems = mismatches(_expected_from_env())
@@ -70,6 +139,17 @@ def run(args: argparse.Namespace) -> int:
         print("ftenv buildcheck: FAILED: fix versions.toml or run `make lock`, then rebuild", file=sys.stderr)
         return 1
     print("ftenv buildcheck: installed stack matches versions.toml", file=sys.stderr)
+    compile_issues = compile_problems()
+    for line in compile_issues:
+        print(f"ftenv buildcheck: COMPILE {line}", file=sys.stderr)
+    if compile_issues:
+        print(
+            "ftenv buildcheck: FAILED: the compile path (--compile) cannot work: install g++ and "
+            "libpython3-dev in the image's apt line",
+            file=sys.stderr,
+        )
+        return 1
+    print("ftenv buildcheck: torch.compile works (Inductor C++ on CPU; C compiler, Python.h)", file=sys.stderr)
     return 0
 
 

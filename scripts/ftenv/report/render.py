@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass, field
 
 from ftenv import text
+from ftenv.report import compile_setting, sdpa
 from ftenv.report import facts as facts_mod
-from ftenv.report import sdpa
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
 #: Set (to the stand-in's name) only in images built on a local stand-in base instead of the real one.
@@ -138,6 +138,7 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
             f"        live order: {order}; padded-mask bf16 attention (head_dim "
             f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
         )
+    lines.append(compile_setting.report_line())
     lines.append(f"verdict {a.verdict.line}")
     if a.verdict.risk:
         lines.append(f"        also: {a.verdict.risk}")

@@ -27,3 +27,10 @@ def shape_fix(env: sdpa.EnvSetting | None = None) -> str:
     if env.deprioritizes:
         return sdpa.already_deprioritized_text()
     return f"{SET_FIX} ({sdpa.RULE_TEXT})"
+
+
+RECOMPILE_FIX = (
+    "keep the compile dynamic over batch and length (ftenv finetune --compile uses dynamic=True; "
+    "do not force dynamic=False or mark_static), or pad batches to a few fixed lengths; to rule "
+    "it out, run without --compile (FTENV_COMPILE=0)"
+)

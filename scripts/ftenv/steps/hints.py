@@ -13,6 +13,7 @@ Every line starts with PREFIX.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from collections import deque
@@ -22,6 +23,7 @@ from ftenv.report.attention import AttentionSettings
 from ftenv.steps import stats
 from ftenv.steps.funasr_log import PHASES
 from ftenv.steps.messages import PREFIX, first_lines, short_line
+from ftenv.steps.model import RECOMPILE
 from ftenv.steps.stats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
@@ -30,6 +32,9 @@ __all__ = ["PREFIX", "Watcher"]
 PROBE_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
 KEEP_STEPS = 200_000
+#: Dynamo's line when a new shape breaks a compiled graph's guards (ftenv finetune --compile turns
+#: its recompile log on): a slow new-shape step after it is put down to recompiling, not to cuDNN.
+RECOMPILE_MARK = b"Recompiling function"
 
 
 class Watcher:
@@ -54,6 +59,20 @@ class Watcher:
         self.bad_lines = 0
         self.events: dict[str, list[SlowEvent]] = {}
         self.seen_steps = 0
+        self.recompile_lines = 0
+        self._recompiled = False  # a recompile line since the last step line
+
+    def note_line(self, line: bytes) -> None:
+        """A log line that is not a step line: remember Dynamo's recompile lines for the next step."""
+        if RECOMPILE_MARK in line:
+            self.recompile_lines += 1
+            self._recompiled = True
+
+    def _recompile_cause(self, event: SlowEvent | None) -> SlowEvent | None:
+        recompiled, self._recompiled = self._recompiled, False
+        if event is not None and recompiled and event.cause == NEW_SHAPE and event.waits is None:
+            return dataclasses.replace(event, cause=RECOMPILE)
+        return event
 
     @property
     def settings(self) -> AttentionSettings | None:
@@ -87,6 +106,7 @@ class Watcher:
             step.data_load,
             step.phase("backward_time"),
         )
+        event = self._recompile_cause(event)
         return self._say(event) if event is not None else []
 
     def observe_values(
@@ -106,10 +126,11 @@ class Watcher:
         data, backward = (phase_values[0], phase_values[2]) if len(phase_values) > 2 else (None, None)
         self._count(index, seconds, batch, padded_len, rank, new, data, backward)
         if baseline is None:
+            self._recompiled = False
             return []
         phases = tuple(zip(PHASES, phase_values, strict=False))
         step = Step(index, seconds, batch, padded_len, rank, new, phases)
-        return self._say(self.detector.event(step, baseline, earlier, earlier_new))
+        return self._say(self._recompile_cause(self.detector.event(step, baseline, earlier, earlier_new)))
 
     def _count(self, index, seconds, batch, padded_len, rank, new, data_load, backward) -> None:
         if not self.n_steps:  # the trainer is up: read its settings now, off the hot path
@@ -150,7 +171,12 @@ class Watcher:
                 f"rank{ddp}{tail}: each new (batch, padded length) costs about {each:.2f} s once. "
                 "Further slow steps on new shapes are counted, not printed; totals in the summary."
             )
-        names = {SEEN_SHAPE: "on shapes seen before", DATA: "waiting for data", NO_SHAPE: "without a shape"}
+        names = {
+            SEEN_SHAPE: "on shapes seen before",
+            DATA: "waiting for data",
+            NO_SHAPE: "without a shape",
+            RECOMPILE: "on new shapes that torch.compile recompiled for",
+        }
         return (
             f"{PREFIX} PATTERN: {n} slow steps so far {names.get(cause, cause)}. Further ones are "
             "counted, not printed; totals in the summary."

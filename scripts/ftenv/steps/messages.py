@@ -14,7 +14,7 @@ from ftenv.report import sdpa
 from ftenv.report.attention import AttentionSettings
 from ftenv.steps import fixes
 from ftenv.steps.detector import SlowEvent
-from ftenv.steps.model import DATA, NO_SHAPE, SEEN_SHAPE, Step, waits_text
+from ftenv.steps.model import DATA, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, waits_text
 
 PREFIX = "[ftenv-watch]"
 INDENT = f"{PREFIX}   "
@@ -109,6 +109,15 @@ def explain(event: SlowEvent, settings: AttentionSettings | None) -> Explanation
             "something else held the step (another process on the GPU or CPU, garbage collection, "
             "a synchronising call, I/O)",
             "none known from the log; if it keeps happening, look at `nvidia-smi` and the host load",
+        )
+    if event.cause == RECOMPILE:
+        return Explanation(
+            "torch.compile recompiling",
+            "keep the compile dynamic, or pad to a few lengths",
+            "torch.compile recompiled for this new (batch, padded length): Dynamo logged "
+            "'Recompiling function' just before it, so the compiled graph was specialised to earlier "
+            "shapes",
+            fixes.RECOMPILE_FIX,
         )
     if event.cause == NO_SHAPE:
         return Explanation(

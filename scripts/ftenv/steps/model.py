@@ -20,6 +20,7 @@ NEW_SHAPE = "new-shape"  # its (batch, padded length) is new to its rank, or it 
 SEEN_SHAPE = "seen-shape"  # a shape seen before: not a per-shape cost
 DATA = "data"  # most of the extra time is data loading
 NO_SHAPE = "no-shape"  # the line carries no batch shape
+RECOMPILE = "recompile"  # a new shape right after Dynamo logged a recompile (torch.compile on)
 #: waits_for() when the rank with the new shape is not in the log (one rank logged).
 ANY_RANK = -1
 

@@ -16,8 +16,8 @@ group, and the watchdog exits with the command's exit code (128+N when a signal 
 never initialises CUDA (see ftenv.report.attention). A failure inside the watchdog's parsing stops the
 watching, never the pass-through or the command.
 
-(About 320 lines: the pumps, the process and signal handling and the summary placement share one
-piece of state and are only correct together; the words are in messages, the policy in hints.)
+Long because the pumps, the process and signal handling and the summary placement share one
+piece of state and are only correct together; the words are in messages, the policy in hints.
 """
 
 from __future__ import annotations
@@ -115,6 +115,9 @@ class _Pump(threading.Thread):
                     extra = self.core.handle(line, self.out_fd)
                     if extra:
                         inserts.append((end, "".join(f"{x}\n" for x in extra).encode()))
+                elif hints.RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
+                    with self.core.lock:
+                        self.core.watcher.note_line(line)
         except Exception as exc:  # never let the watching break the pass-through
             self.parse = False
             self.core.broken = f"{type(exc).__name__}: {exc}"

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.report import sdpa
+from ftenv.report import compile_setting, sdpa
 from ftenv.train import cluster_env
 
 #: upstream finetune.sh's overrides, in its order (model, data and output are added separately).
@@ -364,7 +364,14 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
     recipe.append(("output_dir", str(out)))
     overrides = merge_overrides(recipe, extra)
 
-    trainer = args.trainer or _executable("funasr-train-ds")
+    try:  # --compile: the trainer entry installs the compiled decoder forward (FTENV_COMPILE=1)
+        compile_on = getattr(args, "compile", False) or compile_setting.enabled(env)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if compile_on:
+        child_env[compile_setting.ENV] = "1"
+    entry = "-m ftenv.train.funasr_entry" if compile_on else _executable("funasr-train-ds")
+    trainer = args.trainer or entry
     argv = [
         _executable("torchrun"),
         *launch.torchrun_args(nproc),
@@ -450,6 +457,12 @@ def add_parser(sub) -> None:
         "--allow-hub",
         action="store_true",
         help="allow downloads from the model hub (default: offline, a local model dir only)",
+    )
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+): faster steps "
+        "after a start-up compile; same as FTENV_COMPILE=1 (docs/finetune.md)",
     )
     p.add_argument("--trainer", help=argparse.SUPPRESS)  # the trainer command (tests: a CPU shim)
     p.add_argument("--cwd", help=argparse.SUPPRESS)  # resolve relative paths here (tests)

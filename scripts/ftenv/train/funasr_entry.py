@@ -1,10 +1,13 @@
 """`python -m ftenv.train.funasr_entry ++key=value ...`: FunASR's `funasr-train-ds`, in this process.
 
-The self-check's recipe path starts this through torchrun only where the real script cannot run
-as is: on a machine without CUDA (FTENV_FUNASR_CPU_SHIM=1 applies ftenv.train.funasr_cpu_shim) or when a
-test injects a per-shape attention stall (FTENV_TEST_SDPA_STALL_S, ftenv.train.stall). It then calls the
-very function the `funasr-train-ds` console script calls (read from funasr's entry points). On a GPU
-without the test aid, the self-check runs the `funasr-train-ds` script itself.
+torchrun starts this (`torchrun ... -m ftenv.train.funasr_entry ++...`) in every training process
+where the real script needs something added at run time, without touching site-packages:
+- FTENV_COMPILE=1 (`ftenv finetune --compile`): the compiled decoder forward
+  (ftenv.train.compiled_decoder) on the model the trainer builds;
+- on a machine without CUDA, FTENV_FUNASR_CPU_SHIM=1 applies ftenv.train.funasr_cpu_shim;
+- a test's per-shape attention stall (FTENV_TEST_SDPA_STALL_S, ftenv.train.stall).
+It then calls the very function the `funasr-train-ds` console script calls (read from funasr's entry
+points). Without any of these, `ftenv finetune` and the self-check run the `funasr-train-ds` script.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import logging
 import os
 import sys
 from importlib import metadata
+
+from ftenv.report import compile_setting
 
 CPU_SHIM_ENV = "FTENV_FUNASR_CPU_SHIM"
 SCRIPT = "funasr-train-ds"
@@ -28,6 +33,14 @@ def entry_point():
 def main() -> int:
     ep = entry_point()
     notes = []
+    try:
+        compile_on = compile_setting.enabled()
+    except ValueError as exc:
+        raise SystemExit(f"ftenv.train.funasr_entry: {exc}") from None
+    if compile_on:
+        from ftenv.train import compiled_decoder
+
+        notes.append(compiled_decoder.install_on_build())
     if os.environ.get(CPU_SHIM_ENV) == "1":
         from ftenv.train import funasr_cpu_shim
 

@@ -25,9 +25,10 @@ import time
 from pathlib import Path
 
 from ftenv.steps import funasr_log
-from ftenv.train import selfcheck, tinymodel
+from ftenv.train import tinymodel
 from ftenv.train.finetune import RECIPE_DEFAULTS, merge_overrides
 from ftenv.train.funasr_entry import CPU_SHIM_ENV
+from ftenv.train.selfcheck_base import environment, judge, pick_device, thresholds_from, tiny_dir
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900
@@ -52,7 +53,7 @@ def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) ->
     ]
     if device == "cpu":
         # fp32 LLM on a CPU: bf16 matmuls there build a oneDNN primitive per new shape (see
-        # selfcheck.llm_dtype), a CPU-only per-shape cost.
+        # selfcheck_base.llm_dtype), a CPU-only per-shape cost.
         mine += ["++device=cpu", "++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32"]
     return merge_overrides(RECIPE_DEFAULTS, mine)
 
@@ -79,8 +80,8 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_
 
 def run_recipe(args: argparse.Namespace, workdir: Path) -> dict:
     wall0 = time.perf_counter()
-    tiny = tinymodel.paths(selfcheck.tiny_dir(args.tiny, workdir))
-    device = selfcheck.pick_device(args.device)
+    tiny = tinymodel.paths(tiny_dir(args.tiny, workdir))
+    device = pick_device(args.device)
     out = workdir / "recipe"
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -110,11 +111,11 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> dict:
             f"funasr-train-ds exited {proc.returncode} with {len(scan.steps)} step lines; log {log}:\n"
             + "\n".join(tail)
         )
-    return selfcheck.verdict_result(
+    return judge(
         "recipe",
         scan.steps,
-        selfcheck.thresholds_from(args, device),
-        environment=selfcheck.environment(device),
+        thresholds_from(args, device),
+        environment=environment(device),
         losses=[],
         tiny_dir=str(tiny.root),
         injected_stall_s=args.inject_stall or None,

@@ -12,6 +12,9 @@ without a hub, without weights and without a network:
   then taken for a hub id);
 - 16 kHz synthetic wavs and the recipe's ChatML JSONL (train and validation).
 
+Long because the model's config, the tokenizer and the data must agree (vocabulary, special
+tokens, lengths) and are made in one seeded pass; split, each part would need the others' choices.
+
 The same seed gives the same files: the random weights come from a seeded generator, the wavs
 from a seeded NumPy generator, the texts from a seeded `random.Random`.
 Use `build(out_dir)`; it returns `TinyPaths`. The build takes a few seconds on a CPU.

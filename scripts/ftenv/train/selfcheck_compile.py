@@ -1,0 +1,128 @@
+"""`ftenv selfcheck --compile`: the in-process steps with the compiled decoder forward, next to an
+eager run of the same seeded steps from the same weights.
+
+Unlike training (ftenv.train.compiled_decoder compiles CUDA batches only, as upstream does), this
+compiles on the CPU too, with Inductor's C++ backend, so that what matters can be proven on any
+machine: the compiled forward must not recompile per new (batch, padded length), its losses must
+match eager, and step times must stay flat (the step-time verdict of the compiled run). A compile
+per new shape is exactly the per-shape stall class the self-check exists to catch: the TEST AID
+`--force-recompiles` (dynamic=False) shows the check FAILs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+from pathlib import Path
+
+from ftenv.steps import fixes, stats
+from ftenv.train import compiled_decoder
+from ftenv.train.selfcheck_base import environment, judge, llm_dtype, pick_device, thresholds_from, tiny_dir
+from ftenv.train.selfcheck_loop import prepare, timed_steps, train
+
+#: Recompiles allowed after the first compile, over the new shapes of the schedule.
+MAX_RECOMPILES = 2
+#: New shapes needed to call the compile dynamic (fewer prove too little: INCONCLUSIVE).
+MIN_NEW_SHAPES = 8
+#: Largest relative difference allowed between a compiled and the eager step's loss, per device.
+#: CPU (fp32): rounding is ~6e-8 per operation; Inductor fuses and reorders reductions, which moves
+#: each loss by ~1e-7 to 1e-6 relative, and those differences feed back through a few dozen AdamW
+#: steps. 1e-4 leaves two orders of magnitude for that while still catching a wrong kernel (a
+#: missing mask, a wrong scale or a stale graph moves the loss by 1e-2 or more). GPU: the LLM runs
+#: in bf16 (rounding ~4e-3) and matmuls in TF32, and compiled kernels round differently from
+#: eager ones, so 1e-2: loose enough for rounding, tight enough for a wrong kernel.
+LOSS_RTOL = {"cpu": 1e-4, "cuda": 1e-2}
+
+
+def max_relative_difference(got: list[float], want: list[float]) -> float:
+    return max((abs(g - w) / max(abs(w), 1e-12) for g, w in zip(got, want, strict=True)), default=0.0)
+
+
+def compile_findings(
+    recompiles: int | None, n_new: int, loss_diff: float, loss_rtol: float, compiled_calls: int, n_steps: int
+) -> tuple[list[str], list[str], str | None]:
+    """(FAIL reasons, INCONCLUSIVE reasons, fix) of the compile-specific checks."""
+    fails, unsure, fix = [], [], None
+    if compiled_calls < n_steps:
+        fails.append(f"only {compiled_calls} of {n_steps} steps ran the compiled forward")
+    if recompiles is None:
+        unsure.append("this torch has no Dynamo graph counter: recompiles unknown")
+    elif recompiles > MAX_RECOMPILES:
+        fails.append(f"{recompiles} recompiles over {n_new} new shapes (FAIL at > {MAX_RECOMPILES})")
+        fix = fixes.RECOMPILE_FIX
+    if n_new < MIN_NEW_SHAPES:
+        unsure.append(f"only {n_new} new shapes ({MIN_NEW_SHAPES} needed to show the compile is dynamic)")
+    if not loss_diff <= loss_rtol:  # NaN fails too
+        fails.append(f"losses differ from eager by {loss_diff:.2e} relative (FAIL above {loss_rtol:g})")
+    return fails, unsure, fix
+
+
+def run_compiled(args: argparse.Namespace, workdir: Path) -> dict:
+    wall0 = time.perf_counter()
+    tiny = tiny_dir(args.tiny, workdir)
+    device = pick_device(args.device)
+    prepared = prepare(tiny, device, args.shapes, args.recur, args.seed, llm_dtype(args, device))
+    reference = copy.deepcopy(prepared.model)  # the same weights, before any step
+    eager_seconds, eager_losses = train(reference, prepared.batches, device, seed=args.seed)
+    del reference
+
+    dynamic = not args.force_recompiles
+    switch = compiled_decoder.install(prepared.model, devices=(device,), dynamic=dynamic)
+    graphs: list[int | None] = []
+    try:
+        seconds, losses = train(
+            prepared.model,
+            prepared.batches,
+            device,
+            seed=args.seed,
+            after_step=lambda: graphs.append(compiled_decoder.graphs_compiled()),
+        )
+    finally:
+        compiled_decoder.uninstall(prepared.model)
+    steps = timed_steps(prepared.plan, seconds)
+    thresholds = thresholds_from(args, device)
+    n_new = len({s.shape for s in steps[thresholds.warmup :]} - {s.shape for s in steps[: thresholds.warmup]})
+    known = None not in graphs and bool(graphs)
+    recompiles = graphs[-1] - graphs[0] if known else None
+    loss_rtol = args.loss_rtol if args.loss_rtol is not None else LOSS_RTOL[device]
+    loss_diff = max_relative_difference(losses, eager_losses)
+    fails, unsure, fix = compile_findings(
+        recompiles, n_new, loss_diff, loss_rtol, switch.calls["compiled"], len(steps)
+    )
+    result = judge(
+        "compiled",
+        steps,
+        thresholds,
+        environment=environment(device),
+        losses=losses,
+        tiny_dir=str(tiny),
+        setup_seconds=prepared.setup_seconds,
+        wall_seconds=time.perf_counter() - wall0,
+        compile={
+            "dynamic": dynamic,
+            "forced_recompiles": bool(args.force_recompiles),
+            "first_step_s": seconds[0],
+            "eager_first_step_s": eager_seconds[0],
+            "compile_s": seconds[0] - eager_seconds[0],
+            "recompiles": recompiles,
+            "max_recompiles": MAX_RECOMPILES,
+            "graphs_after_step": graphs,
+            "new_shapes": n_new,
+            "compiled_calls": switch.calls["compiled"],
+            "eager_losses": eager_losses,
+            "loss_max_rel_diff": loss_diff,
+            "loss_rtol": loss_rtol,
+            "eager_median_step_s": statistics.median(eager_seconds[thresholds.warmup :]),
+            "compiled_median_step_s": statistics.median(seconds[thresholds.warmup :]),
+        },
+    )
+    summary = result["summary"]
+    summary["reasons"] = [*fails, *unsure, *summary["reasons"]]
+    if fails:
+        result["verdict"] = summary["verdict"] = stats.FAIL
+        summary["fix"] = fix or summary.get("fix") or fixes.RECOMPILE_FIX
+    elif unsure and result["verdict"] == stats.PASS:
+        result["verdict"] = summary["verdict"] = stats.INCONCLUSIVE
+    return result

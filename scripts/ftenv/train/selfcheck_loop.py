@@ -1,0 +1,143 @@
+"""The in-process self-check: load the tiny Fun-ASR-Nano with FunASR's AutoModel, collate the planned
+batches with FunASR's own dataset class, and train them as the recipe does, timing every step."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftenv.steps import stats
+from ftenv.train import tinymodel
+from ftenv.train.selfcheck_base import environment, judge, llm_dtype, pick_device, thresholds_from, tiny_dir
+from ftenv.train.selfcheck_schedule import PlannedStep, plan_schedule
+
+
+@dataclass
+class Prepared:
+    model: object
+    batches: list[dict]
+    plan: list[PlannedStep]
+    setup_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare(tiny: Path, device: str, n_new: int, recur: int, seed: int, dtype: str = "bf16") -> Prepared:
+    """Load the model with FunASR's AutoModel and collate the planned batches with FunASR's dataset."""
+    t0 = time.perf_counter()
+    os.environ.update(tinymodel.OFFLINE_ENV)
+    tables = tinymodel.quiet_funasr_import()
+    from funasr import AutoModel
+
+    am = AutoModel(
+        model=str(tiny),
+        device=device,
+        disable_update=True,
+        disable_log=True,
+        llm_conf={"llm_dtype": dtype},
+    )
+    kw = am.kwargs
+    dataset_class = tables.dataset_classes.get(kw.get("dataset", "FunASR"))
+    conf = dict(kw.get("dataset_conf", {}))
+    dataset = dataset_class(
+        str(tinymodel.paths(tiny).train_jsonl),
+        frontend=kw["frontend"],
+        tokenizer=kw["tokenizer"],
+        is_training=True,
+        **conf,
+    )
+    items = [dataset[i] for i in range(len(dataset))]
+    lengths = [len(item["input_ids"]) for item in items]
+    plan = plan_schedule(lengths, n_new=n_new, recur=recur, seed=seed)
+    batches = []
+    for planned in plan:
+        batch = dataset.collator([items[i] for i in planned.indices])
+        batch.pop("item", None)
+        got = tuple(batch["input_ids"].shape)
+        if got != planned.shape:
+            raise RuntimeError(f"collated batch has shape {got}, planned {planned.shape}")
+        batches.append(batch)
+    return Prepared(am.model, batches, plan, time.perf_counter() - t0)
+
+
+def train(
+    model,
+    batches: list[dict],
+    device: str,
+    lr: float = 2e-4,
+    grad_clip: float = 10.0,
+    seed: int = 0,
+    after_step=None,
+):
+    """The recipe's step: forward, backward, clip, AdamW step; each timed with the GPU synced.
+    Seeded, so that two runs from the same weights (eager and compiled) see the same randomness;
+    `after_step()` is called after each timed step (the compiled mode counts graphs there).
+
+    Returns (seconds per step, loss per step)."""
+    import torch
+    from funasr.train_utils.device_funcs import to_device
+
+    torch.manual_seed(seed)
+
+    # As funasr/bin/train_ds.py sets them before training.
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optim = torch.optim.AdamW(params, lr=lr)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    seconds, losses = [], []
+    for batch in batches:
+        # The model edits its inputs in place (negative ids, pads): give it a fresh copy.
+        fresh = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}
+        sync()
+        t0 = time.perf_counter()
+        fresh = to_device(fresh, device, non_blocking=True)
+        loss, _stats, _weight = model(**fresh)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=grad_clip)
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        sync()
+        seconds.append(time.perf_counter() - t0)
+        losses.append(float(loss.detach()))
+        if after_step is not None:
+            after_step()
+    return seconds, losses
+
+
+def run_inprocess(args: argparse.Namespace, workdir: Path) -> dict:
+    wall0 = time.perf_counter()
+    tiny = tiny_dir(args.tiny, workdir)
+    device = pick_device(args.device)
+    undo = None
+    if args.inject_stall:
+        from ftenv.train import stall
+
+        undo = stall.install(args.inject_stall)
+    try:
+        prepared = prepare(tiny, device, args.shapes, args.recur, args.seed, llm_dtype(args, device))
+        seconds, losses = train(prepared.model, prepared.batches, device, seed=args.seed)
+    finally:
+        if undo:
+            undo()
+    return judge(
+        "in-process",
+        timed_steps(prepared.plan, seconds),
+        thresholds_from(args, device),
+        environment=environment(device),
+        losses=losses,
+        tiny_dir=str(tiny),
+        injected_stall_s=args.inject_stall or None,
+        setup_seconds=prepared.setup_seconds,
+        wall_seconds=time.perf_counter() - wall0,
+    )
+
+
+def timed_steps(plan: list[PlannedStep], seconds: list[float]) -> list[stats.Step]:
+    return [
+        stats.Step(index=i, seconds=sec, batch=p.shape[0], padded_len=p.shape[1])
+        for i, (sec, p) in enumerate(zip(seconds, plan, strict=True))
+    ]
