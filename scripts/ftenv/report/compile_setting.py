@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from ftenv import text
+
 ENV = "FTENV_COMPILE"
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
@@ -30,4 +32,4 @@ def report_line(environ=os.environ) -> str:
         state = "on: the decoder forward is compiled (GPU batches of 2+)" if enabled(environ) else "off"
     except ValueError as exc:
         state = f"off ({exc})"
-    return f"compile {state} ({ENV}={'unset' if raw is None else repr(raw)}; ftenv finetune --compile)"
+    return f"compile {state} ({text.assignment(ENV, raw)}; ftenv finetune --compile)"

@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 
+from ftenv import text
 from ftenv.report import facts, sdpa
 
 #: (batch, padded length) per mode: distinct, so that one mode never reuses the other's plans.
@@ -129,8 +130,8 @@ def render(r: dict) -> str:
     lines = [
         f"== ftenv probe: padded-mask bf16 attention ({r['heads']} heads x {r['head_dim']}), "
         "first vs second call per new shape ==",
-        f"{where}; torch {r['torch']}, cuDNN {sdpa.cudnn_name(r['cudnn'])}, {sdpa.ENV_VAR}="
-        f"{'unset' if raw is None else repr(raw)}",
+        f"{where}; torch {r['torch']}, cuDNN {sdpa.cudnn_name(r['cudnn'])}, "
+        f"{text.assignment(sdpa.ENV_VAR, raw)}",
         f"{'mode':<12} {'B x T':>9} {'backend':<10} {'fwd 1st':>8} {'fwd 2nd':>8} {'bwd 1st':>8} "
         f"{'bwd 2nd':>8} {'new-shape cost':>14}",
     ]

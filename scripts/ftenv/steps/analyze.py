@@ -18,6 +18,7 @@ import math
 import os
 import sys
 
+from ftenv import text
 from ftenv.steps import funasr_log, stats
 from ftenv.steps.model import waits_text
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
@@ -49,8 +50,8 @@ def render_histogram(hist: list[tuple[float, float, int]]) -> list[str]:
     return lines
 
 
-def _f(x: float, digits: int = 3) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+def _f(x: float | None, digits: int = 3) -> str:
+    return text.number(x, digits, missing="-")
 
 
 def _n(x: int | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ftenv import text
 from ftenv.report import sdpa
 from ftenv.report.attention import AttentionSettings
 from ftenv.steps import fixes
@@ -61,7 +62,7 @@ def _per_shape(event: SlowEvent, settings: AttentionSettings | None, lead: str, 
         if settings.env.state == "prefer-cudnn":
             why += f" ({sdpa.ENV_VAR}=0 asks for it)"
         elif settings.env.state == "ignored":
-            why += f" ({sdpa.ENV_VAR}={settings.env.raw!r} is ignored by torch: only 1 works)"
+            why += f" ({text.assignment(sdpa.ENV_VAR, settings.env.raw)} is ignored by torch: only 1 works)"
         return Explanation(label, f"set {sdpa.FIX}", f"{lead}{why}; {plan}", fix_var)
     if first is None:
         unknown = ", ".join(settings.unknown_facts()) if settings is not None else "the settings"

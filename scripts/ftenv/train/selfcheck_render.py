@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import math
+from functools import partial
 
-from ftenv.report.sdpa import ENV_VAR
+from ftenv import text
+from ftenv.report.sdpa import ENV_VAR, cudnn_name
 from ftenv.steps import stats
 
-
-def _fmt_s(x: float | None) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f} s"
-
-
-def _fmt_x(x: float | None) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.2f}x"
+_fmt_s = partial(text.number, digits=3, unit=" s")
+_fmt_x = partial(text.number, digits=2, unit="x")
 
 
 def render(result: dict) -> str:
@@ -24,12 +20,11 @@ def render(result: dict) -> str:
     if env.get("gpu"):
         where = f"{env['gpu']} ({env['sm']})"
     cudnn = env.get("cudnn")
-    cudnn_txt = f"{cudnn // 10000}.{cudnn // 100 % 100}.{cudnn % 100}" if cudnn else "n/a"
+    cudnn_txt = cudnn_name(cudnn) if cudnn else "n/a"
     raw = env.get(ENV_VAR)
     lines = [
         f"== ftenv selfcheck ({result['mode']}): Fun-ASR-Nano fine-tune steps on {where} ==",
-        f"stack     torch {env['torch']}, cuDNN {cudnn_txt}, {ENV_VAR}="
-        f"{'unset' if raw is None else repr(raw)}",
+        f"stack     torch {env['torch']}, cuDNN {cudnn_txt}, {text.assignment(ENV_VAR, raw)}",
     ]
     if result.get("injected_stall_s"):
         lines.append(f"TEST AID  an SDPA stall of {result['injected_stall_s']} s per new shape was injected")
