@@ -159,6 +159,19 @@ class _Pump(threading.Thread):
             self.pipe.close()
 
 
+def _cannot_start(argv: list[str], exc: OSError) -> int:
+    """Say why the command did not start and return the shell's code for it (127 not found, 126
+    not runnable), as `sh -c` would."""
+    if isinstance(exc, FileNotFoundError):
+        print(f"ftenv watch: command not found: {argv[0]}", file=sys.stderr)
+        return 127
+    if isinstance(exc, PermissionError):
+        print(f"ftenv watch: permission denied: {argv[0]}", file=sys.stderr)
+        return 126
+    print(f"ftenv watch: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
+    return 126
+
+
 def watch(
     argv: list[str],
     *,
@@ -176,15 +189,8 @@ def watch(
     settings: a callable returning AttentionSettings (tests); default probes the live settings."""
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
-    except FileNotFoundError:
-        print(f"ftenv watch: command not found: {argv[0]}", file=sys.stderr)
-        return 127
-    except PermissionError:
-        print(f"ftenv watch: permission denied: {argv[0]}", file=sys.stderr)
-        return 126
     except OSError as exc:
-        print(f"ftenv watch: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
-        return 126
+        return _cannot_start(argv, exc)
 
     def forward(signum, _frame):
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -258,12 +264,8 @@ def run_watched(argv: list[str], **options) -> int:
         sys.stderr.flush()
         try:
             os.execvp(argv[0], argv)
-        except FileNotFoundError:
-            print(f"ftenv watch: command not found: {argv[0]}", file=sys.stderr)
-            return 127
         except OSError as exc:
-            print(f"ftenv watch: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
-            return 126
+            return _cannot_start(argv, exc)
     return watch(argv, **options)
 
 
