@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ftenv.report.sdpa import ENV_VAR, FIX
 from ftenv.steps import stats
-from ftenv.train import tinymodel
+from ftenv.train import startup_report, tinymodel
 
 #: Where the image keeps the tiny model (built at image build time, read-only for the user).
 IMAGE_TINY_DIR = "/opt/ftenv/tiny"
@@ -367,6 +367,7 @@ def run_inprocess(args: argparse.Namespace, workdir: Path) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    startup_report.show_once("ftenv selfcheck", in_process=True)  # unless the entrypoint showed it
     own_workdir = not args.workdir
     workdir = Path(tempfile.mkdtemp(prefix="ftenv-selfcheck-")) if own_workdir else Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
