@@ -299,14 +299,19 @@ def test_unwritable_output_dir_for_a_real_unprivileged_user():
         shutil.copytree(ROOT / "scripts/ftenv", scripts / "ftenv")
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(scripts)}
 
-        def as_nobody(path, create="1"):
+        def as_nobody(path, create="1", **extra_env):
             return subprocess.run(
                 ["/usr/bin/python3", "-c", code, str(path), create],
-                capture_output=True, text=True, env=env, user=65534, group=65534, cwd="/",
+                capture_output=True, text=True, env={**env, **extra_env}, user=65534, group=65534, cwd="/",
             )  # fmt: skip
 
         bad = as_nobody(out)
         assert f"output dir {out} is not writable by uid 65534" in bad.stdout, bad.stderr
+        # The folder belongs to uid 0: under rootless Docker/Podman that is the host user.
+        assert "under rootless Docker or Podman" in bad.stdout and "`--user 0:0`" in bad.stdout
+        # On Kubernetes the fix is the volume's ownership (fsGroup does not reach every volume).
+        k8s = as_nobody(out, KUBERNETES_SERVICE_HOST="10.0.0.1").stdout
+        assert "writable by uid 1000 or gid 0" in k8s and "fsGroup is not applied" in k8s, k8s
         # A dry run only looks: an existing read-only folder, a folder it could not create.
         assert f"output dir {out} is not writable by uid 65534" in as_nobody(out, "0").stdout
         assert (
