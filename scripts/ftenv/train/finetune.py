@@ -26,7 +26,7 @@ import shlex
 import sys
 
 from ftenv.report import sdpa
-from ftenv.train import startup_report
+from ftenv.train import cluster_env, startup_report
 from ftenv.train.inputs import InputError
 from ftenv.train.launch_plan import plan
 
@@ -100,7 +100,11 @@ def add_parser(sub) -> None:
     p.add_argument("--nnodes", type=int, help="override the number of nodes found in the environment")
     p.add_argument("--node-rank", type=int, help="override this node's rank (0 = the master node)")
     p.add_argument("--master-addr", help="override the master address (default: from the environment)")
-    p.add_argument("--master-port", type=int, help="override the master port (1-65535; default 26669)")
+    p.add_argument(
+        "--master-port",
+        type=int,
+        help=f"override the master port (1-65535; default {cluster_env.DEFAULT_MASTER_PORT})",
+    )
     p.add_argument(
         "--remote-code",
         help="model.py to import (trust_remote_code); default: the model dir's model.py if present",
