@@ -92,12 +92,17 @@ def _int(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int:
     return value
 
 
+def valid_port(port: int) -> bool:
+    """A TCP port torchrun can listen on or reach."""
+    return 0 < port < 65536
+
+
 def _port(value: str, name: str) -> int:
     try:
         port = int(value)
     except ValueError:
         raise LaunchError(f"{name}={value!r} is not a port number") from None
-    if not 0 < port < 65536:
+    if not valid_port(port):
         raise LaunchError(f"{name}={port} is not a port number (1-65535)")
     return port
 

@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftenv.train.cluster_env import valid_port
+
 #: How many leading lines of each JSONL are checked.
 CHECK_LINES = 5
 SPEECH_MARK = ("<|startofspeech|>", "<|endofspeech|>")
@@ -46,7 +48,7 @@ def check_options(gpus_per_node: int | None, nnodes: int | None, node_rank: int 
         )
     if node_rank is not None and node_rank < 0:
         problems.append(f"--node-rank {node_rank}: node ranks count from 0 (0 is the master node)")
-    if master_port is not None and not 0 < master_port < 65536:
+    if master_port is not None and not valid_port(master_port):
         problems.append(
             f"--master-port {master_port} is not a TCP port (1-65535): pick a free one, the same on "
             "every node, or leave it out to use the scheduler's or the default"
