@@ -134,6 +134,30 @@ def test_validation_catches(name, validate, breakage):
         validate(doc)
 
 
+def restart_policies(doc: dict) -> set[str]:
+    """Every restartPolicy of a manifest: the replica's (PyTorchJob) and the pod template's."""
+    if doc["kind"] == "Job":
+        return {doc["spec"]["template"]["spec"]["restartPolicy"]}
+    replicas = doc["spec"]["pytorchReplicaSpecs"].values()
+    return {r["restartPolicy"] for r in replicas} | {r["template"]["spec"]["restartPolicy"] for r in replicas}
+
+
+def restarts_in_place(doc: dict) -> set[str]:
+    """Restart policies that restart a failed container in place: its torchrun cannot rejoin the
+    static rendezvous, and with backoffLimit 0 the operator fails the job at the first restart."""
+    return restart_policies(doc) & {"OnFailure", "Always"}
+
+
+@pytest.mark.parametrize("name", [n for n, _ in MANIFESTS])
+def test_no_in_place_restarts(name):
+    doc = load_yaml(name)[0]
+    assert not restarts_in_place(doc), restart_policies(doc)
+    broken = copy.deepcopy(doc)
+    for spec in pod_specs(broken):
+        spec["restartPolicy"] = "OnFailure"
+    assert restarts_in_place(broken) == {"OnFailure"}
+
+
 @pytest.mark.parametrize("name", [n for n, _ in MANIFESTS])
 def test_manifests_follow_the_rules(name):
     doc = load_yaml(name)[0]
@@ -301,6 +325,20 @@ def test_docker_examples(name, layout, tmp_path):
         assert f"{VAR}=0: explicitly asks torch to prefer cuDNN attention" in proc.stderr
 
 
+@pytest.mark.parametrize("name", DOCKER)
+def test_docker_examples_run_as_you_and_take_the_rootless_user(name, layout, tmp_path):
+    # Rootless Docker/Podman: the host user is uid 0 in the container, so CONTAINER_USER=0:0.
+    for env, user in (({}, "1234:0"), ({"CONTAINER_USER": "0:0"}, "0:0")):
+        run_dir = tmp_path / user.replace(":", "-")
+        (run_dir / "bin").mkdir(parents=True)
+        (run_dir / "bin/id").write_text("#!/bin/sh\necho 1234\n")  # the user running the script
+        (run_dir / "bin/id").chmod(0o755)
+        call = record(EXAMPLES / name, ["docker"], {**layout, **env}, run_dir)[0]
+        opts, _, _ = split_docker_run(call["argv"])
+        assert opts[opts.index("--user") + 1] == user
+    assert "CONTAINER_USER=0:0" in (EXAMPLES / name).read_text(), "say when to use it"
+
+
 def test_docker_example_with_a_typo_fails(layout, tmp_path):
     bad = tmp_path / "bad.sh"
     bad.write_text((EXAMPLES / DOCKER[0]).read_text().replace("val.jsonl", "valid.jsonl"))
@@ -318,7 +356,9 @@ def test_pyxis_example(layout, tmp_path):
     split = argv.index("ftenv")
     opts, command = argv[:split], argv[split:]
     assert "--ntasks-per-node=1" in opts
-    assert "--container-entrypoint" in opts, "pyxis skips the ENTRYPOINT without it"
+    # pyxis waits for its start command to stop itself; under the image's tini it never does.
+    assert "--container-entrypoint" not in opts, "the job would hang at container start"
+    assert "--no-container-entrypoint" in opts, "a site's execute_entrypoint=true would hang the job"
     assert f"--container-env={VAR}" in opts, "pyxis keeps the image's value without it"
     assert calls[0]["var"] == "1", "the value --container-env passes must be exported in the job"
     assert any(o.startswith("--container-image=" + IMAGE.replace("/", "#", 1)) for o in opts)
@@ -346,11 +386,11 @@ def test_apptainer_example(layout, tmp_path):
     binds = argv[argv.index("--bind") + 1].split(",")
     for key in ("MODEL_DIR", "DATA_DIR", "OUT_DIR"):
         assert any(b.split(":")[:2] == [str(layout[key])] * 2 for b in binds), key
-    # After the .sif: bash -c 'ftenv report; exec ftenv finetune "$@"' NAME ARGS...
+    # After the .sif, the command itself: `ftenv finetune` prints the report (`exec` skips the entrypoint).
     sif = next(a for a in argv if a.endswith(".sif"))
     inner = argv[argv.index(sif) + 1 :]
-    assert inner[:2] == ["bash", "-c"] and 'exec ftenv finetune "$@"' in inner[2]
-    proc = dry_run(["ftenv", "finetune", *inner[4:]])
+    assert inner[:2] == ["ftenv", "finetune"], inner
+    proc = dry_run(inner)
     assert proc.returncode == 0, proc.stderr
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli
-from ftenv.train import finetune
-from ftenv.train.finetune import InputError, check_line
+from ftenv.train import finetune, inputs, launch_plan
+from ftenv.train.inputs import InputError, check_line
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = {
@@ -58,11 +58,11 @@ def parse(argv: list[str]):
     return parser.parse_args(argv)
 
 
-def plan(work: Path, *extra: str, env: dict | None = None) -> finetune.Plan:
-    return finetune.plan(parse(cmdline(work, *extra)), environ=env or {})
+def plan(work: Path, *extra: str, env: dict | None = None) -> launch_plan.Plan:
+    return launch_plan.plan(parse(cmdline(work, *extra)), environ=env or {})
 
 
-def overrides_of(p: finetune.Plan) -> list[str]:
+def overrides_of(p: launch_plan.Plan) -> list[str]:
     return [a for a in p.argv if a.startswith("++")]
 
 
@@ -166,7 +166,7 @@ def test_allow_hub_takes_a_hub_id_and_stays_online(work):
     assert "++disable_update=true" not in p.argv
     argv = cmdline(work, "--gpus-per-node", "1", "--allow-hub")
     argv[2] = "FunAudioLLM/Fun-ASR-Nano-2512"
-    p = finetune.plan(parse(argv), environ={})
+    p = launch_plan.plan(parse(argv), environ={})
     assert "++model=FunAudioLLM/Fun-ASR-Nano-2512" in p.argv
 
 
@@ -273,11 +273,11 @@ def test_bad_input_messages(work, setup, message):
 
 def test_a_list_file_is_followed_to_its_first_jsonl(work):
     (work / "train.list").write_text(f"{work}/train.jsonl\n")
-    assert finetune.check_jsonl(work / "train.list", "train", work) == []
+    assert inputs.check_jsonl(work / "train.list", "train", work) == []
     (work / "train.list").write_text("train.txt\n")
     assert (
         "reads a file not named *.jsonl as a list"
-        in finetune.check_jsonl(work / "train.list", "train", work)[0]
+        in inputs.check_jsonl(work / "train.list", "train", work)[0]
     )
 
 
@@ -291,7 +291,7 @@ def test_unwritable_output_dir_for_a_real_unprivileged_user():
         out = base / "out"
         out.mkdir(mode=0o555)
         code = (
-            "import sys; from ftenv.train.finetune import check_output_dir; from pathlib import Path; "
+            "import sys; from ftenv.train.inputs import check_output_dir; from pathlib import Path; "
             "print('\\n'.join(check_output_dir(Path(sys.argv[1]), create=sys.argv[2] == '1')))"
         )
         scripts = Path(tempfile.mkdtemp(prefix="ftenv-src-"))
@@ -299,14 +299,19 @@ def test_unwritable_output_dir_for_a_real_unprivileged_user():
         shutil.copytree(ROOT / "scripts/ftenv", scripts / "ftenv")
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(scripts)}
 
-        def as_nobody(path, create="1"):
+        def as_nobody(path, create="1", **extra_env):
             return subprocess.run(
                 ["/usr/bin/python3", "-c", code, str(path), create],
-                capture_output=True, text=True, env=env, user=65534, group=65534, cwd="/",
+                capture_output=True, text=True, env={**env, **extra_env}, user=65534, group=65534, cwd="/",
             )  # fmt: skip
 
         bad = as_nobody(out)
         assert f"output dir {out} is not writable by uid 65534" in bad.stdout, bad.stderr
+        # The folder belongs to uid 0: under rootless Docker/Podman that is the host user.
+        assert "under rootless Docker or Podman" in bad.stdout and "`--user 0:0`" in bad.stdout
+        # On Kubernetes the fix is the volume's ownership (fsGroup does not reach every volume).
+        k8s = as_nobody(out, KUBERNETES_SERVICE_HOST="10.0.0.1").stdout
+        assert "writable by uid 1000 or gid 0" in k8s and "fsGroup is not applied" in k8s, k8s
         # A dry run only looks: an existing read-only folder, a folder it could not create.
         assert f"output dir {out} is not writable by uid 65534" in as_nobody(out, "0").stdout
         assert (
@@ -337,7 +342,7 @@ def test_bad_override_messages(work, extra, message):
 def test_missing_options_are_named(work):
     args = parse(["finetune", "--model-dir", "m"])
     with pytest.raises(InputError, match="missing --train, --valid, --output-dir"):
-        finetune.plan(args, environ={})
+        launch_plan.plan(args, environ={})
 
 
 def test_cli_dry_run_prints_the_command_and_creates_nothing(work, capsys, monkeypatch):
@@ -360,3 +365,66 @@ def test_cli_reports_bad_input_with_exit_2(work, capsys):
     rc = cli.main(argv)
     assert rc == 2
     assert "ftenv finetune: model dir /nope does not exist" in capsys.readouterr().err
+
+
+# --- options and overrides a user gets wrong: exit 2 and a message that names the fix -----------
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for key in [k for k in os.environ if k.startswith(("SLURM_", "PET_"))] + ["MASTER_ADDR", "WORLD_SIZE"]:
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--gpus-per-node", "0"],
+            "--gpus-per-node 0: give the number of GPUs (processes) per node, 1 or more",
+        ),
+        (
+            ["--gpus-per-node", "-2"],
+            "--gpus-per-node -2: give the number of GPUs (processes) per node, 1 or more",
+        ),
+        (["--gpus-per-node", "1", "--nnodes", "0"], "--nnodes 0: the number of nodes is 1 or more"),
+        (["--gpus-per-node", "1", "--node-rank", "-1"], "--node-rank -1: node ranks count from 0"),
+        (
+            ["--gpus-per-node", "1", "--master-port", "70000"],
+            "--master-port 70000 is not a TCP port (1-65535)",
+        ),
+        (["--gpus-per-node", "1", "--master-port", "0"], "--master-port 0 is not a TCP port (1-65535)"),
+        (["--gpus-per-node", "1", "train_conf.max_epoch=5"], "write ++train_conf.max_epoch=5"),
+        (["--gpus-per-node", "1", "+train_conf.max_epoch=5"], "write ++train_conf.max_epoch=5"),
+        (["--gpus-per-node", "1", "++a=b=c"], "is not a Hydra override (mismatched input '='"),
+    ],
+)
+def test_bad_options_exit_2_and_name_the_fix(work, clean_env, capsys, extra, message):
+    rc = cli.main([*cmdline(work, "--dry-run"), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith("ftenv finetune: ") and message in err, err
+    assert cli.main([*cmdline(work, "--dry-run"), "--gpus-per-node", "1"]) == 0  # without the mistake
+
+
+def test_hydra_own_settings_pass_as_plain_key_value(work):
+    assert "hydra.run.dir=/x" in plan(work, "--gpus-per-node", "1", "hydra.run.dir=/x").argv
+
+
+def test_missing_absolute_audio_path_does_not_mention_relative_paths(work):
+    absolute = check_line(json.dumps(_user(f"<|startofspeech|>!{work}/wav/none.wav<|endofspeech|>")), work)
+    assert absolute == (
+        f"audio file {work}/wav/none.wav not found "
+        "(in a container the data must be mounted at that same path)"
+    )
+    relative = check_line(json.dumps(_user("<|startofspeech|>!wav/none.wav<|endofspeech|>")), work)
+    assert f"relative paths are read from the working directory {work}" in relative
+
+
+def test_elastic_launch_line_has_no_none(work, clean_env, monkeypatch, capsys):
+    monkeypatch.setenv("PET_NNODES", "2:4")
+    monkeypatch.setenv("PET_RDZV_ENDPOINT", "ft-worker-0:29400")
+    assert cli.main([*cmdline(work, "--gpus-per-node", "1", "--dry-run")]) == 0
+    err = capsys.readouterr().err
+    assert "node None" not in err
+    assert "launch: torchrun variables: 2:4 nodes, node rank assigned at the rendezvous" in err

@@ -384,3 +384,40 @@ def test_first_host_names_what_it_cannot_read():
         first_host(" ")
     with pytest.raises(LaunchError, match=r"cannot read the first host of the Slurm node list 'gpu\['"):
         first_host("gpu[")
+
+
+def test_elastic_launch_is_described_without_a_node_number():
+    env = {"PET_NNODES": "2:4", "PET_RDZV_ENDPOINT": "ft-worker-0:29400"}
+    text = apply_overrides(detect(env)).describe()
+    assert "None" not in text, text
+    assert text == (
+        "torchrun variables: 2:4 nodes, node rank assigned at the rendezvous, rendezvous ft-worker-0:29400"
+    )
+
+
+def test_pet_nproc_per_node_zero_is_refused():
+    with pytest.raises(LaunchError, match="PET_NPROC_PER_NODE=0 must be >= 1"):
+        detect({"PET_NNODES": "1", "PET_NPROC_PER_NODE": "0"})
+
+
+# enroot's PyTorch hook (conf/hooks/extra/50-slurm-pytorch.sh) in every task of a pyxis job
+def _enroot_hook(job_id: int, procid: int) -> dict:
+    return {
+        "MASTER_ADDR": "gpu-a07",
+        "MASTER_PORT": str(61000 + job_id % 4536),
+        "WORLD_SIZE": "4",
+        "RANK": str(procid),
+        "LOCAL_RANK": "0",
+    }
+
+
+def test_enroot_pytorch_hook_port_is_used_and_the_same_on_every_node():
+    job = int(SLURM_STEP["SLURM_JOB_ID"])
+    launches = [detect({**SLURM_STEP, "SLURM_NODEID": str(n), **_enroot_hook(job, n)}) for n in range(4)]
+    assert {launch.master_port for launch in launches} == {61000 + job % 4536}
+    assert {launch.master_addr for launch in launches} == {"gpu-a07"}
+    assert [launch.node_rank for launch in launches] == [0, 1, 2, 3]
+    assert any("enroot's PyTorch hook" in note for note in launches[0].notes)
+    # A port the job sets itself is not taken for the hook's.
+    own = detect({**SLURM_STEP, "MASTER_PORT": "29555"})
+    assert own.master_port == 29555 and not any("hook" in note for note in own.notes)

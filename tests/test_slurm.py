@@ -12,8 +12,9 @@ What differs from a GPU cluster, and why:
   funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/train/funasr_cpu_shim.py),
   with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
 Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
-reading SLURM_* (node rank, node count, first host as master), torchrun per node, DDP across the
-two nodes, the recipe's overrides, the watchdog, checkpoints in OUT_DIR.
+printing the start-up report on each node and reading SLURM_* (node rank, node count, first host as
+master), torchrun per node, DDP across the two nodes, the recipe's overrides, the watchdog,
+checkpoints in OUT_DIR.
 Needs root and `slurm-wlm munge` (installed by `make engine`, part of `make test`).
 """
 
@@ -232,6 +233,8 @@ def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
     logs = "\n".join(p.read_text(errors="replace") for p in tmp_path.glob("job-*.out"))
     tail = f"{proc.stdout}{proc.stderr}\n{logs[-6000:]}\n{cluster.logs()[-3000:]}"
     assert proc.returncode == 0, tail
+    # pyxis skips the image's entrypoint: ftenv finetune prints the start-up report, once per node.
+    assert logs.count("== ftenv report:") == 2, tail
     # One ftenv finetune per node; each read Slurm's variables and agreed on the master.
     for rank in (0, 1):
         assert f"launch: slurm: node {rank} of 2, master {cluster.host}:{env['MASTER_PORT']}" in logs, tail

@@ -128,4 +128,6 @@ def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tm
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "[ftenv-watch] SUMMARY:" in out and "train, rank: 0, epoch: 0/1" in out
+    # The entrypoint printed the report; ftenv finetune (FTENV_REPORT_SHOWN=1) did not print it again.
+    assert out.count("== ftenv report:") == 1, out[-6000:]
     assert (base / "out/model.pt").is_file() and (base / "out/model.pt.ep1").is_file()

@@ -10,11 +10,15 @@ IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-c
 MODEL_DIR=${MODEL_DIR:-/srv/models/Fun-ASR-Nano-2512}  # local checkout: config.yaml, model.pt, Qwen3-0.6B/
 DATA_DIR=${DATA_DIR:-/srv/data/asr}                    # train.jsonl, val.jsonl and the audio they name
 OUT_DIR=${OUT_DIR:-/srv/runs/nano-all-gpus}            # checkpoints and logs (created, must be yours)
+# Run as your UID with group 0, so the output files are yours. Rootless Docker or Podman map your
+# host user to uid 0 in the container and any other uid to someone else, who cannot write OUT_DIR:
+# there set CONTAINER_USER=0:0 (that is you, not the host's root).
+CONTAINER_USER=${CONTAINER_USER:-$(id -u):0}
 
 mkdir -p "$OUT_DIR"
 # Without --gpus-per-node, ftenv finetune starts one process per visible GPU.
 docker run --rm --gpus all --shm-size=16g \
-  --user "$(id -u):0" \
+  --user "$CONTAINER_USER" \
   -v "$MODEL_DIR:$MODEL_DIR:ro" \
   -v "$DATA_DIR:$DATA_DIR:ro" \
   -v "$OUT_DIR:$OUT_DIR" \

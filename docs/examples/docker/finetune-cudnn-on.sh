@@ -9,11 +9,15 @@ IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-c
 MODEL_DIR=${MODEL_DIR:-/srv/models/Fun-ASR-Nano-2512}
 DATA_DIR=${DATA_DIR:-/srv/data/asr}
 OUT_DIR=${OUT_DIR:-/srv/runs/nano-cudnn-on}
+# Run as your UID with group 0, so the output files are yours. Rootless Docker or Podman map your
+# host user to uid 0 in the container and any other uid to someone else, who cannot write OUT_DIR:
+# there set CONTAINER_USER=0:0 (that is you, not the host's root).
+CONTAINER_USER=${CONTAINER_USER:-$(id -u):0}
 
 mkdir -p "$OUT_DIR"
 docker run --rm --gpus '"device=0"' --ipc=host \
   -e TORCH_CUDNN_SDPA_DEPRIORITIZED=0 \
-  --user "$(id -u):0" \
+  --user "$CONTAINER_USER" \
   -v "$MODEL_DIR:$MODEL_DIR:ro" \
   -v "$DATA_DIR:$DATA_DIR:ro" \
   -v "$OUT_DIR:$OUT_DIR" \

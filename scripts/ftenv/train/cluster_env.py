@@ -7,13 +7,19 @@ Pure logic on a mapping of environment variables, so that every scheduler can be
   sets these as well as the variables below.
 - Slurm (`SLURM_JOB_ID` and `SLURM_NODEID`, inside an `srun` step): one task per node, node rank
   `SLURM_NODEID`, the first host of the step's node list as the master (127.0.0.1 on one node),
-  port MASTER_PORT or one derived from the job id (jobs sharing a node do not collide).
+  port MASTER_PORT or one derived from the job id (jobs sharing a node do not collide). Under
+  pyxis, enroot's PyTorch hook (50-slurm-pytorch.sh, where a site enables it) sets MASTER_PORT to
+  61000 + SLURM_JOB_ID % 4536 in every task: that port is used, and every node agrees on it because
+  it depends on the job id only. Its MASTER_ADDR, WORLD_SIZE, RANK and LOCAL_RANK are not read here.
 - Kubernetes / Kubeflow PyTorchJob (`MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`, `RANK`): as in
   upstream's finetune.sh, WORLD_SIZE is the number of nodes (pods) and RANK the node rank.
 - Nothing of the above: a single node.
 
 Options given on the command line (`--nnodes`, `--node-rank`, `--master-addr`, `--master-port`) win
 over all of these.
+
+Long because the four sources and their precedence are one rule: split, the order in which they
+win would live in two places.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ DEFAULT_MASTER_ADDR = "127.0.0.1"
 DEFAULT_MASTER_PORT = 26669
 #: Under Slurm without MASTER_PORT: SLURM_PORT_BASE + SLURM_JOB_ID % SLURM_PORT_SPAN.
 SLURM_PORT_BASE, SLURM_PORT_SPAN = 20000, 10000
+#: enroot's PyTorch hook (conf/hooks/extra/50-slurm-pytorch.sh): MASTER_PORT = BASE + SLURM_JOB_ID % SPAN.
+ENROOT_HOOK_PORT_BASE, ENROOT_HOOK_PORT_SPAN = 61000, 4536
 
 
 class LaunchError(ValueError):
@@ -71,6 +79,8 @@ class Launch:
             if self.rdzv_endpoint
             else f"master {self.master_addr}:{self.master_port}"
         )
+        if self.node_rank is None:  # elastic: torchrun's rendezvous hands out the node ranks
+            return f"{self.source}: {self.nnodes} nodes, node rank assigned at the rendezvous, {where}"
         return f"{self.source}: node {self.node_rank} of {self.nnodes}, {where}"
 
 
@@ -85,12 +95,17 @@ def _int(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int:
     return value
 
 
+def valid_port(port: int) -> bool:
+    """A TCP port torchrun can listen on or reach."""
+    return 0 < port < 65536
+
+
 def _port(value: str, name: str) -> int:
     try:
         port = int(value)
     except ValueError:
         raise LaunchError(f"{name}={value!r} is not a port number") from None
-    if not 0 < port < 65536:
+    if not valid_port(port):
         raise LaunchError(f"{name}={port} is not a port number (1-65535)")
     return port
 
@@ -168,10 +183,18 @@ def _slurm(env: Mapping[str, str]) -> Launch:
         master_addr=master,
         master_port=_port(env["MASTER_PORT"], "MASTER_PORT") if env.get("MASTER_PORT") else None,
     )
+    job = env.get("SLURM_JOB_ID", "")
+    if launch.master_port is not None and job.isdigit():
+        hook_port = ENROOT_HOOK_PORT_BASE + int(job) % ENROOT_HOOK_PORT_SPAN
+        if launch.master_port == hook_port:
+            launch.notes.append(
+                f"MASTER_PORT={hook_port} is enroot's PyTorch hook's ({ENROOT_HOOK_PORT_BASE} + SLURM_JOB_ID "
+                f"% {ENROOT_HOOK_PORT_SPAN}): "
+                "every node of this job has the same one"
+            )
     if launch.master_port is None:
         # Jobs can share a node: a port derived from the job id keeps two jobs apart, and every
         # node of one job derives the same one.
-        job = env.get("SLURM_JOB_ID", "")
         launch.master_port = (
             SLURM_PORT_BASE + int(job) % SLURM_PORT_SPAN if job.isdigit() else DEFAULT_MASTER_PORT
         )
@@ -204,8 +227,8 @@ def _torchrun_vars(env: Mapping[str, str]) -> Launch:
     if port:
         launch.master_port = _port(port, "PET_MASTER_PORT" if env.get("PET_MASTER_PORT") else "MASTER_PORT")
     nproc = env.get("PET_NPROC_PER_NODE", "")
-    if nproc.isdigit():
-        launch.nproc_per_node = int(nproc)
+    if nproc.isdigit():  # torchrun also takes gpu/cpu/auto: those fall back to the visible GPUs
+        launch.nproc_per_node = _int(env, "PET_NPROC_PER_NODE", minimum=1)
     if not launch.rdzv_endpoint:
         if ":" in nnodes:
             raise LaunchError(f"PET_NNODES={nnodes} (elastic) needs PET_RDZV_ENDPOINT")

@@ -30,11 +30,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ftenv.train import selfcheck_compile, selfcheck_loop, selfcheck_render
+from ftenv.train import selfcheck_compile, selfcheck_loop, selfcheck_render, startup_report
 from ftenv.train.selfcheck_base import EXIT, EXIT_ERROR, IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV
 
 
 def run(args: argparse.Namespace) -> int:
+    startup_report.show_once("ftenv selfcheck", in_process=True)  # unless the entrypoint showed it
     if not args.compile and (args.force_recompiles or args.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)
         return EXIT_ERROR

@@ -1,7 +1,7 @@
 """`ftenv selfcheck --recipe`: the real `funasr-train-ds`, through torchrun, on the tiny model.
 
 It runs what upstream's finetune.sh runs (one process, the recipe's Hydra overrides from
-ftenv.train.finetune.RECIPE_DEFAULTS: token batching with the sorting buffer, encoder and adaptor frozen,
+ftenv.train.recipe.RECIPE_DEFAULTS: token batching with the sorting buffer, encoder and adaptor frozen,
 LLM trainable, log_interval 1), with these changes for the tiny model and data: the model and data
 paths, a writable output dir, batch_size 500 tokens (6000 would put the whole tiny set in one
 batch), 2 epochs, no update check, and on a CPU `++device=cpu`, num_workers 0 and the CPU shim.
@@ -26,8 +26,9 @@ from pathlib import Path
 
 from ftenv.steps import funasr_log
 from ftenv.train import tinymodel
-from ftenv.train.finetune import RECIPE_DEFAULTS, merge_overrides
 from ftenv.train.funasr_entry import CPU_SHIM_ENV
+from ftenv.train.overrides import merge_overrides
+from ftenv.train.recipe import RECIPE_DEFAULTS
 from ftenv.train.selfcheck_base import environment, judge, pick_device, thresholds_from, tiny_dir
 
 BATCH_TOKENS = 500

@@ -32,7 +32,7 @@ from pathlib import Path
 
 #: Offline for everything FunASR, transformers and modelscope might try to fetch: the same
 #: environment `ftenv finetune` gives the trainer.
-from ftenv.train.finetune import OFFLINE_ENV
+from ftenv.train.recipe import OFFLINE_ENV
 
 SAMPLE_RATE = 16000
 SYSTEM_PROMPT = "You are a helpful assistant."

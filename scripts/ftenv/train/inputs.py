@@ -1,0 +1,241 @@
+"""What `ftenv finetune` checks before anything starts: its numeric options, the model folder,
+the JSONL data (the recipe's ChatML format) and the output folder. Each problem is one message
+that names the file, the line or the option, what is wrong and the fix; `ftenv finetune` prints
+them and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from ftenv.train.cluster_env import valid_port
+
+#: How many leading lines of each JSONL are checked.
+CHECK_LINES = 5
+SPEECH_MARK = ("<|startofspeech|>", "<|endofspeech|>")
+EXAMPLE_LINE = (
+    '{"messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", '
+    '"content": "语音转写：<|startofspeech|>!/data/wav/utt1.wav<|endofspeech|>"}, {"role": "assistant", '
+    '"content": "几点了？"}], "speech_length": 145, "text_length": 3}'
+)
+#: The image's user: Kubernetes examples run as it, and fsGroup may not reach the volume.
+IMAGE_UID = 1000
+
+
+class InputError(ValueError):
+    """A bad argument or input file; the message is what the user sees."""
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def check_options(gpus_per_node: int | None, nnodes: int | None, node_rank: int | None, master_port):
+    """Problems with the numeric options ([] when none); None means 'not given'."""
+    problems = []
+    if gpus_per_node is not None and gpus_per_node < 1:
+        problems.append(
+            f"--gpus-per-node {gpus_per_node}: give the number of GPUs (processes) per node, 1 or "
+            "more, or leave it out to use every visible GPU"
+        )
+    if nnodes is not None and nnodes < 1:
+        problems.append(
+            f"--nnodes {nnodes}: the number of nodes is 1 or more; leave it out to take it from the "
+            "scheduler (Slurm, Kubeflow, torchrun's PET_NNODES)"
+        )
+    if node_rank is not None and node_rank < 0:
+        problems.append(f"--node-rank {node_rank}: node ranks count from 0 (0 is the master node)")
+    if master_port is not None and not valid_port(master_port):
+        problems.append(
+            f"--master-port {master_port} is not a TCP port (1-65535): pick a free one, the same on "
+            "every node, or leave it out to use the scheduler's or the default"
+        )
+    return problems
+
+
+# --- the model folder ------------------------------------------------------------------------
+
+
+def check_model_dir(path: Path) -> list[str]:
+    """Problems with a local Fun-ASR-Nano checkout ([] when it looks usable)."""
+    if not path.exists():
+        return [
+            f"model dir {path} does not exist: pass a local Fun-ASR-Nano checkout (the folder with "
+            "config.yaml and model.pt; in a container, the path as mounted inside it)"
+        ]
+    if not path.is_dir():
+        return [f"model dir {path} is not a directory"]
+    problems = []
+    for name in ("config.yaml", "model.pt"):
+        if not (path / name).is_file():
+            problems.append(
+                f"model dir {path} has no {name}: not a Fun-ASR-Nano checkout (expected config.yaml, "
+                "model.pt and the LLM folder, e.g. Qwen3-0.6B/)"
+            )
+    return problems
+
+
+# --- the data --------------------------------------------------------------------------------
+
+
+def _audio_problem(audio: str, base: Path) -> str | None:
+    if audio.startswith(("http://", "https://")):
+        return None
+    if Path(audio).is_absolute():
+        if Path(audio).is_file():
+            return None
+        return f"audio file {audio} not found (in a container the data must be mounted at that same path)"
+    if (base / audio).is_file():
+        return None
+    return (
+        f"audio file {audio} not found (relative paths are read from the working directory "
+        f"{base}; in a container the data must be mounted at that path)"
+    )
+
+
+def check_line(line: str, base: Path) -> str | None:
+    """What is wrong with one JSONL line of the recipe's ChatML format (None when nothing)."""
+    if not line.strip():
+        return "the line is empty"
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(item, dict):
+        return f"a JSON {type(item).__name__}, expected an object with 'messages'"
+    if "messages" not in item:
+        keys = ", ".join(sorted(item)) or "none"
+        hint = (
+            ": this looks like FunASR's source/target format (Paraformer, SenseVoice), not "
+            "Fun-ASR-Nano's ChatML messages"
+            if {"source", "target"} & set(item)
+            else ""
+        )
+        return f"no 'messages' key (keys: {keys}){hint}"
+    messages = item["messages"]
+    if not isinstance(messages, list) or not messages:
+        return '\'messages\' must be a non-empty list of {"role": ..., "content": ...}'
+    roles = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
+            return f"messages[{i}] must be an object with 'role' and 'content'"
+        roles.append(msg["role"])
+    user = next((m["content"] for m in messages if m["role"] == "user"), None)
+    if user is None:
+        return f"no message with role 'user' (roles: {', '.join(map(str, roles))})"
+    if "assistant" not in roles:
+        return (
+            f"no message with role 'assistant' holding the transcript (roles: {', '.join(map(str, roles))})"
+        )
+    start, end = SPEECH_MARK
+    if not isinstance(user, str) or start not in user or end not in user:
+        return f"the user message has no {start}!/path/to/audio.wav{end}"
+    audio = user.split(start, 1)[1].split(end, 1)[0]
+    if not audio.startswith("!"):
+        return f"the audio path must follow {start} with '!' ({start}!/path/x.wav{end}), got {audio!r}"
+    if problem := _audio_problem(audio[1:], base):
+        return problem
+    for key in ("speech_length", "text_length"):
+        value = item.get(key)
+        if isinstance(value, list) and value:
+            value = value[0]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            return (
+                f"{key} must be a positive integer (fbank frames for speech_length, tokens for "
+                f"text_length), got {item.get(key)!r}: FunASR silently drops such lines"
+            )
+    return None
+
+
+def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> list[str]:
+    """Problems with a train/valid data file: existence, then its first `lines` lines."""
+    if not path.exists():
+        return [f"{what} data {path} does not exist"]
+    if not path.is_file():
+        return [f"{what} data {path} is not a file"]
+    if path.suffix not in (".jsonl", ".json"):
+        # FunASR reads any other name as a list of JSONL files, one per line.
+        listed = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        if not listed:
+            return [f"{what} data {path} is empty"]
+        first = Path(listed[0])
+        if first.suffix not in (".jsonl", ".json"):
+            return [
+                f"{what} data {path}: FunASR reads a file not named *.jsonl as a list of JSONL files, "
+                f"but its line 1 is {listed[0][:80]!r}. Name the data file *.jsonl"
+            ]
+        return check_jsonl(first if first.is_absolute() else base / first, what, base, lines)
+    problems = []
+    with path.open(encoding="utf-8") as fh:
+        count = 0
+        for number, line in enumerate(fh, start=1):
+            if number > lines:
+                break
+            count += 1
+            problem = check_line(line, base)
+            if problem:
+                problems.append(f"{what} data {path} line {number}: {problem}")
+        if count == 0:
+            problems.append(f"{what} data {path} is empty")
+    if problems:
+        problems.append(f"each line must be one JSON object like: {EXAMPLE_LINE}")
+    return problems
+
+
+# --- the output folder -----------------------------------------------------------------------
+
+
+def _write_hint(folder: Path | None, environ: Mapping[str, str]) -> str:
+    """How to make the folder writable, for where this runs."""
+    if environ.get("KUBERNETES_SERVICE_HOST"):
+        return (
+            f"make the volume writable by uid {IMAGE_UID} or gid 0 before the job starts (fsGroup is "
+            "not applied to ReadWriteMany or most CSI volumes), or set runAsUser to its owner"
+        )
+    hint = "mount a writable folder there and run the container as its owner (`--user $(id -u):0`)"
+    try:
+        owner = folder.stat().st_uid if folder is not None else None
+    except OSError:
+        owner = None
+    if owner == 0 and os.getuid() != 0:
+        hint += (
+            "; it belongs to uid 0 here: under rootless Docker or Podman that is the host user "
+            "who started the container, so run with `--user 0:0` (that user, not the host's root)"
+        )
+    return hint
+
+
+def check_output_dir(path: Path, create: bool = True, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Create the output dir if needed and prove it writable (create=False: only look)."""
+    env = os.environ if environ is None else environ
+    who = f"uid {os.getuid()} gid {os.getgid()}"
+    existing = path if path.exists() else next((p for p in path.parents if p.exists()), None)
+    if not create:
+        if path.exists():
+            if not path.is_dir():
+                return [f"output dir {path} is not a directory"]
+            if not os.access(path, os.W_OK | os.X_OK):
+                return [f"output dir {path} is not writable by {who}: {_write_hint(path, env)}"]
+            return []
+        parent = existing
+        if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            return [
+                f"output dir {path} cannot be created: {parent} is not writable by {who}: "
+                f"{_write_hint(parent, env)}"
+            ]
+        return []
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return [f"output dir {path} cannot be created: {exc.strerror} ({who}): {_write_hint(existing, env)}"]
+    if not path.is_dir():
+        return [f"output dir {path} is not a directory"]
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".ftenv-write-test-"):
+            pass
+    except OSError as exc:
+        return [f"output dir {path} is not writable by {who} ({exc.strerror}): {_write_hint(path, env)}"]
+    return []

@@ -1,0 +1,35 @@
+"""Upstream's Fun-ASR-Nano fine-tuning recipe, as data: what `ftenv finetune`, the self-check's
+recipe run and the tiny model all start from.
+
+The overrides are those of FunASR's examples/industrial_data_pretraining/fun_asr_nano/finetune.sh,
+in its order (model, data and output are added by the launcher). Its
+`++train_conf.deepspeed_config=...` is left out: it points into the example folder and is unused
+with use_deepspeed=false.
+"""
+
+from __future__ import annotations
+
+RECIPE_DEFAULTS: list[tuple[str, str]] = [
+    ("dataset_conf.data_split_num", "1"),
+    ("dataset_conf.batch_sampler", "BatchSampler"),
+    ("dataset_conf.batch_size", "6000"),
+    ("dataset_conf.sort_size", "1024"),
+    ("dataset_conf.batch_type", "token"),
+    ("dataset_conf.num_workers", "4"),
+    ("train_conf.max_epoch", "50"),
+    ("train_conf.log_interval", "1"),
+    ("train_conf.resume", "true"),
+    ("train_conf.validate_interval", "2000"),
+    ("train_conf.save_checkpoint_interval", "2000"),
+    ("train_conf.effective_save_name_excludes", "None"),
+    ("train_conf.keep_nbest_models", "20"),
+    ("train_conf.avg_nbest_model", "10"),
+    ("train_conf.use_deepspeed", "false"),
+    ("optim_conf.lr", "0.0002"),
+    ("audio_encoder_conf.freeze", "true"),
+    ("audio_adaptor_conf.freeze", "true"),
+    ("llm_conf.freeze", "false"),
+]
+#: Set for the trainer unless --allow-hub: no hub download, no PyPI update check.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
+OFFLINE_OVERRIDES: list[tuple[str, str]] = [("disable_update", "true")]

@@ -1,0 +1,83 @@
+"""The start-up report (`ftenv report`) once per node, whichever way the container was started.
+
+The image's entrypoint prints it before the command, but not every launcher runs the entrypoint:
+pyxis runs it only with `--container-entrypoint` (the site default is off, and the examples must
+not turn it on: see docs/finetune.md), `apptainer exec` never does. So `ftenv finetune` and
+`ftenv selfcheck` call `show_once()` first. The entrypoint exports SHOWN_VAR=1 after printing it,
+so a command started through the entrypoint does not print it twice; FTENV_REPORT=0 skips it
+everywhere. A failing or hanging report never stops the command.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+
+SHOWN_VAR = "FTENV_REPORT_SHOWN"
+SKIP_VAR = "FTENV_REPORT"
+TIMEOUT_VAR = "FTENV_REPORT_TIMEOUT"
+DEFAULT_TIMEOUT_S = 60
+#: Set per task by Slurm, torchrun and enroot's PyTorch hook: only local rank 0 of a node prints.
+LOCAL_RANK_VARS = ("LOCAL_RANK", "SLURM_LOCALID")
+
+
+def wanted(environ: Mapping[str, str]) -> bool:
+    """Whether this process should print the report: not skipped, not shown yet, local rank 0."""
+    if environ.get(SKIP_VAR, "1") == "0" or environ.get(SHOWN_VAR) == "1":
+        return False
+    return all(environ.get(name, "0").strip() in ("0", "") for name in LOCAL_RANK_VARS)
+
+
+def _timeout(environ: Mapping[str, str]) -> float:
+    try:
+        return max(1.0, float(environ.get(TIMEOUT_VAR, DEFAULT_TIMEOUT_S)))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+def _in_process() -> tuple[str, str | None]:
+    from ftenv.report import facts, render
+
+    try:
+        f = facts.collect(live=True)
+        return render.render_text(f, render.assess(f)) + "\n", None
+    except Exception as exc:  # the report must never stop the command
+        return "", f"{type(exc).__name__}: {exc}"
+
+
+def _subprocess(env: Mapping[str, str]) -> tuple[str, str | None]:
+    limit = _timeout(env)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ftenv.cli", "report"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            timeout=limit,
+        )
+        return proc.stdout.decode(errors="replace"), (f"exit {proc.returncode}" if proc.returncode else None)
+    except subprocess.TimeoutExpired as exc:
+        return (exc.output or b"").decode(errors="replace"), f"no answer within {limit:.0f} s ({TIMEOUT_VAR})"
+    except OSError as exc:
+        return "", exc.strerror or str(exc)
+
+
+def show_once(who: str, environ: Mapping[str, str] | None = None, in_process: bool = False) -> bool:
+    """Print the report to stderr unless `wanted` says no; True when it was attempted.
+
+    By default in a process of its own with a time limit: a launcher that stays alive for the
+    whole training must not hold a CUDA context of its own (the report's attention probe makes
+    one). `in_process=True` is for a command that uses the GPU itself anyway (the self-check)."""
+    env = os.environ if environ is None else environ
+    if not wanted(env):
+        return False
+    text, failure = _in_process() if in_process else _subprocess(env)
+    if text:
+        print(text, end="" if text.endswith("\n") else "\n", file=sys.stderr)
+    if failure:
+        print(f"{who}: the start-up report failed ({failure}); going on without it", file=sys.stderr)
+    sys.stderr.flush()
+    return True
