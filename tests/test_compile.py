@@ -243,7 +243,10 @@ def test_watchdog_names_recompilation_after_dynamo_recompile_lines(tmp_path, rec
         env={**_env(), "TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"},
         timeout=120,
     )
-    full = next(line for line in r.stdout.splitlines() if "SLOW STEP" in line)
+    lines = r.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "SLOW STEP" in line)
+    short, full = lines[at], lines[at + 1]  # the short line, then the indented explanation
+    assert ("likely: torch.compile recompiling" in short) is recompile
     assert ("Cause: torch.compile recompiled" in full) is recompile
     assert ("Fix: keep the compile dynamic" in full) is recompile
     if not recompile:
