@@ -82,7 +82,7 @@ def split(text: str, source: str) -> dict[str, str]:
     for layer in LAYERS:
         names = sorted(n for n in entries if (n in stack) == (layer == "torch"))
         head = [
-            f"# Derived from {source} by `make lock` (python -m imagetools locks split --write): do not edit.",
+            f"# Derived from {source} by `make lock` (imagetools locks split --write): do not edit.",
             f"# Layer {layer}: {what[layer]}.",
         ]
         out[layer] = "\n".join([*head, *(entries[n] for n in names)]) + "\n"
