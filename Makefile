@@ -13,7 +13,7 @@ ENGINE_PKGS := buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
 SLURM_PKGS := slurm-wlm munge
 
-.PHONY: help run test unit lint release-check bake image standin-base engine venv lock clean
+.PHONY: help run test unit lint release-check bake image standin-base engine venv lock clean scan layer-check
 
 help:
 	@echo "make run      build the $(VARIANT) image and run it on its default"
@@ -23,6 +23,8 @@ help:
 	@echo "make lock     recompile docker/locks/ from versions.toml"
 	@echo "make bake     regenerate docker/docker-bake.json from versions.toml"
 	@echo "make release-check  actionlint + bake file, tags, labels, action pins (docs/releasing.md)"
+	@echo "make scan     known vulnerabilities in the lock and the image (grype; exit 2: not scanned)"
+	@echo "make layer-check  the torch layer survives a change to the rest of the lock (rebuilds)"
 
 venv: $(VENV)/.installed
 # The host venv holds the same locked stack as the default image (torch runs on the CPU here),
@@ -77,6 +79,18 @@ lock:
 	    --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
 	    --custom-compile-command 'make lock' -o docker/locks/$$v.txt; \
 	done
+	PYTHONPATH=scripts python3 -m imagetools locks split --write
+
+# Known vulnerabilities (docs/releasing.md, "Known vulnerabilities"): the lock's SBOM and the built
+# image, with the release's policy. Exit 1: a critical finding with a fix; 2: not scanned (no grype,
+# or its database unreachable).
+scan:
+	PYTHONPATH=scripts python3 -m imagetools scan $(VARIANT) --image $(IMAGE)
+
+# Rebuilds the image with a changed rest-of-lock and fails if the torch layer changed with it.
+layer-check: image
+	flock /tmp/ftenv-build.lock env PYTHONPATH=scripts python3 -m imagetools layers rebuild-check \
+	  $(VARIANT) --image $(IMAGE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"release exists: {args.ref}: {what}: {detail}", file=sys.stderr)
         return code
     elif args.action == "check":
-        problems = checks.check(ROOT, v)
+        problems = checks.check(Path(args.root), v)
         for p in problems:
             print(f"release-check: {p}", file=sys.stderr)
         if problems:
@@ -117,5 +117,6 @@ def add_parser(sub) -> None:
         f"says not found, {PROBE_FAILED} on any other error",
     )
     e.add_argument("ref")
-    acts.add_parser("check", help="every release sub-check (exit 1 when any finds a problem)")
+    c = acts.add_parser("check", help="every release sub-check (exit 1 when any finds a problem)")
+    c.add_argument("--root", default=str(ROOT), help="the checkout to check (default: this one)")
     p.set_defaults(func=run)
