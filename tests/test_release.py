@@ -63,7 +63,9 @@ def test_committed_bake_file_is_the_generated_one_and_has_one_target_per_variant
         assert t["attest"] == ["type=provenance,mode=max", "type=sbom"]
         assert t["dockerfile"] == "docker/Dockerfile" and t["context"] == "."
         assert set(t["labels"]) == set(variant.labels())
-        assert t["cache-to"] == [f"type=registry,ref={bakefile.cache_ref(variant)},mode=max,ignore-error=true"]
+        assert t["cache-to"] == [
+            f"type=registry,ref={bakefile.cache_ref(variant)},mode=max,ignore-error=true"
+        ]
 
 
 def test_arm64_only_where_the_wheels_were_checked():

@@ -99,7 +99,9 @@ def _copy_checkout(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def rebuild_check(variant: str, before: str, tag: str, keep: bool = False) -> int:
+def rebuild(variant: str, tag: str) -> subprocess.CompletedProcess:
+    """Build `tag` from a copy of the checkout whose rest-of-the-lock file has one more comment line
+    (what a FunASR bump changes, and nothing the torch layer reads). Output captured."""
     with tempfile.TemporaryDirectory(prefix="layer-check-") as tmp:
         work = Path(tmp)
         _copy_checkout(work)
@@ -107,17 +109,22 @@ def rebuild_check(variant: str, before: str, tag: str, keep: bool = False) -> in
         rest.write_text(rest.read_text() + "# layer-check: a change to the rest of the lock only\n")
         env = os.environ | {"CONTAINERS_CONF": str(ROOT / "scripts/containers.conf")}
         cmd = [sys.executable, str(work / "scripts/build_image.py"), variant, "--tag", tag]
-        print("+", " ".join(cmd), file=sys.stderr, flush=True)
-        if subprocess.run(cmd, env=env).returncode != 0:
-            print("layer-check: the rebuild failed", file=sys.stderr)
-            return 2
+        return subprocess.run(cmd, env=env, capture_output=True, text=True)
+
+
+def rebuild_check(variant: str, before: str, tag: str, keep: bool = False) -> int:
+    built = rebuild(variant, tag)
+    if built.returncode != 0:
+        print(built.stdout[-3000:] + built.stderr[-3000:], file=sys.stderr)
+        print("layer-check: the rebuild failed", file=sys.stderr)
+        return 2
     try:
         problems, added = compare(layers(before), layers(tag))
     finally:
         if not keep:
             subprocess.run(["podman", "rmi", tag], capture_output=True)
     for layer in added:
-        print(f"layer-check: re-pulled: {layer.diff_id[:19]}  {layer.created_by[:100]}")
+        print(f"layer-check: re-pulled: {layer.diff_id[:19]} {layer.size:>13,}  {layer.created_by[:90]}")
     for p in problems:
         print(f"layer-check: FAIL: {p}", file=sys.stderr)
     if not problems:
