@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from ftenv import versions  # noqa: E402
+from ftenv.build import versions  # noqa: E402
 
 
 def git_revision() -> str:
