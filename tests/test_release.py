@@ -1,4 +1,4 @@
-"""The release pipeline, as far as it can be checked without GitHub (issue 6, docs/releasing.md).
+"""The release pipeline, as far as it can be checked without GitHub (docs/releasing.md).
 
 Each check of `python -m imagetools release check` (what `make release-check` runs) is shown to fail on
 what it guards (a stale bake file, a bake tag or label that differs, a missing Dockerfile label, an unpinned
