@@ -45,8 +45,9 @@ def _compressed_sizes(stream) -> tuple[int, int, int]:
     return raw, gz_bytes, int(counter.communicate()[0])
 
 
-def measure(image: str) -> list[dict]:
-    """Per layer, bottom first: diff ID, instruction, uncompressed, gzip, zstd bytes."""
+def measure(image: str, skip: frozenset[str] = frozenset()) -> list[dict]:
+    """Per layer, bottom first: diff ID, instruction, uncompressed, gzip, zstd bytes (layers whose
+    diff ID is in `skip` are listed without sizes: they were measured in another image)."""
     stack = layertools.layers(image)
     with tempfile.TemporaryDirectory(prefix="image-layers-") as tmp:
         archive = Path(tmp) / "image.tar"
@@ -57,6 +58,9 @@ def measure(image: str) -> list[dict]:
             manifest = json.load(tar.extractfile("manifest.json"))[0]
             rows = []
             for layer, member in zip(stack, manifest["Layers"], strict=True):
+                if layer.diff_id in skip:
+                    rows.append({"diff_id": layer.diff_id, "step": layer.created_by})
+                    continue
                 raw, gz, zst = _compressed_sizes(tar.extractfile(member))
                 rows.append(
                     {"diff_id": layer.diff_id, "step": layer.created_by, "raw": raw, "gzip": gz, "zstd": zst}
@@ -92,7 +96,7 @@ def main() -> int:
     print(f"| | **image** | {_gb(total['raw'])} | {_gb(total['gzip'])} | {_gb(total['zstd'])} | |")
     if args.bumped:
         have = {r["diff_id"] for r in rows}
-        bumped = measure(args.bumped)
+        bumped = measure(args.bumped, skip=frozenset(have))
         new = [r for r in bumped if r["diff_id"] not in have]
         print(f"\nre-pulled after the bump ({len(new)} of {len(bumped)} layers new):")
         for r in new:
