@@ -224,7 +224,8 @@ def test_a_self_hosted_runner_in_a_pull_request_workflow_is_a_problem(repo):
 @pytest.mark.parametrize(
     ("stdout", "stderr", "rc", "expected"),
     [
-        ('{"digest": "sha256:' + "a" * 64 + '"}', "", 0, release.EXISTS),
+        ("sha256:" + "a" * 64, "", 0, release.EXISTS),
+        ("<no value>", "", 0, release.PROBE_FAILED),
         ("", "ERROR: ghcr.io/o/i:t: not found", 1, release.NOT_FOUND),
         ("", "ERROR: unexpected status from HEAD request: 401 Unauthorized", 1, release.PROBE_FAILED),
         ("", "ERROR: failed to do request: dial tcp: lookup ghcr.io: no such host", 1, release.PROBE_FAILED),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,15 +30,14 @@ def probe(ref: str, inspect: list[str] | None = None) -> tuple[int, str]:
     cmd = inspect or ["docker", "buildx", "imagetools", "inspect"]
     try:
         out = subprocess.run(
-            [*cmd, ref, "--format", "{{json .Manifest}}"], capture_output=True, text=True, timeout=300
+            [*cmd, ref, "--format", "{{.Manifest.Digest}}"], capture_output=True, text=True, timeout=300
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return PROBE_FAILED, f"could not run {cmd[0]}: {e}"
     if out.returncode == 0:
-        try:
-            digest = json.loads(out.stdout)["digest"]
-        except (ValueError, KeyError, TypeError):
-            return PROBE_FAILED, f"unexpected inspect output: {out.stdout.strip()[:200]!r}"
+        digest = out.stdout.strip()
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            return PROBE_FAILED, f"unexpected inspect output: {digest[:200]!r}"
         return EXISTS, digest
     err = out.stderr.strip()
     if any(marker in err for marker in _NOT_FOUND_MARKERS):
