@@ -137,3 +137,13 @@ def test_lock_sbom_cli_prints_json():
     cmd = [sys.executable, "-m", "imagetools", "scan", "cu130", "--lock-sbom"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
     assert json.loads(out)["components"]
+
+
+def test_the_layer_check_changes_funasrs_entry_only_and_so_only_the_rest_layer():
+    from imagetools import layers
+
+    bumped = layers.bump_funasr_entry(LOCK)
+    assert bumped != LOCK
+    assert locks.parse(bumped)[1].keys() == locks.parse(LOCK)[1].keys()
+    before, after = locks.split(LOCK, "cu130.txt"), locks.split(bumped, "cu130.txt")
+    assert after["torch"] == before["torch"] and after["rest"] != before["rest"]
