@@ -75,8 +75,8 @@ FAULTS = {
     "workflow": (
         lambda r: edit(
             r / ".github/workflows/release.yml",
-            "!cancelled() && startsWith(github.ref, 'refs/tags/v') && needs.build",
-            "always() && startsWith(github.ref, 'refs/tags/v') && needs.build",
+            ">-\n      !cancelled() && startsWith",  # promote's condition
+            ">-\n      always() && startsWith",
         ),
         "must use `!cancelled()`",
     ),
