@@ -19,7 +19,7 @@ ENGINE_PKGS := tini buildah podman debootstrap runc fuse-overlayfs slirp4netns u
 # A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
 SLURM_PKGS := slurm-wlm munge
 
-.PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation
+.PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation scan layer-check
 
 help:
 	@echo "make run      build the $(VARIANT) image and run it on its default (GPUs passed when found)"
@@ -31,6 +31,8 @@ help:
 	@echo "make generate after editing versions.toml: locks, bake file, versions in README.md and docs/"
 	@echo "make release-check  actionlint + bake file, tags, labels, action pins (docs/releasing.md)"
 	@echo "make mutation  mutation score of the pure-logic modules (docs/testing.md; slow, not in CI)"
+	@echo "make scan     known vulnerabilities in the lock and the image (grype; exit 2: not scanned)"
+	@echo "make layer-check  the torch layer survives a change to the rest of the lock (rebuilds)"
 
 venv: $(VENV)/.installed
 # The host venv holds the same locked stack as the default image (torch runs on the CPU here),
@@ -101,6 +103,18 @@ lock:
 	    --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
 	    --custom-compile-command 'make lock' -o docker/locks/$$v.txt; \
 	done
+	PYTHONPATH=scripts python3 -m imagetools locks split --write
+
+# Known vulnerabilities (docs/releasing.md, "Known vulnerabilities"): the lock's SBOM and the built
+# image, with the release's policy. Exit 1: a critical finding with a fix; 2: not scanned (no grype,
+# or its database unreachable).
+scan:
+	PYTHONPATH=scripts python3 -m imagetools scan $(VARIANT) --image $(IMAGE)
+
+# Rebuilds the image with a changed rest-of-lock and fails if the torch layer changed with it.
+layer-check: image
+	flock /tmp/ftenv-build.lock env PYTHONPATH=scripts python3 -m imagetools layers rebuild-check \
+	  $(VARIANT) --image $(IMAGE)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

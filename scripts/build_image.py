@@ -29,12 +29,16 @@ def main() -> int:
         "--engine", choices=local.ENGINE_CHOICES, default="auto", help="auto: Docker if it answers"
     )
     parser.add_argument("--base", choices=local.BASE_CHOICES, default="auto", help="auto: real if pullable")
+    parser.add_argument(
+        "--no-default-tag", action="store_true", help="tag only --tag, not the variant's local tag"
+    )
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
     v = versions.load()
     variant = v.variant(args.variant) if args.variant else v.default
-    return local.build(variant, args.tag, argv[split + 1 :], local.Request(args.engine, args.base))
+    want = local.Request(args.engine, args.base)
+    return local.build(variant, args.tag, argv[split + 1 :], want, default_tag=not args.no_default_tag)
 
 
 if __name__ == "__main__":

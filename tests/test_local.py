@@ -17,7 +17,8 @@ import pytest
 
 from ftenv.build import versions
 from ftenv.report import render
-from imagetools import local, release
+from imagetools import bake as bake_file
+from imagetools import local
 
 ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
@@ -256,6 +257,16 @@ def test_podman_without_registry_builds_on_the_standin_under_local_names_only(fa
     assert "--pull=never" in build and build[-2:] == ["--build-arg=X=1", str(ROOT)]
 
 
+def test_a_trial_build_leaves_the_variants_tag_alone(fake_engines):
+    """What the layer check's rebuild does: only its own tag, so the image under test keeps its name."""
+    calls, _ = fake_engines
+    assert local.build(V.default, ["ftenv-layer-check:rebuilt"], [], default_tag=False) == 0
+    built = [n for n in written_names(calls()) if n != local.STANDIN_BASE]
+    assert built == ["localhost/ftenv-layer-check:rebuilt"]
+    with pytest.raises(SystemExit, match="needs a --tag"):
+        local.build(V.default, [], [], default_tag=False)
+
+
 def test_a_standin_under_the_upstream_name_is_named_and_not_used(fake_engines, monkeypatch, capsys):
     """A store where an earlier build imported its stand-in as the real base's name."""
     calls, _ = fake_engines
@@ -292,7 +303,7 @@ def test_docker_bakes_the_variant_target_for_a_local_load(fake_engines, monkeypa
     bake = next(c for c in log if c[1:3] == ["buildx", "bake"])
     assert bake[-2:] == ["--load", V.default.name]
     target = json.loads(log_path.with_name("bake.json").read_text())["target"][V.default.name]
-    committed = release.resolve_target(json.loads((ROOT / release.BAKE_FILE).read_text()), V.default.name)
+    committed = bake_file.resolve_target(json.loads((ROOT / bake_file.BAKE_FILE).read_text()), V.default.name)
     assert target["platforms"] == ["linux/amd64"] and target["tags"] == ["localhost/ftenv:cu130"]
     assert not {"annotations", "attest", "cache-to"} & target.keys()
     assert target["dockerfile"] == committed["dockerfile"]

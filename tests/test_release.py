@@ -1,4 +1,4 @@
-"""The release pipeline, as far as it can be checked without GitHub (issue 6, docs/releasing.md).
+"""The release pipeline, as far as it can be checked without GitHub (docs/releasing.md).
 
 Each check of `python -m imagetools release check` (what `make release-check` runs) is shown to fail on
 what it guards (a stale bake file, a bake tag or label that differs, a missing Dockerfile label, an unpinned
@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 
 from ftenv.build import versions
-from imagetools import release
+from imagetools import bake as bakefile
+from imagetools import checks, release, tags
 
 ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
-BAKE_TEXT = (ROOT / release.BAKE_FILE).read_text()
-DOCKERFILE_TEXT = (ROOT / release.DOCKERFILE).read_text()
+BAKE_TEXT = (ROOT / bakefile.BAKE_FILE).read_text()
+DOCKERFILE_TEXT = (ROOT / bakefile.DOCKERFILE).read_text()
 SHA = "0123456789abcdef0123456789abcdef01234567"
 GOOD_PIN = "      - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1\n"
 
@@ -47,22 +48,24 @@ def cli(*args: str, file: Path | None = None) -> str:
 
 
 def test_release_check_passes_on_the_repository():
-    assert release.check() == []
+    assert checks.check(ROOT) == []
 
 
 def test_committed_bake_file_is_the_generated_one_and_has_one_target_per_variant():
     data = json.loads(BAKE_TEXT)
-    assert release.render_bake(V) == BAKE_TEXT
+    assert bakefile.render_bake(V) == BAKE_TEXT
     assert data["group"]["default"]["targets"] == list(V.variants)
     assert set(data["target"]) == {"_common", "_labels", *V.variants}
     for variant in V.variants.values():
-        t = release.resolve_target(data, variant.name, {"COMMIT": SHA[:12]})
+        t = bakefile.resolve_target(data, variant.name, {"COMMIT": SHA[:12]})
         assert t["tags"] == [f"{variant.image['repository']}:{variant.tag}-{SHA[:12]}"]
         assert t["platforms"] == list(variant.platforms)
         assert t["attest"] == ["type=provenance,mode=max", "type=sbom"]
         assert t["dockerfile"] == "docker/Dockerfile" and t["context"] == "."
         assert set(t["labels"]) == set(variant.labels())
-        assert t["cache-to"] == [f"type=registry,ref={release.cache_ref(variant)},mode=max,ignore-error=true"]
+        assert t["cache-to"] == [
+            f"type=registry,ref={bakefile.cache_ref(variant)},mode=max,ignore-error=true"
+        ]
 
 
 def test_arm64_only_where_the_wheels_were_checked():
@@ -77,20 +80,20 @@ def test_arm64_only_where_the_wheels_were_checked():
 
 def test_release_tags_of_the_default_and_another_variant():
     cu130, cu128 = V.variants["cu130"], V.variants["cu128"]
-    assert release.release_tags(V, cu130, SHA) == [
+    assert tags.release_tags(V, cu130, SHA) == [
         "funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56-0123456789ab",
         "funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56",
         "cu130",
         "latest",
     ]
-    assert release.release_tags(V, cu128, SHA)[2:] == ["cu128"]  # no `latest`: not the default
+    assert tags.release_tags(V, cu128, SHA)[2:] == ["cu128"]  # no `latest`: not the default
 
 
 @pytest.mark.parametrize("name", sorted(V.variants))
 def test_every_tag_parses_back_into_its_versions(name):
     variant = V.variants[name]
-    for tag in release.release_tags(V, variant, SHA):
-        got = release.parse(tag, V)
+    for tag in tags.release_tags(V, variant, SHA):
+        got = tags.parse(tag, V)
         assert got["variant"] == name
         if got["kind"] != "moving":
             assert (got["funasr"], got["torch"], got["cuda_short"], got["cudnn"]) == (
@@ -99,8 +102,8 @@ def test_every_tag_parses_back_into_its_versions(name):
                 variant.cuda_short,
                 variant.cudnn,
             )
-    assert release.parse(f"{variant.tag}-{SHA[:12]}", V)["commit"] == SHA[:12]
-    assert release.parse(variant.tag, V)["kind"] == "stack"
+    assert tags.parse(f"{variant.tag}-{SHA[:12]}", V)["commit"] == SHA[:12]
+    assert tags.parse(variant.tag, V)["kind"] == "stack"
 
 
 @pytest.mark.parametrize(
@@ -114,14 +117,14 @@ def test_every_tag_parses_back_into_its_versions(name):
 )
 def test_parse_rejects_tags_that_are_not_ours(tag):
     with pytest.raises(ValueError):
-        release.parse(tag, V)
+        tags.parse(tag, V)
 
 
 def test_short_commit_wants_hex():
-    assert release.short_commit(SHA.upper()) == SHA[:12]
+    assert tags.short_commit(SHA.upper()) == SHA[:12]
     for bad in ("abc", "main", "g0123456789"):
         with pytest.raises(ValueError):
-            release.short_commit(bad)
+            tags.short_commit(bad)
 
 
 def test_check_tags_fails_when_two_variants_share_a_tag(tmp_path):
@@ -129,9 +132,9 @@ def test_check_tags_fails_when_two_variants_share_a_tag(tmp_path):
     twin = text.split("[variants.cu130]", 1)[1].split("[variants.", 1)[0]
     path = tmp_path / "versions.toml"
     path.write_text(text + "\n[variants.cu130b]" + twin)
-    problems = release.check_tags(versions.load(path))
+    problems = checks.check_tags(versions.load(path))
     assert any("belongs to both cu130 and cu130b" in p for p in problems), problems
-    assert release.check_tags(V) == []
+    assert checks.check_tags(V) == []
 
 
 # --- a changed version follows through ---------------------------------------------------------------
@@ -155,9 +158,9 @@ def test_a_changed_version_moves_tags_labels_and_bake_targets(tmp_path):
         f"ghcr.io/funasr-nano-images/funasr-nano:{t}"
         for t in (f"{stack}-{SHA[:12]}", stack, "cu130", "latest")
     ]
-    assert release.parse(stack, new)["cudnn"] == "9.20.0.48"
+    assert tags.parse(stack, new)["cudnn"] == "9.20.0.48"
     with pytest.raises(ValueError):  # the old stack is no longer one of ours
-        release.parse(V.variants["cu130"].tag, new)
+        tags.parse(V.variants["cu130"].tag, new)
 
     labels = cu130.labels()
     assert labels["ftenv.cudnn.version"] == "9.20.0.48"
@@ -165,22 +168,22 @@ def test_a_changed_version_moves_tags_labels_and_bake_targets(tmp_path):
     assert labels["org.opencontainers.image.version"] == stack
 
     bake = json.loads(cli("bake", file=path))
-    t = release.resolve_target(bake, "cu130", {"COMMIT": SHA[:12]})
+    t = bakefile.resolve_target(bake, "cu130", {"COMMIT": SHA[:12]})
     assert t["tags"] == [f"ghcr.io/funasr-nano-images/funasr-nano:{stack}-{SHA[:12]}"]
     assert t["args"]["CUDNN_VERSION"] == "9.20.0.48" and t["args"]["FUNASR_VERSION"] == "1.4.17"
     assert t["labels"]["ftenv.cudnn.version"] == "9.20.0.48"
     assert "index,manifest:ftenv.cudnn.version=9.20.0.48" in t["annotations"]
-    cu128 = release.resolve_target(bake, "cu128", {"COMMIT": SHA[:12]})
+    cu128 = bakefile.resolve_target(bake, "cu128", {"COMMIT": SHA[:12]})
     assert cu128["args"]["CUDNN_VERSION"] == "9.19.0.56"  # only cu130's cuDNN changed
     assert cu128["args"]["FUNASR_VERSION"] == "1.4.17"  # a common pin moves every variant
 
     # The committed bake file is now stale, and the check says so; the regenerated one passes.
-    stale = release.check_bake(new, BAKE_TEXT)
+    stale = checks.check_bake(new, BAKE_TEXT)
     assert any("make bake" in p for p in stale)
     assert any("bake target cu130: tags" in p for p in stale)
-    assert release.check_bake(new, release.render_bake(new)) == []
-    assert release.check_tags(new) == []
-    assert release.check_labels(new, DOCKERFILE_TEXT) == []
+    assert checks.check_bake(new, bakefile.render_bake(new)) == []
+    assert checks.check_tags(new) == []
+    assert checks.check_labels(new, DOCKERFILE_TEXT) == []
 
 
 def test_a_new_variant_gets_its_own_target_and_tags(tmp_path):
@@ -191,9 +194,9 @@ def test_a_new_variant_gets_its_own_target_and_tags(tmp_path):
         text + "\n[variants.cu126]" + table.replace("12.8.1", "12.6.3").replace("+cu128", "+cu126")
     )
     new = versions.load(path)
-    bake = json.loads(release.render_bake(new))
+    bake = json.loads(bakefile.render_bake(new))
     assert bake["group"]["default"]["targets"] == ["cu130", "cu128", "cu126"]
-    tags = release.resolve_target(bake, "cu126", {"COMMIT": SHA[:12]})["tags"]
+    tags = bakefile.resolve_target(bake, "cu126", {"COMMIT": SHA[:12]})["tags"]
     assert tags == [
         f"ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu126-cudnn9.19.0.56-{SHA[:12]}"
     ]
@@ -228,14 +231,14 @@ def _edited_bake(edit) -> str:
     ],
 )
 def test_check_bake_fails_on_a_bake_file_that_differs(edit, expected):
-    assert release.check_bake(V, BAKE_TEXT) == []
-    problems = release.check_bake(V, _edited_bake(edit))
+    assert checks.check_bake(V, BAKE_TEXT) == []
+    problems = checks.check_bake(V, _edited_bake(edit))
     assert any("make bake" in p for p in problems), problems
     assert any(expected in p for p in problems), problems
 
 
 def test_check_bake_fails_on_a_file_that_is_not_json():
-    assert "not JSON" in release.check_bake(V, BAKE_TEXT[:-10])[0]
+    assert "not JSON" in checks.check_bake(V, BAKE_TEXT[:-10])[0]
 
 
 def test_resolve_target_merges_as_buildx_does():
@@ -246,31 +249,31 @@ def test_resolve_target_merges_as_buildx_does():
             "b": {"inherits": ["a"], "args": {"B": "2"}, "annotations": ["b"], "tags": ["t:${X}"]},
         },
     }
-    t = release.resolve_target(data, "b")
+    t = bakefile.resolve_target(data, "b")
     assert t == {
         "args": {"A": "1", "B": "2"},  # maps merge, the child wins
         "annotations": ["a", "b"],  # annotations append
         "tags": ["t:d"],  # tags replace; ${X} takes its default
         "platforms": ["p1"],
     }
-    assert release.resolve_target(data, "b", {"X": "o"})["tags"] == ["t:o"]
+    assert bakefile.resolve_target(data, "b", {"X": "o"})["tags"] == ["t:o"]
     with pytest.raises(ValueError, match="not defined"):
-        release.resolve_target(data, "c")
+        bakefile.resolve_target(data, "c")
 
 
 # --- labels ----------------------------------------------------------------------------------------
 
 
 def test_check_labels_fails_on_a_missing_or_different_dockerfile_label():
-    assert release.check_labels(V, DOCKERFILE_TEXT) == []
+    assert checks.check_labels(V, DOCKERFILE_TEXT) == []
     missing = re.sub(r'\n\s*ftenv\.cudnn\.version="\$\{CUDNN_VERSION\}" \\', "", DOCKERFILE_TEXT)
     assert missing != DOCKERFILE_TEXT
-    assert "docker/Dockerfile: label ftenv.cudnn.version missing" in release.check_labels(V, missing)
+    assert "docker/Dockerfile: label ftenv.cudnn.version missing" in checks.check_labels(V, missing)
     wrong = DOCKERFILE_TEXT.replace('ftenv.torch.version="${TORCH_VERSION}"', 'ftenv.torch.version="2.9.0"')
     assert wrong != DOCKERFILE_TEXT
-    assert any("label ftenv.torch.version='2.9.0'" in p for p in release.check_labels(V, wrong))
+    assert any("label ftenv.torch.version='2.9.0'" in p for p in checks.check_labels(V, wrong))
     extra = DOCKERFILE_TEXT.replace("LABEL ", 'LABEL ftenv.extra="x" \\\n      ', 1)
-    assert "docker/Dockerfile: label ftenv.extra is not in Variant.labels()" in release.check_labels(V, extra)
+    assert "docker/Dockerfile: label ftenv.extra is not in Variant.labels()" in checks.check_labels(V, extra)
 
 
 # --- workflows: pins and actionlint ----------------------------------------------------------------
@@ -298,12 +301,12 @@ def _workflows(tmp_path: Path, *uses_lines: str) -> Path:
     ],
 )
 def test_check_workflows_fails_on_an_unpinned_action(tmp_path, line, problem):
-    problems = release.check_workflows(_workflows(tmp_path, GOOD_PIN, line))
+    problems = checks.check_workflows(_workflows(tmp_path, GOOD_PIN, line))
     assert len(problems) == 1 and problem in problems[0] and "w.yml:" in problems[0], problems
 
 
 def test_check_workflows_accepts_pins_local_actions_and_the_repository(tmp_path):
-    ok = release.check_workflows(
+    ok = checks.check_workflows(
         _workflows(
             tmp_path,
             GOOD_PIN,
@@ -312,15 +315,15 @@ def test_check_workflows_accepts_pins_local_actions_and_the_repository(tmp_path)
         )
     )
     assert ok == []
-    real = sorted((ROOT / release.WORKFLOWS).glob("*.yml"))
+    real = sorted((ROOT / checks.WORKFLOWS).glob("*.yml"))
     assert {p.name for p in real} >= {"lint.yml", "test.yml", "release.yml"}
-    assert release.check_workflows(ROOT / release.WORKFLOWS) == []
+    assert checks.check_workflows(ROOT / checks.WORKFLOWS) == []
     uses = [line for p in real for line in p.read_text().splitlines() if "uses:" in line]
     assert len(uses) >= 10  # the check did see the actions
 
 
 def test_check_workflows_fails_when_there_are_none(tmp_path):
-    assert release.check_workflows(tmp_path) == [f"{tmp_path}: no workflows"]
+    assert checks.check_workflows(tmp_path) == [f"{tmp_path}: no workflows"]
 
 
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
@@ -331,7 +334,7 @@ def _actionlint(root: Path = ROOT) -> subprocess.CompletedProcess:
     """actionlint as `make release-check` runs it, on the workflows under `root`."""
     assert ACTIONLINT.exists(), "actionlint is part of the test extra (pyproject.toml)"
     config = root / ".github/actionlint.yaml"
-    files = sorted((root / release.WORKFLOWS).glob("*.yml"))
+    files = sorted((root / checks.WORKFLOWS).glob("*.yml"))
     cmd = [str(ACTIONLINT), "-shellcheck", str(SHELLCHECK), "-config-file", str(config), *map(str, files)]
     return subprocess.run(cmd, cwd=root, capture_output=True, text=True)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ftenv.build import versions
 from ftenv.report.render import STANDIN_BASE_ENV
-from imagetools import release
+from imagetools import bake
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The stand-in base: a local name, so that it can never shadow the real base image.
@@ -275,7 +275,7 @@ def podman_build(plan: Plan, tags: list[str], args: dict[str, str]) -> list[str]
         "--pull=never",
         "--layers",
         "-f",
-        str(ROOT / release.DOCKERFILE),
+        str(ROOT / bake.DOCKERFILE),
     ]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
     if plan.standin:
@@ -291,8 +291,8 @@ def local_bake(
     """The bake file's target for this variant, as buildx resolves it, made fit for a local `--load`:
     the host's platform only, local tags, no attestations, annotations or cache export (the
     `docker` driver refuses index annotations and cache export on a single-platform load)."""
-    data = json.loads((ROOT / release.BAKE_FILE).read_text())
-    target = release.resolve_target(
+    data = json.loads((ROOT / bake.BAKE_FILE).read_text())
+    target = bake.resolve_target(
         data, variant.name, {"REVISION": args["REVISION"], "CREATED": args["CREATED"]}
     )
     host = _MACHINES.get(machine)
@@ -323,10 +323,19 @@ def _say(plan: Plan, which: tuple[str, ...]) -> None:
     print("ftenv: " + "\n       ".join(lines), file=sys.stderr, flush=True)
 
 
-def build(variant: versions.Variant, tags: list[str], extra: list[str], want: Request = Request()) -> int:
+def build(
+    variant: versions.Variant,
+    tags: list[str],
+    extra: list[str],
+    want: Request = Request(),
+    default_tag: bool = True,
+) -> int:
     """Build the variant (scripts/build_image.py; the caller holds the build lock); returns the
-    engine's exit code."""
-    tags = [local_name(t) for t in [local_tag(variant), *tags]]
+    engine's exit code. default_tag=False leaves the variant's own tag where it is (a trial build
+    beside the image under test)."""
+    tags = [local_name(t) for t in [*([local_tag(variant)] if default_tag else []), *tags]]
+    if not tags:
+        raise SystemExit("build_image.py: --no-default-tag needs a --tag")
     plan = choose(probe(variant, want), Request(want.engine, want.base, gpus="none"))
     _say(plan, ("engine", "base"))
     env = engine_env(plan.engine)
@@ -346,9 +355,7 @@ def build(variant: versions.Variant, tags: list[str], extra: list[str], want: Re
         bake_file = Path(tmp) / "local-bake.json"
         bake_file.write_text(json.dumps(local_bake(plan, variant, tags, args, platform.machine()), indent=2))
         cmd = ["docker", "buildx", "bake", "-f", str(bake_file), "--load", *extra, variant.name]
-        print(
-            "+", " ".join(cmd), f"(target {variant.name} of {release.BAKE_FILE})", file=sys.stderr, flush=True
-        )
+        print("+", " ".join(cmd), f"(target {variant.name} of {bake.BAKE_FILE})", file=sys.stderr, flush=True)
         return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 

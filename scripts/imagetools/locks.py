@@ -1,0 +1,146 @@
+"""`python -m imagetools locks split`: the per-layer locks, derived from each variant's one lock.
+
+The image installs its lock in two layers ordered by how often they change (docs/releasing.md,
+"Layers"): the torch stack first (torch, torchaudio, triton, the nvidia-* and cuda-* wheels, and
+every package of the lock that only they pull in), then the rest (transformers, FunASR, ...).
+A bump of FunASR or transformers then rebuilds and re-ships only the second layer; the 4 GB torch
+layer keeps its digest. Both files are cut verbatim from `docker/locks/<variant>.txt` (hashes and
+markers included), so there stays one source: `make lock` writes them, `release check` fails when
+they differ from what the lock derives.
+
+Which package goes where is read from the lock's own `# via` annotations (uv writes them): a package
+is in the torch stack when it is a root or when a package already in the torch stack requires it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCKS = Path("docker/locks")
+#: Where the per-layer locks go (a folder of their own, beside the lock they derive from).
+LAYER_LOCKS = LOCKS / "layers"
+#: Layer names, in install order.
+LAYERS = ("torch", "rest")
+#: The torch stack's roots: what changes with a torch or CUDA bump and nothing else.
+_ROOT_RE = re.compile(r"^(torch|torchaudio|triton|nvidia-.+|cuda-.+)$")
+_ENTRY_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.\-]*)==")
+_VIA_ONE_RE = re.compile(r"^\s+# via (?P<name>\S+)\s*$")
+_VIA_MANY_RE = re.compile(r"^\s+#   (?P<name>\S+)\s*$")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse(text: str) -> tuple[list[str], dict[str, str], dict[str, set[str]]]:
+    """The lock's header lines, each package's verbatim entry and the packages that require it."""
+    header: list[str] = []
+    entries: dict[str, list[str]] = {}
+    via: dict[str, set[str]] = {}
+    current = None
+    for line in text.splitlines():
+        m = _ENTRY_RE.match(line)
+        if m:
+            current = _norm(m["name"])
+            if current in entries:
+                raise ValueError(f"lock pins {current} twice")
+            entries[current], via[current] = [line], set()
+        elif current is None:
+            header.append(line)
+        else:
+            entries[current].append(line)
+            v = _VIA_ONE_RE.match(line) or _VIA_MANY_RE.match(line)
+            if v and not v["name"].startswith("-"):
+                via[current].add(_norm(v["name"]))
+    return header, {k: "\n".join(lines) for k, lines in entries.items()}, via
+
+
+def torch_stack(via: dict[str, set[str]]) -> set[str]:
+    """The roots, and every package that a package of the stack requires (the closure)."""
+    stack = {name for name in via if _ROOT_RE.match(name)}
+    while True:
+        more = {name for name, parents in via.items() if name not in stack and parents & stack}
+        if not more:
+            return stack
+        stack |= more
+
+
+def split(text: str, source: str) -> dict[str, str]:
+    """Layer name -> the text of its lock; every entry of the source lock is in exactly one."""
+    _, entries, via = parse(text)
+    stack = torch_stack(via)
+    if not stack:
+        raise ValueError(f"{source}: no torch, triton, nvidia-* or cuda-* package: nothing to split")
+    what = {
+        "torch": "the torch stack (torch, torchaudio, triton, nvidia-*, cuda-* and what only they need)",
+        "rest": "everything else (installed after the torch stack, with --no-deps)",
+    }
+    out = {}
+    for layer in LAYERS:
+        names = sorted(n for n in entries if (n in stack) == (layer == "torch"))
+        head = [
+            f"# Derived from {source} by `make lock` (imagetools locks split --write): do not edit.",
+            f"# Layer {layer}: {what[layer]}.",
+        ]
+        out[layer] = "\n".join([*head, *(entries[n] for n in names)]) + "\n"
+    return out
+
+
+def layer_path(variant: str, layer: str) -> Path:
+    return LAYER_LOCKS / f"{variant}-{layer}.txt"
+
+
+def check(root: Path, variants) -> list[str]:
+    """Each variant's per-layer locks are exactly what its lock derives."""
+    problems = []
+    for name in variants:
+        lock = root / LOCKS / f"{name}.txt"
+        if not lock.is_file():
+            problems.append(f"{LOCKS / (name + '.txt')} missing: run `make lock`")
+            continue
+        try:
+            derived = split(lock.read_text(), str(LOCKS / f"{name}.txt"))
+        except ValueError as e:
+            problems.append(str(e))
+            continue
+        for layer, text in derived.items():
+            path = root / layer_path(name, layer)
+            if not path.is_file() or path.read_text() != text:
+                problems.append(f"{layer_path(name, layer)} is not what {lock.name} derives: run `make lock`")
+    return problems
+
+
+def write(root: Path, variants) -> None:
+    for name in variants:
+        derived = split((root / LOCKS / f"{name}.txt").read_text(), str(LOCKS / f"{name}.txt"))
+        for layer, text in derived.items():
+            path = root / layer_path(name, layer)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {layer_path(name, layer)}", file=sys.stderr)
+
+
+def run(args) -> int:
+    from ftenv.build import versions
+
+    names = list(versions.load(args.file).variants) if not args.variant else [args.variant]
+    if args.write:
+        write(ROOT, names)
+        return 0
+    problems = check(ROOT, names)
+    for p in problems:
+        print(f"locks: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("locks", help="per-layer locks derived from docker/locks/<variant>.txt")
+    p.add_argument("--file", help="versions file (default: the checkout's)")
+    acts = p.add_subparsers(dest="action", required=True)
+    s = acts.add_parser("split", help="check (or --write) docker/locks/layers/<variant>-{torch,rest}.txt")
+    s.add_argument("--variant", help="one variant (default: all)")
+    s.add_argument("--write", action="store_true", help="write the files instead of checking them")
+    p.set_defaults(func=run)

@@ -1,0 +1,69 @@
+"""Image tags, derived from versions.toml (docs/releasing.md says what each one promises).
+
+- `<stack>-<commit>`: one build of one commit, never pushed twice (`<commit>` is the first 12 hex
+  digits of the git SHA, as docker-stacks tags its images). Every build pushes it.
+- `<stack>`: the newest release of exactly that stack; `<stack>` is `Variant.tag`,
+  `funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56`, and spells every version that matters.
+- `<variant>` (`cu130`, `cu128`): the newest release of that variant; the stack may change.
+- `latest`: the newest release of the default variant.
+
+The build pushes only `<stack>-<commit>`; a release adds the other tags to the same digest after
+the GPU smoke test (or an explicit, recorded decision to release without one).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ftenv.build import versions
+
+#: Hex digits of the commit in `<stack>-<commit>` (docker-stacks uses 12 too).
+COMMIT_LEN = 12
+LATEST = "latest"
+
+_COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
+_COMMIT_TAG_RE = re.compile(r"^(?P<stack>.+)-(?P<commit>[0-9a-f]{7,40})$")
+#: What a registry accepts as a tag (the OCI distribution spec).
+TAG_SYNTAX = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def short_commit(sha: str) -> str:
+    """The commit part of a tag: the first COMMIT_LEN hex digits of a git SHA."""
+    sha = sha.strip().lower()
+    if not _COMMIT_RE.match(sha):
+        raise ValueError(f"not a git commit SHA: {sha!r}")
+    return sha[:COMMIT_LEN]
+
+
+def commit_tag(variant: versions.Variant, commit: str) -> str:
+    """`<stack>-<commit>`, the tag every build pushes. `commit` may be a bake `${COMMIT}`."""
+    return f"{variant.tag}-{commit if commit.startswith('${') else short_commit(commit)}"
+
+
+def moving_tags(v: versions.Versions, variant: versions.Variant) -> list[str]:
+    """The tags a release moves: the variant's name, and `latest` for the default variant."""
+    return [variant.name] + ([LATEST] if variant.name == v.default.name else [])
+
+
+def release_tags(v: versions.Versions, variant: versions.Variant, commit: str) -> list[str]:
+    """Every tag a release of `commit` gives the variant's image, the immutable ones first."""
+    return [commit_tag(variant, commit), variant.tag, *moving_tags(v, variant)]
+
+
+def parse(tag: str, v: versions.Versions) -> dict[str, str]:
+    """Read any of our tags back: its kind, its variant and, where the tag spells them, the versions.
+
+    Raises ValueError for a tag that is not ours or names a stack versions.toml does not have.
+    """
+    moving = {t: variant for variant in v.variants.values() for t in moving_tags(v, variant)}
+    if tag in moving:
+        return {"kind": "moving", "variant": moving[tag].name}
+    match = _COMMIT_TAG_RE.match(tag)
+    stack, commit = (match["stack"], match["commit"]) if match else (tag, "")
+    parts = versions.parse_tag(stack)
+    for variant in v.variants.values():
+        if variant.tag == stack:
+            if commit:
+                return {"kind": "commit", "variant": variant.name, **parts, "commit": commit}
+            return {"kind": "stack", "variant": variant.name, **parts}
+    raise ValueError(f"tag {tag!r} names a stack that versions.toml does not have")

@@ -1,0 +1,44 @@
+"""The image's layers by change rate (docs/releasing.md, "Layers"), on the built image.
+
+The rebuild test changes only FunASR's entry of the lock (as a FunASR bump does) in a copy of the
+checkout, rebuilds, and requires the torch layer and every layer under it to keep their digests. It
+takes a few minutes: the rest of the lock is reinstalled (from pip's cache mount) and what follows.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from imagetools import layers
+
+REBUILT = "localhost/ftenv-layer-check:rebuilt"
+
+
+def test_torch_stack_then_rest_then_ftenv(image):
+    stack = layers.layers(image)
+    torch_at, rest_at, ftenv_at = (layers.index_of(stack, kind) for kind in ("torch", "rest", "ftenv"))
+    assert torch_at < rest_at < ftenv_at
+    # the torch stack is the bulk of the image, the rest much smaller
+    assert stack[torch_at].size > 2 * stack[rest_at].size > 0
+
+
+def test_a_rest_of_lock_change_keeps_the_torch_layer(image):
+    from ftenv.build import versions
+
+    label = '{{index .Config.Labels "ftenv.variant"}}'
+    out = subprocess.run(
+        ["podman", "image", "inspect", "--format", label, image], capture_output=True, text=True
+    )
+    variant = out.stdout.strip()
+    assert variant in versions.load().variants
+    built = layers.rebuild(variant, REBUILT)
+    try:
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+        # the build no longer warns about the non-root user's pip cache
+        assert "is not owned" not in built.stdout + built.stderr
+        problems, added = layers.compare(layers.layers(image), layers.layers(REBUILT))
+        assert problems == []
+        # what changed starts at the rest of the lock
+        assert "rest" in added[0].holds
+    finally:
+        subprocess.run(["podman", "rmi", REBUILT], capture_output=True)
