@@ -44,11 +44,12 @@ class Target:
 
 TARGETS = [
     Target("sdpa", ("ftenv/report/sdpa.py", "ftenv/report/sdpa/*.py"), ("tests/test_sdpa*.py",)),
-    # The step statistics and verdicts, one target per module of the split wing; their tests
-    # (tests/test_stepstats*.py) reach the model, the detector and the fixes through stats.
+    # The step statistics and verdicts, one target per module of the split wing, all against the
+    # step-statistics tests. steps/thresholds.py holds constants only, which mutmut (it mutates
+    # function bodies) leaves alone; the boundary tests pin each of them.
     *(
         Target(name, (f"ftenv/steps/{name}.py",), ("tests/test_stepstats*.py",))
-        for name in ("stats", "detector", "model", "thresholds", "fixes")
+        for name in ("stats", "detector", "model", "fixes")
     ),
     Target(
         "funasr_log",
