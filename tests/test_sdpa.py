@@ -231,6 +231,7 @@ def test_backend_and_cudnn_names():
     assert sdpa.backend_name(7) == "backend 7"  # a code newer than this table
     assert sdpa.cudnn_name(None) == "unknown"
     assert sdpa.cudnn_name(91501) == "9.15.1"
+    assert sdpa.cudnn_name(90000) == "9.0.0"
     assert sdpa.cudnn_name(100200) == "10.2.0"
 
 
