@@ -115,6 +115,8 @@ def test_flush_gives_the_unfinished_last_line_once():
     assert splitter.feed(b"x" * (funasr_log.MAX_LINE + 1)) == ([], 0)
     assert splitter.flush() is None  # an over-long line is not parsed
     assert splitter.feed(b"d\n") == ([b"d"], 0)  # and the splitter starts afresh
+    longest = b"x" * funasr_log.MAX_LINE  # an unfinished line of exactly MAX_LINE is kept
+    assert splitter.feed(longest) == ([], 0) and splitter.feed(b"\n") == ([longest], -len(longest))
 
 
 def write(path, lines: list[str]) -> str:
@@ -123,23 +125,22 @@ def write(path, lines: list[str]) -> str:
 
 
 def test_scan_files_counts_and_examples(tmp_path):
-    bad = [f"[default0]:train, rank: 0, epoch: 0/1, total step: {i}, no times, {'y' * 200}" for i in range(5)]
-    path = write(
-        tmp_path / "t.log",
-        [LINE, "noise", "[x] - val, rank: 1, {}", *bad, LINE.replace("total step: 7", "total step: 3")],
-    )
-    scan = funasr_log.scan_files([path])
-    assert scan.lines == 9 and scan.files == [path] and scan.val_lines == 1 and scan.bad_lines == 5
-    assert [s.index for s in scan.steps] == [3, 7]  # sorted by step index, last line flushed
+    # Invalid UTF-8 first: the example is decoded with replacement characters, not an error.
+    bad = [b"[default0]:train, rank: 0, \xff no times, " + b"y" * 200]
+    bad += [f"[default0]:train, rank: 0, epoch: 0/1, total step: {i}, no times".encode() for i in range(5)]
+    lines = [LINE.encode(), b"noise", b"[x] - val, rank: 1, {}", b"[x] - val, rank: 0, {}", *bad]
+    lines.append(LINE.replace("total step: 7", "total step: 3").encode())
+    path = tmp_path / "t.log"
+    path.write_bytes(b"\n".join(lines))  # no final newline: the last line is flushed
+    scan = funasr_log.scan_files([str(path)])
+    assert scan.lines == 11 and scan.files == [str(path)] and scan.val_lines == 2 and scan.bad_lines == 6
+    assert [s.index for s in scan.steps] == [3, 7]  # sorted by step index
     assert len(scan.bad_examples) == 3
     first = scan.bad_examples[0]
-    assert first.startswith(f"{path}:4: no total_time and not all of data_load") and first.endswith("y" * 20)
-    assert (
-        len(first)
-        == len(f"{path}:4: ")
-        + len("no total_time and not all of data_load, forward_time, backward_time, optim_time: ")
-        + 160
-    )
+    why = "no total_time and not all of data_load, forward_time, backward_time, optim_time"
+    assert first.startswith(f"{path}:5: {why}: [default0]:train, rank: 0, \ufffd no times, yyy")
+    assert len(first) == len(f"{path}:5: {why}: ") + 160
+    assert scan.bad_examples[1].startswith(f"{path}:6: ")
     assert scan.unreadable == [] and scan.binary == []
 
 
@@ -159,9 +160,14 @@ def test_scan_files_reads_gzip_and_flags_binary_and_unreadable(tmp_path):
     assert scan.unreadable[0] == f"{tmp_path / 'missing.log'}: No such file or directory"
     assert scan.unreadable[1] == f"{tmp_path}: is a directory"
     assert scan.unreadable[2].startswith(f"{broken}: ") and len(scan.unreadable) == 3
+    assert "None" not in scan.unreadable[2]  # gzip's error has no strerror: its text is used
 
 
 def test_binary_is_judged_on_the_start_of_each_chunk(tmp_path):
+    for offset, binary in ((8191, True), (8192, False)):
+        path = tmp_path / f"nul{offset}.log"
+        path.write_bytes(b"a" * offset + b"\x00\n")
+        assert (funasr_log.scan_files([str(path)]).binary != []) is binary
     late_nul = tmp_path / "late.log"
     late_nul.write_bytes(LINE.encode() + b"\n" + b"a" * 9000 + b"\x00\n")
     assert funasr_log.scan_files([str(late_nul)]).binary == []
@@ -181,13 +187,15 @@ def test_order_steps_per_rank_numbers_sorts_and_drops_repeats():
         Step(2, 0.1, 8, 100, rank=0),
         Step(5, 0.1, 8, 100, rank=0),
         Step(5, 0.1, 8, 104, rank=0),  # another shape: not a repeat
+        Step(0, 0.1, 8, 100, rank=0),  # step 0 is numbered already
     ]
     out = funasr_log.order_steps(steps)
     assert [(s.rank, s.index, s.seconds) for s in out] == [
+        (0, 0, 0.1),
         (0, 2, 0.1),
         (0, 5, 0.1),
         (0, 5, 0.1),
         (1, 1, 0.2),
         (1, 2, 0.3),
     ]
-    assert [s.shape for s in out[1:3]] == [(8, 100), (8, 104)]
+    assert [s.shape for s in out[2:4]] == [(8, 100), (8, 104)]
