@@ -66,6 +66,11 @@ TARGETS = [
 ]
 
 
+#: mutmut's exit codes of a detected mutant (mutmut/stats.py): a test failed (1, 3), or the tests
+#: ran out of time (an endless loop; mutmut's own score counts these as caught too).
+DETECTED = frozenset({1, 3, 24, -24, 36, 152, 255})
+
+
 def matching(patterns: tuple[str, ...], base: Path) -> list[str]:
     files = {p.relative_to(base).as_posix() for p in base.rglob("*.py")}
     return sorted(f for f in files if any(fnmatch.fnmatch(f, pat) for pat in patterns))
@@ -140,7 +145,7 @@ def run_target(target: Target, workers: int, keep: Path | None) -> dict:
         if proc.returncode != 0 or not codes:
             sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-4000:])
             raise SystemExit(f"{target.name}: mutmut run failed (exit {proc.returncode})")
-        survivors = sorted(k for k, c in codes.items() if c not in (1, 3))
+        survivors = sorted(k for k, c in codes.items() if c not in DETECTED)
         diffs = survivor_diffs(work / "mutants/src", modules, survivors)
         return {
             "target": target.name,

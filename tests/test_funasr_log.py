@@ -61,6 +61,11 @@ def test_fast_fields_returns_plain_values():
     assert funasr_log.fast_fields(BODY.encode())[0] == 7
 
 
+def test_a_glued_tag_at_the_second_byte_is_still_glued():
+    assert parse_line(b"xtrain, rank: 0, {'total_time': '1.0'}") is None
+    assert parse_line(b" train, rank: 0, {'total_time': '1.0'}")[0] == "train"
+
+
 @pytest.mark.parametrize("before", ["x", "_", "7"])
 def test_a_tag_glued_to_a_word_is_skipped_for_the_next_one(before):
     glued = (HEAD + before + BODY).encode()
@@ -174,9 +179,20 @@ def test_binary_is_judged_on_the_start_of_each_chunk(tmp_path):
 
 
 def test_scan_files_time_total(tmp_path):
-    path = write(tmp_path / "t.log", [LINE])
-    assert funasr_log.scan_files([path], time="total").steps[0].seconds == 0.125
-    assert funasr_log.scan_files([path]).steps[0].seconds == 0.1
+    flushed = write(tmp_path / "t.log", [LINE])  # no newline: the last line, flushed
+    ended = write(tmp_path / "n.log", [LINE, ""])  # ended by a newline
+    for path in (flushed, ended):
+        assert funasr_log.scan_files([path], time="total").steps[0].seconds == 0.125
+        assert funasr_log.scan_files([path]).steps[0].seconds == 0.1
+
+
+def test_a_bad_last_line_without_newline_is_an_example_too(tmp_path):
+    path = write(tmp_path / "t.log", [LINE, "[default0]:train, rank: 0, no times"])
+    scan = funasr_log.scan_files([path])
+    assert scan.bad_examples == [
+        f"{path}:2: no total_time and not all of data_load, forward_time, "
+        "backward_time, optim_time: [default0]:train, rank: 0, no times"
+    ]
 
 
 def test_order_steps_per_rank_numbers_sorts_and_drops_repeats():
