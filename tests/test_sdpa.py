@@ -220,3 +220,83 @@ def test_the_guide_knows_torch_2_9_and_2_10_cu130():
     assert "minor* filter on CUDA 13 builds" in flat and "keep the cuDNN > 9.15.0 condition" in flat
     scope = " ".join(section("6.").split())
     assert "decode-only" in scope and "fewer than 8 KV heads" in scope and "#196861" in scope
+
+
+# --- what a mutation run (docs/testing.md) found unchecked ---------------------------------------
+
+
+def test_backend_and_cudnn_names():
+    assert sdpa.backend_name(None) == "unknown"
+    assert sdpa.backend_name(3) == "cudnn"
+    assert sdpa.backend_name(7) == "backend 7"  # a code newer than this table
+    assert sdpa.cudnn_name(None) == "unknown"
+    assert sdpa.cudnn_name(91501) == "9.15.1"
+    assert sdpa.cudnn_name(90000) == "9.0.0"
+    assert sdpa.cudnn_name(100200) == "10.2.0"
+
+
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (None, "unset: torch's default order"),
+        ("1", "cuDNN attention is not moved to the front"),
+        ("0", "prefer cuDNN attention"),
+        ("yes", "torch ignores 'yes'"),
+    ],
+)
+def test_the_setting_keeps_the_raw_value_and_says_what_it_means(raw, words):
+    env = sdpa.interpret_env(raw)
+    assert env.raw == raw and words in env.meaning
+
+
+def test_env_meaning_under_torch_2_9_is_that_it_is_not_read():
+    one = sdpa.interpret_env("1")
+    assert "not read by torch 2.9" in sdpa.env_meaning("2.9.1+cu128", one)
+    assert "TORCH_CUDNN_SDPA_PREFERRED=0" in sdpa.env_meaning("2.9.1+cu128", one)
+    assert sdpa.env_meaning("2.11.0+cu130", one) == one.meaning
+    assert sdpa.env_meaning(None, one) == one.meaning
+
+
+def test_torch_2_9_ignores_the_variable_so_the_nan_risk_stays():
+    one = sdpa.interpret_env("1")
+    assert sdpa.nan_risk("2.9.0+cu130", one, CUDNN_9_19) == sdpa.NAN_RISK_TEXT
+    assert sdpa.nan_risk("2.11.0+cu130", one, CUDNN_9_19) is None
+    v = _verdict([H100], raw="1", torch="2.9.0+cu130", order=[3, 1, 2, 0, 4])
+    assert v.level == "exposed" and v.risk == sdpa.NAN_RISK_TEXT
+
+
+def test_reason_not_first_under_torch_2_9():
+    unset = sdpa.interpret_env(None)
+    # An affected GPU: what rules cuDNN out is the build (or the 2.9 opt-out), not the GPU.
+    on_h100 = sdpa.reason_not_first("2.9.1+cu128", CUDNN_9_19, [H100], unset)
+    assert "compiled against cuDNN older than 9.9" in on_h100 and "only" not in on_h100
+    assert sdpa.reason_not_first("2.9.1", CUDNN_9_19, [B300, RTX5090], unset).endswith("not sm_103/sm_120")
+
+
+def test_verdict_reasons_name_what_decided():
+    assert "no GPU visible" in _verdict([]).reason
+    assert "cuDNN is first in the live SDPA order" in _verdict([H100], order=[3, 1, 2, 0, 4]).reason
+    assert "(flash is)" in _verdict([H100], order=[1, 3, 2, 0, 4]).reason
+    assert "by torch's rule cuDNN is not first on these GPUs" in _verdict([A100]).reason
+    both = _verdict([H100, B200, H100])
+    assert "cuDNN goes first on sm_100, sm_90:" in both.reason
+    unknown = _verdict([H100, B200], cudnn=None)
+    assert "possibly affected on sm_100, sm_90:" in unknown.reason
+    assert unknown.risk == sdpa.NAN_RISK_TEXT  # an unknown cuDNN may be an affected one
+
+
+def test_verdict_passes_the_2_9_facts_to_the_rule():
+    def v29(**facts):
+        return sdpa.verdict(
+            gpus=[H100],
+            torch_version="2.9.0+cu130",
+            cudnn_version=None,
+            env=sdpa.interpret_env(None),
+            live_order=None,
+            padded_choice=None,
+            **facts,
+        )
+
+    assert v29().level == "unknown"
+    assert v29(cudnn_compiled=91300).level == "exposed"
+    assert v29(cudnn_compiled=91300, preferred_raw="0").level == "ok"

@@ -182,7 +182,8 @@ def summarize(
     top = max(secs) if secs else math.nan
     new_median, seen_median = _median(new), _median(seen)
     baseline = seen_median if len(seen) >= thresholds.min_seen else median
-    slow = [s for s in kept if not math.isnan(baseline) and s.seconds >= slow_factor * baseline]
+    # A zero baseline (steps logged as 0.000 s) judges nothing slow, as in the live Detector.
+    slow = [s for s in kept if baseline > 0 and s.seconds >= slow_factor * baseline]
     waits = _ddp_waits(slow, steps, baseline, set(per_rank))
     causes: dict[str, int] = {}
     for s in slow:
