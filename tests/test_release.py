@@ -102,7 +102,8 @@ def test_every_tag_parses_back_into_its_versions(name):
                 variant.cuda_short,
                 variant.cudnn,
             )
-    assert tags.parse(f"{variant.tag}-{SHA[:12]}", V)["commit"] == SHA[:12]
+    by_commit = tags.parse(f"{variant.tag}-{SHA[:12]}", V)
+    assert (by_commit["kind"], by_commit["commit"]) == ("commit", SHA[:12])
     assert tags.parse(variant.tag, V)["kind"] == "stack"
 
 
@@ -116,14 +117,14 @@ def test_every_tag_parses_back_into_its_versions(name):
     ],
 )
 def test_parse_rejects_tags_that_are_not_ours(tag):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape(repr(tag))):  # the message names the tag
         tags.parse(tag, V)
 
 
 def test_short_commit_wants_hex():
     assert tags.short_commit(SHA.upper()) == SHA[:12]
     for bad in ("abc", "main", "g0123456789"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"not a git commit SHA: '{bad}'"):
             tags.short_commit(bad)
 
 
@@ -259,6 +260,19 @@ def test_resolve_target_merges_as_buildx_does():
     assert bakefile.resolve_target(data, "b", {"X": "o"})["tags"] == ["t:o"]
     with pytest.raises(ValueError, match="not defined"):
         bakefile.resolve_target(data, "c")
+
+
+def test_resolve_target_reads_a_minimal_bake_file():
+    # No `variable` block, a variable without a default (buildx takes ""), no `target` block.
+    plain = {"target": {"t": {"tags": ["t:a"]}}}
+    assert bakefile.resolve_target(plain, "t") == {"tags": ["t:a"]}
+    no_default = {"variable": {"V": {}}, "target": {"t": {"tags": ["t:a${V}b"]}}}
+    assert bakefile.resolve_target(no_default, "t") == {"tags": ["t:ab"]}
+    with pytest.raises(ValueError, match="bake target 't' is not defined"):
+        bakefile.resolve_target({"variable": {}}, "t")
+    looped = {"target": {"a": {"inherits": ["b"]}, "b": {"inherits": ["a"]}}}
+    with pytest.raises(ValueError, match="bake target 'a' inherits itself"):
+        bakefile.resolve_target(looped, "a")
 
 
 # --- labels ----------------------------------------------------------------------------------------
