@@ -193,3 +193,37 @@ def test_layer_compare_fails_when_the_torch_layer_or_what_is_under_it_changes(af
     before = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r1", {"rest"}))
     problems, _ = layers.compare(before, _stack(*after))
     assert any(phrase in p for p in problems), problems
+
+
+def test_parse_reads_both_via_forms_and_refuses_a_package_pinned_twice():
+    text = (
+        "# header\n"
+        "A.B==1 \\\n    --hash=sha256:aa\n    # via torch\n"
+        "c==2\n    # via\n    #   -r requirements.in\n    #   Torch_Audio\n"
+        "torch==2\n"
+    )
+    header, entries, via = locks.parse(text)
+    assert header == ["# header"]
+    assert entries["a-b"] == "A.B==1 \\\n    --hash=sha256:aa\n    # via torch"
+    assert via == {"a-b": {"torch"}, "c": {"torch-audio"}, "torch": set()}  # `-r file` is no package
+    with pytest.raises(ValueError, match="lock pins a-b twice"):
+        locks.parse(text + "a_b==3\n")
+
+
+def test_check_and_write_of_the_layer_locks(tmp_path):
+    (tmp_path / locks.LOCKS).mkdir(parents=True)
+    (tmp_path / locks.LOCKS / "cu130.txt").write_text(LOCK)
+    assert locks.check(tmp_path, ["cu130"]) == [
+        f"docker/locks/layers/cu130-{layer}.txt is not what cu130.txt derives: run `make lock`"
+        for layer in locks.LAYERS
+    ]
+    locks.write(tmp_path, ["cu130"])
+    assert locks.check(tmp_path, ["cu130"]) == []
+    assert (tmp_path / "docker/locks/layers/cu130-torch.txt").read_text() == locks.split(
+        LOCK, "docker/locks/cu130.txt"
+    )["torch"]
+    assert locks.check(tmp_path, ["cu128"]) == ["docker/locks/cu128.txt missing: run `make lock`"]
+    (tmp_path / locks.LOCKS / "cu130.txt").write_text("funasr==1\n")
+    assert locks.check(tmp_path, ["cu130"]) == [
+        "docker/locks/cu130.txt: no torch, triton, nvidia-* or cuda-* package: nothing to split"
+    ]
