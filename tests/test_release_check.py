@@ -300,7 +300,7 @@ def test_release_rules_on_a_workflow_with_each_finding():
                 "steps": [
                     {"run": f"rm -rf {disk}"},
                     {"run": f"{probe}\ngit merge-base --is-ancestor a b"},
-                    {"uses": "sigstore/cosign-installer@abc", "with": {"cosign-release": "${{ env.COSIGN }}"}},
+                    {"uses": "sigstore/cosign-installer@abc", "with": {"cosign-release": "${{ env.C }}"}},
                     {"uses": "docker/setup-qemu-action@abc", "with": {"image": "${{ env.NOPE }}"}},
                     {"uses": "docker/setup-buildx-action@abc"},
                 ]
@@ -335,12 +335,15 @@ def test_workflow_check_reads_every_file_and_reports_unreadable_ones(tmp_path):
     shutil.copy(WF, tmp_path / "release.yml")
     (tmp_path / "a-list.yml").write_text("- just\n- a list\n")
     (tmp_path / "b-broken.yml").write_text("on: [push\n")
-    (tmp_path / "c-pr.yaml").write_text('"on": pull_request_target\njobs:\n  j:\n    runs-on: [self-hosted]\n')
+    pr_workflow = '"on": pull_request_target\njobs:\n  j:\n    runs-on: [self-hosted]\n'
+    (tmp_path / "c-pr.yaml").write_text(pr_workflow)
     (tmp_path / "d-no-on.yml").write_text("jobs:\n  j:\n    runs-on: self-hosted\n")
     problems = workflow_rules.check(tmp_path)
     assert problems[0] == "a-list.yml: not a workflow"
     assert problems[1].startswith("b-broken.yml: not YAML: while parsing a flow sequence")
-    assert problems[2:] == ["c-pr.yaml: job j runs on a self-hosted runner in a workflow that pull requests trigger"]
+    assert problems[2:] == [
+        "c-pr.yaml: job j runs on a self-hosted runner in a workflow that pull requests trigger"
+    ]
     (tmp_path / "release.yml").unlink()
     assert workflow_rules.check(tmp_path) == [f"{tmp_path / 'release.yml'} missing"]
 
