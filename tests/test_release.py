@@ -464,3 +464,13 @@ def test_gpu_smoke_fails_the_release_unless_the_default_passes(fake_docker, rcs,
     summary = (tmp / "summary.md").read_text()
     assert "| default |" in summary and "| var0 |" in summary
     assert {p.name for p in (tmp / "smoke").iterdir()} == {"default.log", "var1.log", "var0.log"}
+
+
+def test_a_bake_difference_is_shown_per_key_and_per_item():
+    by_key = "b: 2 != derived 3; c: '(missing)' != derived 4"
+    assert checks._diff({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == by_key
+    assert checks._diff({"a": 1}, {}) == "a: 1 != derived '(none)'"
+    assert checks._diff(["x", "y"], ["y", "z"]) == "has ['x'], lacks derived ['z']"
+    # only the order differs
+    assert checks._diff(["x", "y"], ["y", "x"]) == "['x', 'y'] != derived ['y', 'x']"
+    assert checks._diff(None, ["a"]) == "None != derived ['a']"
