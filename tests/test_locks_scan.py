@@ -213,9 +213,12 @@ def test_parse_reads_both_via_forms_and_refuses_a_package_pinned_twice():
 def test_check_and_write_of_the_layer_locks(tmp_path):
     (tmp_path / locks.LOCKS).mkdir(parents=True)
     (tmp_path / locks.LOCKS / "cu130.txt").write_text(LOCK)
-    assert locks.check(tmp_path, ["cu130"]) == [
-        f"docker/locks/layers/cu130-{layer}.txt is not what cu130.txt derives: run `make lock`"
-        for layer in locks.LAYERS
+    assert locks.check(tmp_path, ["cu128", "cu130"]) == [
+        "docker/locks/cu128.txt missing: run `make lock`",  # and the next variant is still checked
+        *(
+            f"docker/locks/layers/cu130-{layer}.txt is not what cu130.txt derives: run `make lock`"
+            for layer in locks.LAYERS
+        ),
     ]
     locks.write(tmp_path, ["cu130"])
     assert locks.check(tmp_path, ["cu130"]) == []
@@ -224,6 +227,36 @@ def test_check_and_write_of_the_layer_locks(tmp_path):
     )["torch"]
     assert locks.check(tmp_path, ["cu128"]) == ["docker/locks/cu128.txt missing: run `make lock`"]
     (tmp_path / locks.LOCKS / "cu130.txt").write_text("funasr==1\n")
-    assert locks.check(tmp_path, ["cu130"]) == [
-        "docker/locks/cu130.txt: no torch, triton, nvidia-* or cuda-* package: nothing to split"
+    assert locks.check(tmp_path, ["cu130", "cu128"]) == [
+        "docker/locks/cu130.txt: no torch, triton, nvidia-* or cuda-* package: nothing to split",
+        "docker/locks/cu128.txt missing: run `make lock`",
     ]
+
+
+def test_locks_split_command_writes_then_checks(tmp_path, monkeypatch, capsys):
+    """`python -m imagetools locks split [--write] [--variant V]`, in a scratch checkout."""
+    from imagetools.__main__ import main
+
+    (tmp_path / locks.LOCKS).mkdir(parents=True)
+    for name in ("cu128", "cu130"):
+        (tmp_path / locks.LOCKS / f"{name}.txt").write_text((ROOT / locks.LOCKS / f"{name}.txt").read_text())
+    monkeypatch.setattr(locks, "ROOT", tmp_path)
+    file = ["locks", "--file", str(ROOT / "versions.toml"), "split"]
+    assert main([*file, "--variant", "cu130", "--write"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "wrote docker/locks/layers/cu130-torch.txt",
+        "wrote docker/locks/layers/cu130-rest.txt",
+    ]
+    assert main([*file, "--variant", "cu130"]) == 0
+    assert main(file) == 1  # cu128's layer locks are not written yet
+    assert capsys.readouterr().err.splitlines() == [
+        f"locks: docker/locks/layers/cu128-{layer}.txt is not what cu128.txt derives: run `make lock`"
+        for layer in locks.LAYERS
+    ]
+    assert main([*file, "--write"]) == 0 and main(file) == 0
+    for name in ("cu128", "cu130"):
+        for layer in locks.LAYERS:
+            path = locks.layer_path(name, layer)
+            assert (tmp_path / path).read_text() == (ROOT / path).read_text()  # what the checkout commits
+    with pytest.raises(SystemExit):
+        main(["locks"])  # the action is required
