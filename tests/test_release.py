@@ -138,6 +138,32 @@ def test_check_tags_fails_when_two_variants_share_a_tag(tmp_path):
     assert checks.check_tags(V) == []
 
 
+def test_check_tags_names_each_tag_that_is_invalid(tmp_path):
+    funasr = V.default.python["funasr"]
+    path = tmp_path / "versions.toml"
+    path.write_text(
+        (ROOT / "versions.toml").read_text().replace(f'funasr = "{funasr}"', f'funasr = "{funasr}+x"')
+    )
+    problems = []
+    for name in ("cu130", "cu128"):
+        stack = V.variants[name].tag.replace(funasr, f"{funasr}+x")
+        problems += [
+            f"{name}: '{stack}-0123456789ab' is not a valid image tag",
+            f"{name}: not an immutable ftenv tag: '{stack}'",
+            f"{name}: '{stack}' is not a valid image tag",
+            f"{name}: not an immutable ftenv tag: '{stack}'",
+        ]
+    assert checks.check_tags(versions.load(path)) == problems
+
+
+def test_check_bake_wants_the_default_group():
+    data = json.loads(BAKE_TEXT)
+    del data["group"]
+    assert checks.check_bake(V, json.dumps(data))[1:] == [
+        f"bake group default [] != variants {sorted(V.variants)}"
+    ]
+
+
 # --- a changed version follows through ---------------------------------------------------------------
 
 
@@ -474,3 +500,16 @@ def test_a_bake_difference_is_shown_per_key_and_per_item():
     # only the order differs
     assert checks._diff(["x", "y"], ["y", "x"]) == "['x', 'y'] != derived ['y', 'x']"
     assert checks._diff(None, ["a"]) == "None != derived ['a']"
+
+
+def test_check_workflows_reads_yaml_files_quoted_refs_and_line_numbers(tmp_path):
+    sha = "3d3c42e5aac5ba805825da76410c181273ba90b1"
+    (tmp_path / "w.yaml").write_text(
+        "jobs:\n  a:\n    steps:\n"
+        "      - uses: ./.github/actions/local\n"  # line 4: local, and the next line is still read
+        f"      - uses: 'actions/checkout@{sha}' # v4.2.2\n"  # line 5: quoted, pinned
+        "      - uses: actions/checkout@v4\n"  # line 6
+    )
+    assert checks.check_workflows(tmp_path) == [
+        "w.yaml:6: actions/checkout@v4 is not pinned by a 40-hex commit SHA"
+    ]

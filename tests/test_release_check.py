@@ -156,6 +156,26 @@ def test_missing_files_are_problems_not_passes(repo):
         ),
         # the whole lock in one layer
         ("-r /opt/ftenv/locks/rest.txt", "-r /opt/ftenv/lock.txt", "expected ['torch', 'rest']"),
+        # an ARG with a default is read by its name
+        ("ARG VARIANT\n", "ARG VARIANT\nARG REVISION=dev\n", "ARG REVISION is declared before"),
+        # ADD like COPY; versions.toml or our sources before the torch layer
+        (
+            "ARG VARIANT\n",
+            "ARG VARIANT\nADD versions.toml /v.toml\n",
+            "`ADD versions.toml /v.toml` comes before",
+        ),
+        ("ARG VARIANT\n", "ARG VARIANT\nCOPY scripts/x /x\n", "`COPY scripts/x /x` comes before"),
+        # ftenv copied between the two lock layers, or not at all
+        (
+            "COPY docker/locks/layers/${VARIANT}-rest.txt",
+            "COPY scripts/ftenv /x\nCOPY docker/locks/layers/${VARIANT}-rest.txt",
+            "ftenv must be copied after the lock layers",
+        ),
+        (
+            "COPY scripts/ftenv /tmp/ftenv-src/scripts/ftenv\n",
+            "",
+            "ftenv must be copied after the lock layers",
+        ),
     ],
 )
 def test_layer_order_check_fails_on_a_broken_order(old, new, phrase):
