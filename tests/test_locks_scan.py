@@ -260,3 +260,29 @@ def test_locks_split_command_writes_then_checks(tmp_path, monkeypatch, capsys):
             assert (tmp_path / path).read_text() == (ROOT / path).read_text()  # what the checkout commits
     with pytest.raises(SystemExit):
         main(["locks"])  # the action is required
+
+
+def test_locks_command_reads_the_given_versions_file_and_explains_each_option(tmp_path, monkeypatch):
+    import argparse
+
+    from imagetools.__main__ import main
+
+    only_cu130 = (ROOT / "versions.toml").read_text().split("[variants.cu128]", 1)[0]
+    (tmp_path / "versions.toml").write_text(only_cu130)
+    (tmp_path / locks.LOCKS).mkdir(parents=True)
+    (tmp_path / locks.LOCKS / "cu130.txt").write_text(LOCK)
+    monkeypatch.setattr(locks, "ROOT", tmp_path)
+    assert main(["locks", "--file", str(tmp_path / "versions.toml"), "split", "--write"]) == 0
+    written = sorted(p.name for p in (tmp_path / locks.LAYER_LOCKS).iterdir())
+    assert written == ["cu130-rest.txt", "cu130-torch.txt"]  # the given file's variants only
+
+    # `--help` says what the command, its action and each option do
+    sub = argparse.ArgumentParser().add_subparsers()
+    locks.add_parser(sub)
+    command = sub.choices["locks"]
+    (actions,) = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+    for choices in (sub, actions):
+        assert all(c.help for c in choices._choices_actions)
+    options = [a for p in (command, actions.choices["split"]) for a in p._actions if a.dest != "help"]
+    helps = {a.dest: a.help for a in options if a.option_strings}
+    assert set(helps) == {"file", "variant", "write"} and all(helps.values()), helps
