@@ -500,6 +500,8 @@ def test_a_bake_difference_is_shown_per_key_and_per_item():
     # only the order differs
     assert checks._diff(["x", "y"], ["y", "x"]) == "['x', 'y'] != derived ['y', 'x']"
     assert checks._diff(None, ["a"]) == "None != derived ['a']"
+    assert checks._diff(None, {"a": 1}) == "None != derived {'a': 1}"  # an attribute missing
+    assert checks._diff(["x"], ["x", "y"]) == "has [], lacks derived ['y']"
 
 
 def test_check_workflows_reads_yaml_files_quoted_refs_and_line_numbers(tmp_path):

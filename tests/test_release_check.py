@@ -374,3 +374,8 @@ def test_release_rules_pass_on_the_workflow_as_committed():
     wf = yaml.safe_load(WF.read_text())
     wf["on"] = wf.pop(True)
     assert workflow_rules.rules_release(wf) == []
+
+
+def test_check_reads_the_versions_file_of_the_root_it_checks(repo):
+    edit(repo / "versions.toml", f'funasr = "{FUNASR}"', f'funasr = "{FUNASR}+local"')
+    assert any(p.startswith("tags: ") for p in checks.check(repo)), "check() read another versions.toml"
