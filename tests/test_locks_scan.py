@@ -281,8 +281,8 @@ def test_locks_command_reads_the_given_versions_file_and_explains_each_option(tm
     locks.add_parser(sub)
     command = sub.choices["locks"]
     (actions,) = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
-    for choices in (sub, actions):
-        assert all(c.help for c in choices._choices_actions)
+    for choices, name in ((sub, "locks"), (actions, "split")):
+        assert [(c.dest, bool(c.help)) for c in choices._choices_actions] == [(name, True)]
     options = [a for p in (command, actions.choices["split"]) for a in p._actions if a.dest != "help"]
     helps = {a.dest: a.help for a in options if a.option_strings}
     assert set(helps) == {"file", "variant", "write"} and all(helps.values()), helps
