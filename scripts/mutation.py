@@ -63,6 +63,14 @@ TARGETS = [
         ("tests/test_release*.py",),
     ),
     Target("versions", ("ftenv/build/versions.py",), ("tests/test_versions.py",)),
+    # The release-check tooling, one target per pure-logic module of imagetools. The tags, the bake
+    # file, the checks and the workflow rules are exercised by both release test files (the checks
+    # call the others); the lock split has its own tests, and the release check runs its `check`.
+    *(
+        Target(name, (f"imagetools/{name}.py",), ("tests/test_release.py", "tests/test_release_check.py"))
+        for name in ("tags", "bake", "checks", "workflow_rules")
+    ),
+    Target("locks", ("imagetools/locks.py",), ("tests/test_locks_scan.py", "tests/test_release_check.py")),
 ]
 
 

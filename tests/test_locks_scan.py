@@ -193,3 +193,96 @@ def test_layer_compare_fails_when_the_torch_layer_or_what_is_under_it_changes(af
     before = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r1", {"rest"}))
     problems, _ = layers.compare(before, _stack(*after))
     assert any(phrase in p for p in problems), problems
+
+
+def test_parse_reads_both_via_forms_and_refuses_a_package_pinned_twice():
+    text = (
+        "# header\n"
+        "A.B==1 \\\n    --hash=sha256:aa\n    # via torch\n"
+        "c==2\n    # via\n    #   -r requirements.in\n    #   Torch_Audio\n"
+        "torch==2\n"
+    )
+    header, entries, via = locks.parse(text)
+    assert header == ["# header"]
+    assert entries["a-b"] == "A.B==1 \\\n    --hash=sha256:aa\n    # via torch"
+    assert via == {"a-b": {"torch"}, "c": {"torch-audio"}, "torch": set()}  # `-r file` is no package
+    with pytest.raises(ValueError, match="lock pins a-b twice"):
+        locks.parse(text + "a_b==3\n")
+
+
+def test_check_and_write_of_the_layer_locks(tmp_path):
+    (tmp_path / locks.LOCKS).mkdir(parents=True)
+    (tmp_path / locks.LOCKS / "cu130.txt").write_text(LOCK)
+    assert locks.check(tmp_path, ["cu128", "cu130"]) == [
+        "docker/locks/cu128.txt missing: run `make lock`",  # and the next variant is still checked
+        *(
+            f"docker/locks/layers/cu130-{layer}.txt is not what cu130.txt derives: run `make lock`"
+            for layer in locks.LAYERS
+        ),
+    ]
+    locks.write(tmp_path, ["cu130"])
+    assert locks.check(tmp_path, ["cu130"]) == []
+    assert (tmp_path / "docker/locks/layers/cu130-torch.txt").read_text() == locks.split(
+        LOCK, "docker/locks/cu130.txt"
+    )["torch"]
+    assert locks.check(tmp_path, ["cu128"]) == ["docker/locks/cu128.txt missing: run `make lock`"]
+    (tmp_path / locks.LOCKS / "cu130.txt").write_text("funasr==1\n")
+    assert locks.check(tmp_path, ["cu130", "cu128"]) == [
+        "docker/locks/cu130.txt: no torch, triton, nvidia-* or cuda-* package: nothing to split",
+        "docker/locks/cu128.txt missing: run `make lock`",
+    ]
+
+
+def test_locks_split_command_writes_then_checks(tmp_path, monkeypatch, capsys):
+    """`python -m imagetools locks split [--write] [--variant V]`, in a scratch checkout."""
+    from imagetools.__main__ import main
+
+    (tmp_path / locks.LOCKS).mkdir(parents=True)
+    for name in ("cu128", "cu130"):
+        (tmp_path / locks.LOCKS / f"{name}.txt").write_text((ROOT / locks.LOCKS / f"{name}.txt").read_text())
+    monkeypatch.setattr(locks, "ROOT", tmp_path)
+    file = ["locks", "--file", str(ROOT / "versions.toml"), "split"]
+    assert main([*file, "--variant", "cu130", "--write"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "wrote docker/locks/layers/cu130-torch.txt",
+        "wrote docker/locks/layers/cu130-rest.txt",
+    ]
+    assert main([*file, "--variant", "cu130"]) == 0
+    assert main(file) == 1  # cu128's layer locks are not written yet
+    assert capsys.readouterr().err.splitlines() == [
+        f"locks: docker/locks/layers/cu128-{layer}.txt is not what cu128.txt derives: run `make lock`"
+        for layer in locks.LAYERS
+    ]
+    assert main([*file, "--write"]) == 0 and main(file) == 0
+    for name in ("cu128", "cu130"):
+        for layer in locks.LAYERS:
+            path = locks.layer_path(name, layer)
+            assert (tmp_path / path).read_text() == (ROOT / path).read_text()  # what the checkout commits
+    with pytest.raises(SystemExit):
+        main(["locks"])  # the action is required
+
+
+def test_locks_command_reads_the_given_versions_file_and_explains_each_option(tmp_path, monkeypatch):
+    import argparse
+
+    from imagetools.__main__ import main
+
+    only_cu130 = (ROOT / "versions.toml").read_text().split("[variants.cu128]", 1)[0]
+    (tmp_path / "versions.toml").write_text(only_cu130)
+    (tmp_path / locks.LOCKS).mkdir(parents=True)
+    (tmp_path / locks.LOCKS / "cu130.txt").write_text(LOCK)
+    monkeypatch.setattr(locks, "ROOT", tmp_path)
+    assert main(["locks", "--file", str(tmp_path / "versions.toml"), "split", "--write"]) == 0
+    written = sorted(p.name for p in (tmp_path / locks.LAYER_LOCKS).iterdir())
+    assert written == ["cu130-rest.txt", "cu130-torch.txt"]  # the given file's variants only
+
+    # `--help` says what the command, its action and each option do
+    sub = argparse.ArgumentParser().add_subparsers()
+    locks.add_parser(sub)
+    command = sub.choices["locks"]
+    (actions,) = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+    for choices, name in ((sub, "locks"), (actions, "split")):
+        assert [(c.dest, bool(c.help)) for c in choices._choices_actions] == [(name, True)]
+    options = [a for p in (command, actions.choices["split"]) for a in p._actions if a.dest != "help"]
+    helps = {a.dest: a.help for a in options if a.option_strings}
+    assert set(helps) == {"file", "variant", "write"} and all(helps.values()), helps

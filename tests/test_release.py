@@ -102,7 +102,8 @@ def test_every_tag_parses_back_into_its_versions(name):
                 variant.cuda_short,
                 variant.cudnn,
             )
-    assert tags.parse(f"{variant.tag}-{SHA[:12]}", V)["commit"] == SHA[:12]
+    by_commit = tags.parse(f"{variant.tag}-{SHA[:12]}", V)
+    assert (by_commit["kind"], by_commit["commit"]) == ("commit", SHA[:12])
     assert tags.parse(variant.tag, V)["kind"] == "stack"
 
 
@@ -116,14 +117,14 @@ def test_every_tag_parses_back_into_its_versions(name):
     ],
 )
 def test_parse_rejects_tags_that_are_not_ours(tag):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape(repr(tag))):  # the message names the tag
         tags.parse(tag, V)
 
 
 def test_short_commit_wants_hex():
     assert tags.short_commit(SHA.upper()) == SHA[:12]
     for bad in ("abc", "main", "g0123456789"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=f"not a git commit SHA: '{bad}'"):
             tags.short_commit(bad)
 
 
@@ -135,6 +136,32 @@ def test_check_tags_fails_when_two_variants_share_a_tag(tmp_path):
     problems = checks.check_tags(versions.load(path))
     assert any("belongs to both cu130 and cu130b" in p for p in problems), problems
     assert checks.check_tags(V) == []
+
+
+def test_check_tags_names_each_tag_that_is_invalid(tmp_path):
+    funasr = V.default.python["funasr"]
+    path = tmp_path / "versions.toml"
+    path.write_text(
+        (ROOT / "versions.toml").read_text().replace(f'funasr = "{funasr}"', f'funasr = "{funasr}+x"')
+    )
+    problems = []
+    for name in ("cu130", "cu128"):
+        stack = V.variants[name].tag.replace(funasr, f"{funasr}+x")
+        problems += [
+            f"{name}: '{stack}-0123456789ab' is not a valid image tag",
+            f"{name}: not an immutable ftenv tag: '{stack}'",
+            f"{name}: '{stack}' is not a valid image tag",
+            f"{name}: not an immutable ftenv tag: '{stack}'",
+        ]
+    assert checks.check_tags(versions.load(path)) == problems
+
+
+def test_check_bake_wants_the_default_group():
+    data = json.loads(BAKE_TEXT)
+    del data["group"]
+    assert checks.check_bake(V, json.dumps(data))[1:] == [
+        f"bake group default [] != variants {sorted(V.variants)}"
+    ]
 
 
 # --- a changed version follows through ---------------------------------------------------------------
@@ -259,6 +286,19 @@ def test_resolve_target_merges_as_buildx_does():
     assert bakefile.resolve_target(data, "b", {"X": "o"})["tags"] == ["t:o"]
     with pytest.raises(ValueError, match="not defined"):
         bakefile.resolve_target(data, "c")
+
+
+def test_resolve_target_reads_a_minimal_bake_file():
+    # No `variable` block, a variable without a default (buildx takes ""), no `target` block.
+    plain = {"target": {"t": {"tags": ["t:a"]}}}
+    assert bakefile.resolve_target(plain, "t") == {"tags": ["t:a"]}
+    no_default = {"variable": {"V": {}}, "target": {"t": {"tags": ["t:a${V}b"]}}}
+    assert bakefile.resolve_target(no_default, "t") == {"tags": ["t:ab"]}
+    with pytest.raises(ValueError, match="bake target 't' is not defined"):
+        bakefile.resolve_target({"variable": {}}, "t")
+    looped = {"target": {"a": {"inherits": ["b"]}, "b": {"inherits": ["a"]}}}
+    with pytest.raises(ValueError, match="bake target 'a' inherits itself"):
+        bakefile.resolve_target(looped, "a")
 
 
 # --- labels ----------------------------------------------------------------------------------------
@@ -450,3 +490,28 @@ def test_gpu_smoke_fails_the_release_unless_the_default_passes(fake_docker, rcs,
     summary = (tmp / "summary.md").read_text()
     assert "| default |" in summary and "| var0 |" in summary
     assert {p.name for p in (tmp / "smoke").iterdir()} == {"default.log", "var1.log", "var0.log"}
+
+
+def test_a_bake_difference_is_shown_per_key_and_per_item():
+    by_key = "b: 2 != derived 3; c: '(missing)' != derived 4"
+    assert checks._diff({"a": 1, "b": 2}, {"a": 1, "b": 3, "c": 4}) == by_key
+    assert checks._diff({"a": 1}, {}) == "a: 1 != derived '(none)'"
+    assert checks._diff(["x", "y"], ["y", "z"]) == "has ['x'], lacks derived ['z']"
+    # only the order differs
+    assert checks._diff(["x", "y"], ["y", "x"]) == "['x', 'y'] != derived ['y', 'x']"
+    assert checks._diff(None, ["a"]) == "None != derived ['a']"
+    assert checks._diff(None, {"a": 1}) == "None != derived {'a': 1}"  # an attribute missing
+    assert checks._diff(["x"], ["x", "y"]) == "has [], lacks derived ['y']"
+
+
+def test_check_workflows_reads_yaml_files_quoted_refs_and_line_numbers(tmp_path):
+    sha = "3d3c42e5aac5ba805825da76410c181273ba90b1"
+    (tmp_path / "w.yaml").write_text(
+        "jobs:\n  a:\n    steps:\n"
+        "      - uses: ./.github/actions/local\n"  # line 4: local, and the next line is still read
+        f"      - uses: 'actions/checkout@{sha}' # v4.2.2\n"  # line 5: quoted, pinned
+        "      - uses: actions/checkout@v4\n"  # line 6
+    )
+    assert checks.check_workflows(tmp_path) == [
+        "w.yaml:6: actions/checkout@v4 is not pinned by a 40-hex commit SHA"
+    ]

@@ -156,6 +156,26 @@ def test_missing_files_are_problems_not_passes(repo):
         ),
         # the whole lock in one layer
         ("-r /opt/ftenv/locks/rest.txt", "-r /opt/ftenv/lock.txt", "expected ['torch', 'rest']"),
+        # an ARG with a default is read by its name
+        ("ARG VARIANT\n", "ARG VARIANT\nARG REVISION=dev\n", "ARG REVISION is declared before"),
+        # ADD like COPY; versions.toml or our sources before the torch layer
+        (
+            "ARG VARIANT\n",
+            "ARG VARIANT\nADD versions.toml /v.toml\n",
+            "`ADD versions.toml /v.toml` comes before",
+        ),
+        ("ARG VARIANT\n", "ARG VARIANT\nCOPY scripts/x /x\n", "`COPY scripts/x /x` comes before"),
+        # ftenv copied between the two lock layers, or not at all
+        (
+            "COPY docker/locks/layers/${VARIANT}-rest.txt",
+            "COPY scripts/ftenv /x\nCOPY docker/locks/layers/${VARIANT}-rest.txt",
+            "ftenv must be copied after the lock layers",
+        ),
+        (
+            "COPY scripts/ftenv /tmp/ftenv-src/scripts/ftenv\n",
+            "",
+            "ftenv must be copied after the lock layers",
+        ),
     ],
 )
 def test_layer_order_check_fails_on_a_broken_order(old, new, phrase):
@@ -252,3 +272,110 @@ def test_exists_probe_rebuilds_only_on_not_found(tmp_path, stdout, stderr, rc, e
     assert code == expected, detail
     if code == release.EXISTS:
         assert detail == "sha256:" + "a" * 64
+
+
+# --- the workflow rules on small workflows: each message, and what a rule must not misread ---------------
+
+SCAN_GATES = [
+    f"no gating scan of the {what} SBOM (anchore/scan-action with sbom, fail-build: true, "
+    "severity-cutoff: critical, only-fixed: true)"
+    for what in ("image", "lock")
+]
+
+
+def test_release_rules_on_a_workflow_that_has_none_of_what_they_want():
+    assert workflow_rules.rules_release({}) == ["no `promote` job"]
+    assert workflow_rules.rules_release({"jobs": {"promote": {}}}) == [
+        "promote: its `if` must use `!cancelled()`, not `always()`",
+        "promote: must require `needs.gpu-smoke.result == 'success'`",
+        "promote: must need and require the `scan` job",
+        "no step checks that a release tag's commit is on main (merge-base --is-ancestor)",
+        "build: disk cleanup misses /usr/share/dotnet, /usr/local/lib/android, /opt/ghc, /usr/local/.ghcup, "
+        "/usr/share/swift, /opt/hostedtoolcache",
+        *SCAN_GATES,
+        "github-release: the notes do not say `GPU smoke:`",
+        "github-release: the notes do not say `arm64`",
+    ]
+
+
+def test_release_rules_read_needs_as_a_string_and_a_plain_condition():
+    cond = "!cancelled() && needs.gpu-smoke.result == 'success' && needs.scan.result == 'success'"
+    problems = workflow_rules.rules_release({"jobs": {"promote": {"if": cond, "needs": "scan"}}})
+    assert not [p for p in problems if p.startswith("promote:")], problems
+
+
+def test_release_rules_on_a_workflow_with_each_finding():
+    cond = (
+        "always() && !cancelled() && (needs.gpu-smoke.result == 'success' || (needs.gpu-smoke.result == "
+        "'skipped' && needs.ghost.result == 'success')) && needs.scan.result == 'success'"
+    )
+    disk = " ".join(f"{p}/" for p in workflow_rules.DISK_HOGS)  # a trailing slash still counts
+    probe = 'x=$(docker buildx imagetools inspect "$ref" 2> /dev/null)\ncurl x 2>/dev/null'
+    wf = {
+        "jobs": {
+            # gpu-smoke has an environment, but it is the job being skipped: it decides nothing
+            "promote": {"if": cond, "needs": ["scan", "gpu-smoke"]},
+            "gpu-smoke": {"environment": "gpu", "steps": ["not a step"]},
+            "build": {
+                "steps": [
+                    {"run": f"rm -rf {disk}"},
+                    {"run": f"{probe}\ngit merge-base --is-ancestor a b"},
+                    {"uses": "sigstore/cosign-installer@abc", "with": {"cosign-release": "${{ env.C }}"}},
+                    {"uses": "docker/setup-qemu-action@abc", "with": {"image": "${{ env.NOPE }}"}},
+                    {"uses": "docker/setup-buildx-action@abc"},
+                ]
+            },
+            "github-release": {"steps": [{"run": "echo GPU smoke: yes"}, {"run": "echo linux/arm64"}]},
+        }
+    }
+    assert workflow_rules.rules_release(wf) == [
+        "promote: its `if` must use `!cancelled()`, not `always()`",
+        "promote: accepts a skipped GPU smoke test without a recorded decision "
+        "(a job with a protected `environment:` that promote needs and requires)",
+        "build: `imagetools inspect ... 2>/dev/null` hides registry errors",  # the spaced `2> /dev/null`
+        "build: cosign-installer needs `cosign-release: v3.x` or newer",
+        "build: setup-qemu-action's binfmt `image` is not pinned by digest",
+        "build: setup-buildx-action's BuildKit image is not pinned by digest",
+        *SCAN_GATES,
+    ]
+
+
+def test_self_hosted_rule_reads_every_form_of_on():
+    rule = workflow_rules.rule_no_self_hosted_for_prs
+    jobs = {"j": {"runs-on": "self-hosted"}, "k": {}}
+    assert rule("x.yml", {}) == [] and rule("x.yml", {"on": "pull_request"}) == []
+    for on in ("pull_request", "pull_request_target", ["pull_request_target"], {"pull_request": None}):
+        assert rule("x.yml", {"on": on, "jobs": jobs}) == [
+            "x.yml: job j runs on a self-hosted runner in a workflow that pull requests trigger"
+        ]
+    assert rule("x.yml", {"on": "push", "jobs": jobs}) == []
+
+
+def test_workflow_check_reads_every_file_and_reports_unreadable_ones(tmp_path):
+    shutil.copy(WF, tmp_path / "release.yml")
+    (tmp_path / "a-list.yml").write_text("- just\n- a list\n")
+    (tmp_path / "b-broken.yml").write_text("on: [push\n")
+    pr_workflow = '"on": pull_request_target\njobs:\n  j:\n    runs-on: [self-hosted]\n'
+    (tmp_path / "c-pr.yaml").write_text(pr_workflow)
+    (tmp_path / "d-no-on.yml").write_text("jobs:\n  j:\n    runs-on: self-hosted\n")
+    problems = workflow_rules.check(tmp_path)
+    assert problems[0] == "a-list.yml: not a workflow"
+    assert problems[1].startswith("b-broken.yml: not YAML: while parsing a flow sequence")
+    assert problems[2:] == [
+        "c-pr.yaml: job j runs on a self-hosted runner in a workflow that pull requests trigger"
+    ]
+    (tmp_path / "release.yml").unlink()
+    assert workflow_rules.check(tmp_path) == [f"{tmp_path / 'release.yml'} missing"]
+
+
+def test_release_rules_pass_on_the_workflow_as_committed():
+    import yaml
+
+    wf = yaml.safe_load(WF.read_text())
+    wf["on"] = wf.pop(True)
+    assert workflow_rules.rules_release(wf) == []
+
+
+def test_check_reads_the_versions_file_of_the_root_it_checks(repo):
+    edit(repo / "versions.toml", f'funasr = "{FUNASR}"', f'funasr = "{FUNASR}+local"')
+    assert any(p.startswith("tags: ") for p in checks.check(repo)), "check() read another versions.toml"

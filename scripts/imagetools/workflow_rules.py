@@ -34,7 +34,7 @@ def _load(path: Path) -> dict:
     except yaml.YAMLError as e:
         raise ValueError(f"not YAML: {e}") from e
     if not isinstance(data, dict):
-        raise ValueError(f"{path.name}: not a workflow")
+        raise ValueError("not a workflow")  # check() prefixes the file name
     # YAML 1.1 reads the key `on` as True.
     data["on"] = data.pop(True, data.get("on", {}))
     return data
