@@ -6,7 +6,7 @@ and outside the image there is no /opt/ftenv/tiny), so the time includes importi
 FunASR, building the tiny model, loading it, and the training steps. Inside the image, pass
 --prebuilt to time the default run as users get it (the tiny model is in the image).
 Prints one markdown row per mode: the median and the range over the rounds, and the verdicts.
-Targets (issue 3): under 3 minutes on a 2-core CPU; under 60 s on a GPU.
+Targets: under 3 minutes on a 2-core CPU; under 60 s on a GPU.
 """
 
 from __future__ import annotations

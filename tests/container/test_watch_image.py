@@ -1,7 +1,7 @@
 """`ftenv watch` and `ftenv analyze` inside the built image: through its entrypoint with tini as
 PID 1, the image's own TORCH_CUDNN_SDPA_DEPRIORITIZED=1, an override to 0, exit codes and SIGTERM
 from the engine (`podman kill`). The command is tests/fake_trainer.py (mounted read-only): the
-field report's pattern in the trainer's real line format. No GPU: the arch is unknown here."""
+pattern of FunASR issue #3704 in the trainer's real line format. No GPU: the arch is unknown here."""
 
 from __future__ import annotations
 
