@@ -43,3 +43,16 @@ class Thresholds:
     #: Fewer steps than this on new (or seen) shapes: the shape comparison is INCONCLUSIVE.
     min_new: int = 3
     min_seen: int = 3
+
+
+#: The self-check: steps at the start left out of its statistics (the first step pays one-time
+#: costs, allocator, kernel loading, autograd set-up, a first compile, that have nothing to do with
+#: shapes), and its thresholds per device kind. GPU: the pattern of FunASR issue #3704 (new-shape
+#: steps 10x) fails by far; a healthy run measures about 1x. CPU: the same shape rule, looser tails,
+#: because a shared CPU is noisy and the check there shows that the machinery works rather than
+#: measuring a GPU stall.
+SELFCHECK_WARMUP = 3
+SELFCHECK = {
+    "cuda": Thresholds(new_over_seen=2.0, p95_over_median=2.0, max_over_median=10.0, warmup=SELFCHECK_WARMUP),
+    "cpu": Thresholds(new_over_seen=2.0, p95_over_median=4.0, max_over_median=20.0, warmup=SELFCHECK_WARMUP),
+}

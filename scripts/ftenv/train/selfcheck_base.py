@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ftenv.report.sdpa import ENV_VAR, FIX, interpret_env
-from ftenv.steps import stats
+from ftenv.steps import stats, thresholds
 from ftenv.train import tinymodel
 
 #: Where the image keeps the tiny model (built at image build time, read-only for the user).
@@ -25,17 +25,9 @@ TINY_ENV = "FTENV_TINY_DIR"
 EXIT = {stats.PASS: 0, stats.FAIL: 1, stats.INCONCLUSIVE: 3}
 EXIT_ERROR = 2
 
-#: Steps at the start left out of the statistics: the first step pays one-time costs (allocator,
-#: kernel loading, autograd set-up, a first compile) that have nothing to do with shapes.
-WARMUP = 3
-
-#: Per device kind. GPU: FunASR issue #3704's pattern (new-shape steps 10x) fails by far; a healthy
-#: run measures about 1x. CPU: the same shape rule, looser tails, because a shared CPU is noisy and
-#: the check there shows that the machinery works rather than measuring a GPU stall.
-THRESHOLDS = {
-    "cuda": stats.Thresholds(new_over_seen=2.0, p95_over_median=2.0, max_over_median=10.0, warmup=WARMUP),
-    "cpu": stats.Thresholds(new_over_seen=2.0, p95_over_median=4.0, max_over_median=20.0, warmup=WARMUP),
-}
+#: The self-check's warm-up and per-device thresholds live with every other threshold.
+WARMUP = thresholds.SELFCHECK_WARMUP
+THRESHOLDS = thresholds.SELFCHECK
 
 
 def tiny_dir(requested: str | None, workdir: Path) -> Path:
