@@ -64,6 +64,11 @@ def cuda_int(version: str) -> int:
     return major * 1000 + minor * 10
 
 
+def cuda_name(version: int) -> str:
+    """The inverse of cuda_int, as a driver's CUDA is written: 12060 -> '12.6'."""
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
 def default_path() -> Path:
     """The versions file: $FTENV_VERSIONS_FILE, else the checkout's, else the image's copy."""
     if env := os.environ.get("FTENV_VERSIONS_FILE"):

@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ftenv import text
+from ftenv.build import versions
 from ftenv.report import compile_setting, sdpa
 from ftenv.report import facts as facts_mod
 
@@ -24,8 +25,6 @@ STANDIN_BASE_ENV = "FTENV_STANDIN_BASE"
 
 def supported_sm() -> set[tuple[int, int]]:
     """The GPUs the image is built and checked for, from versions.toml ("sm_100" -> (10, 0))."""
-    from ftenv.build import versions
-
     try:
         names = versions.load().image["supported_sm"]
     except (SystemExit, KeyError, OSError, ValueError):
@@ -36,8 +35,6 @@ def supported_sm() -> set[tuple[int, int]]:
 def _variant_for_driver(driver_cuda: int) -> str:
     """', or use the cu128 image (driver R570 or later)' for the variant of versions.toml that this
     driver runs; nothing when none does or the file cannot be read."""
-    from ftenv.build import versions
-
     try:
         fits = versions.load().for_driver(driver_cuda)
     except (SystemExit, KeyError, OSError, ValueError):
@@ -60,16 +57,14 @@ def _driver_notes(f: facts_mod.Facts) -> list[str]:
             "`resources.limits: nvidia.com/gpu`, Apptainer `--nv`."
         ]
     notes = []
-    if f.driver_cuda is not None and f.torch_cuda:
-        major, minor = (int(x) for x in f.torch_cuda.split(".")[:2])
-        if f.driver_cuda < major * 1000 + minor * 10:
-            have = f"{f.driver_cuda // 1000}.{f.driver_cuda % 1000 // 10}"
-            need = f"R{f.min_driver} or later" if f.min_driver else "a newer driver"
-            notes.append(
-                f"ERROR: This image's torch is built for CUDA {f.torch_cuda} and needs NVIDIA driver "
-                f"{need}; driver {f.driver_version or 'unknown'} supports CUDA {have} only. Update the "
-                f"driver{_variant_for_driver(f.driver_cuda)}."
-            )
+    if f.driver_cuda is not None and f.torch_cuda and f.driver_cuda < versions.cuda_int(f.torch_cuda):
+        have = versions.cuda_name(f.driver_cuda)
+        need = f"R{f.min_driver} or later" if f.min_driver else "a newer driver"
+        notes.append(
+            f"ERROR: This image's torch is built for CUDA {f.torch_cuda} and needs NVIDIA driver "
+            f"{need}; driver {f.driver_version or 'unknown'} supports CUDA {have} only. Update the "
+            f"driver{_variant_for_driver(f.driver_cuda)}."
+        )
     if f.libcuda_found and not f.gpus and not notes:
         notes.append(
             "WARNING: a driver is present but torch sees no GPU: check NVIDIA_VISIBLE_DEVICES / "
@@ -115,7 +110,7 @@ def _gib(n: int) -> str:
 def render_text(f: facts_mod.Facts, a: Assessment) -> str:
     driver = f.driver_version or ("unknown" if f.libcuda_found else "not detected")
     if f.driver_cuda:
-        driver += f" (CUDA {f.driver_cuda // 1000}.{f.driver_cuda % 1000 // 10})"
+        driver += f" (CUDA {versions.cuda_name(f.driver_cuda)})"
     lines = [
         f"== ftenv report: {f.image or 'image unknown (not run from an ftenv image)'} ==",
         f"stack   torch {f.torch_version or 'unknown'} (CUDA {f.torch_cuda or 'none'}), "
