@@ -192,14 +192,19 @@ def step_environment(ctx: Context) -> Result:
     r = Result("environment", "GPU, driver, torch, cuDNN, transformers, funasr read")
     rc, output = run_logged(ctx, "environment", ftenv("report", "--json", "--no-gpu-probe"), 60)
     facts = json_tail(output).get("facts", {})
+    listed = 0  # GPUs the driver lists: the report must see as many, or every GPU step is skipped
     if shutil.which("nvidia-smi"):
         run_logged(ctx, "nvidia-smi", ["nvidia-smi"], 20)
+        _, names = run_logged(ctx, "nvidia-smi -L", ["nvidia-smi", "-L"], 20)
+        listed = len(re.findall(r"^GPU \d+:", names, flags=re.M))
     run_logged(ctx, "pip list", [sys.executable, "-m", "pip", "list", "--format=freeze"], 30)
     ctx.facts = facts
     gpus = facts.get("gpus") or []
     ctx.gpu = gpus[0] | {"driver": facts.get("driver_version")} if gpus else None
-    r.ok = rc == 0 and bool(facts.get("torch_version"))
+    r.ok = rc == 0 and bool(facts.get("torch_version")) and len(gpus) >= listed
     gpu = f"{ctx.gpu['name']} ({sdpa.sm_name(tuple(ctx.gpu['sm']))})" if ctx.gpu else "no GPU"
+    if len(gpus) < listed:
+        gpu = f"{gpu} read by ftenv report, but nvidia-smi lists {listed}"
     r.got = (
         f"{gpu}, driver {facts.get('driver_version') or 'none'}, torch {facts.get('torch_version')}, "
         f"cuDNN {sdpa.cudnn_name(facts.get('cudnn_version'))}, transformers "
@@ -402,11 +407,13 @@ def step_selfcheck_compiled(ctx: Context) -> Result:
     rc, output = run_logged(ctx, r.step, cmd, 150, with_var(ctx, "1"))
     data = json_tail(output)
     c = data.get("compile", {})
+    diff = c.get("loss_max_rel_diff")
+    diff = f"{diff:.1e}" if isinstance(diff, float) else diff
     verdict = data.get("verdict")
     r.ok = verdict == "PASS"
     r.got = (
         f"{verdict}: {c.get('recompiles')} recompiles over {c.get('new_shapes')} new shapes, compile "
-        f"{_s(c.get('compile_s'))}, losses within {c.get('loss_max_rel_diff')} of eager"
+        f"{_s(c.get('compile_s'))}, losses within {diff} of eager"
         if verdict
         else ended(rc, output)
     )

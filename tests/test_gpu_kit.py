@@ -80,10 +80,17 @@ def test_the_documented_call_is_the_one_make_gpu_kit_prints():
     assert gpukit.run_call()["timeout_s"] <= 600  # the GPU machine's limit for one command
 
 
-def test_the_results_page_says_no_gpu_run_happened_yet():
+def test_the_results_page_says_what_ran_on_which_gpu():
+    """Either no run and the page says so, or each run names its GPU, driver, torch and cuDNN."""
     doc = (ROOT / "docs" / "gpu-results.md").read_text()
     results = doc.split(gpukit.RESULTS_HEADING, 1)[1]
-    assert "No GPU run yet" in doc and "None yet" in results and "|" not in results
+    runs = re.findall(r"^### .*\n\nGPU (.+)$", results, flags=re.M)
+    if not runs:
+        assert "No GPU run yet" in doc and gpukit.NO_RESULTS in results and "|" not in results
+        return
+    assert "No GPU run yet" not in doc and gpukit.NO_RESULTS not in results
+    for run in runs:
+        assert re.search(r"\(sm_\d+\), driver [\d.]+, torch \S+ \(CUDA [\d.]+\), cuDNN \d", run), run
 
 
 def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path):
@@ -286,3 +293,26 @@ def test_results_render_the_environment_and_each_step(tmp_path):
     assert "Test GPU (sm_90), driver 580.1, torch 2.11.0+cu130 (CUDA 13.0), cuDNN 9.19.0" in text
     assert "| selfcheck-0 | FAIL | FAIL: new/seen 9.1x | 12.5 | as expected |" in text
     assert text.endswith("## After\n\nkept\n")
+    # A later run (a partial one, --only) goes on top; the earlier run stays.
+    (out / "summary.json").write_text(json.dumps(_gpu_summary() | {"date": "2099-01-02"}))
+    assert imagetools_main(["gpukit", "results", str(out), "--write", str(doc)]) == 0
+    again = doc.read_text()
+    assert again.count("Test GPU (sm_90), driver 580.1") == 2 and again.endswith("## After\n\nkept\n")
+    assert again.index("### 2099-01-02") < again.index(text.split("### ", 1)[1][:10])
+
+
+def test_a_gpu_the_driver_lists_but_the_report_misses_fails_the_environment(tmp_path, monkeypatch):
+    """The kit's first GPU run read no GPU (the report's --no-gpu-probe skipped listing them) and so
+    skipped every GPU step while reporting all as expected: nvidia-smi's list is the cross-check."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text('#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\nexit 0\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ) | {"PYTHONPATH": str(ROOT / "scripts")}
+    ctx = gpu_checks.Context(tmp_path, tmp_path / "steps.log", env, deadline=time.monotonic() + 120)
+    r = gpu_checks.step_environment(ctx)  # this machine: torch sees no GPU
+    assert not r.ok and "nvidia-smi lists 1" in r.got
+    smi.write_text("#!/bin/sh\nexit 0\n")  # the driver lists none: no GPU is the right answer
+    assert gpu_checks.step_environment(ctx).ok

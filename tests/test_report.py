@@ -145,7 +145,9 @@ def _fake_torch(private_apis: bool, sm=(9, 0)):
 def test_missing_private_apis_give_unknown_and_the_rule_still_decides():
     f = _facts(raw=None)
     f.gpus = []
-    facts_mod._gpus_and_sdpa(f, _fake_torch(private_apis=False))
+    torch = _fake_torch(private_apis=False)
+    facts_mod._gpus(f, torch)
+    facts_mod._sdpa(f, torch)
     assert f.gpus[0].sm == (9, 0)
     assert f.live_order is None and f.padded_choice is None
     assert any("_get_sdp_priority_order" in p for p in f.problems)
@@ -159,7 +161,9 @@ def test_missing_private_apis_give_unknown_and_the_rule_still_decides():
 def test_private_apis_present_are_read():
     f = _facts(raw="0")
     f.gpus = []
-    facts_mod._gpus_and_sdpa(f, _fake_torch(private_apis=True))
+    torch = _fake_torch(private_apis=True)
+    facts_mod._gpus(f, torch)
+    facts_mod._sdpa(f, torch)
     assert f.live_order == [3, 1, 2, 0, 4] and f.padded_choice == 3
     assert render.assess(f).verdict.level == "exposed"
 
@@ -168,8 +172,27 @@ def test_a_raising_cuda_is_recorded_not_raised():
     torch = _fake_torch(private_apis=True)
     torch.cuda.is_available = lambda: (_ for _ in ()).throw(RuntimeError("driver too old"))
     f = Facts()
-    facts_mod._gpus_and_sdpa(f, torch)
+    facts_mod._gpus(f, torch)
     assert f.gpus == [] and any("driver too old" in p for p in f.problems)
+
+
+def test_no_gpu_probe_still_lists_the_gpus_and_runs_no_kernel(monkeypatch):
+    """`ftenv report --no-gpu-probe` on a GPU host: the GPU is named, only the SDPA call is left out
+    (it once listed no GPU, judged "no GPU" and warned that torch saw none)."""
+    torch = _fake_torch(private_apis=True)
+
+    def no_kernel(*a, **k):
+        raise AssertionError("--no-gpu-probe ran a kernel")
+
+    torch.randn = no_kernel
+    monkeypatch.setitem(__import__("sys").modules, "torch", torch)
+    torch.__version__, torch.version = "2.11.0+cu130", types.SimpleNamespace(cuda="13.0")
+    torch.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: 91900))
+    f = facts_mod.collect(live=False)
+    assert [g.name for g in f.gpus] == ["NVIDIA H200"] and f.live_order is None
+    a = render.assess(f)
+    assert a.verdict.level != "no-gpu"
+    assert not any("torch sees no GPU" in n for n in a.notes)
 
 
 def test_collect_on_this_machine_never_raises_and_report_exits_0(capsys, monkeypatch):

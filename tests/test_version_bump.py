@@ -152,6 +152,9 @@ def test_a_version_planted_by_hand_fails_the_checks(tmp_path):
         .replace(f"funasr {funasr}.", f"funasr {funasr}. <!-- quoted: the run of that day -->")
     )
     assert generated.literals_in(lines, generated.literal_pattern({funasr})) == []
+    # So is a recorded run's region; a version after the region's end is a literal again.
+    region = f"<!-- quoted: a run -->\nfunasr {funasr}\n<!-- /quoted -->\nfunasr {funasr}\n"
+    assert generated.literals_in(region, generated.literal_pattern({funasr})) == [(4, funasr)]
 
 
 def test_a_stale_generated_part_fails_the_check(tmp_path):

@@ -11,7 +11,8 @@ parts). What is generated here, in README.md and every file below docs/:
 
 `check(root)` lists what is stale and every pinned version spelled outside those parts. A line that
 quotes a version of the past (a public report's environment) says so with `quoted: WHY` in a comment
-on that line; a fenced block right after a `<!-- quoted: WHY -->` line is quoted whole.
+on that line; a fenced block right after a `<!-- quoted: WHY -->` line is quoted whole, and so is
+all between `<!-- quoted: WHY -->` and `<!-- /quoted -->` (a recorded run's environment).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ TAG = re.compile(r"funasr\d[\w.]*?-torch\d[\w.]*?-(?P<cu>cu\d+)-cudnn\d+(?:\.\d+
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
 VALUE = re.compile(r"(<!-- v: (?P<key>[\w.]+) -->)(?P<body>.*?)(<!-- /v -->)")
 QUOTED = re.compile(r"quoted: \S")
+QUOTED_REGION = re.compile(r"<!-- quoted: \S[^\n]*?-->\n.*?<!-- /quoted -->", re.S)
 #: The report sample's host: an H200 on driver 580.126.20 (the driver of FunASR issue #3704).
 SAMPLE_DRIVER, SAMPLE_GPU, SAMPLE_GIB = "580.126.20", "NVIDIA H200", 139.8
 
@@ -141,7 +143,7 @@ def literal_pattern(literals: set[str]) -> re.Pattern:
 def _hand_written(text: str) -> list[tuple[int, str]]:
     """(line number, line) of what is not generated or quoted, generated parts blanked."""
     blank = lambda m: "\n" * m[0].count("\n")  # noqa: E731 - keeps line numbers
-    text = TAG.sub("", VALUE.sub("", BLOCK.sub(blank, text)))
+    text = TAG.sub("", VALUE.sub("", QUOTED_REGION.sub(blank, BLOCK.sub(blank, text))))
     out, previous, in_fence, quoted_fence = [], "", False, False
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):

@@ -5,7 +5,7 @@
   sources are turned into wheels here. Fails when the kit would hold a package the machine has,
   miss one it lacks, or weigh more than the machine accepts.
 - `call`: the exact call to make on the GPU machine (command, carried folder, time limit).
-- `results OUT`: docs/gpu-results.md's Results section from what scripts/gpu_checks.py wrote to OUT.
+- `results OUT`: one run for docs/gpu-results.md's Results, from what scripts/gpu_checks.py wrote to OUT.
 
 Host-side only (it needs pip and, to build the kit, the package index).
 """
@@ -202,7 +202,8 @@ def call_text() -> str:
 
 
 def render_results(summary: dict) -> str:
-    """The Results section for one GPU run's summary.json. Raises SystemExit for a run with no GPU."""
+    """One GPU run's part of the Results section, from its summary.json. Raises SystemExit for a run
+    with no GPU."""
     gpu = summary.get("gpu")
     if not gpu:
         raise SystemExit(
@@ -213,8 +214,7 @@ def render_results(summary: dict) -> str:
     sm = "sm_{}{}".format(*gpu["sm"])
     cudnn = gpu_checks.sdpa.cudnn_name(f.get("cudnn_version"))
     lines = [
-        RESULTS_HEADING,
-        "",
+        "<!-- quoted: the environment this run had (not the current pins) -->",
         f"### {summary.get('date', 'date unknown')}: {gpu['name']} ({sm})",
         "",
         f"GPU {gpu['name']} ({sm}), driver {f.get('driver_version') or 'unknown'}, torch "
@@ -224,19 +224,27 @@ def render_results(summary: dict) -> str:
         f"(budget {summary['budget_seconds']} s).",
         "",
         gpu_checks.render_table([gpu_checks.Result(**s) for s in summary["steps"]]),
+        "<!-- /quoted -->",
         "",
     ]
     return "\n".join(lines)
 
 
-def write_results(doc: Path, section: str) -> None:
-    """Replace the doc's Results section (from its heading to the next `## ` heading or the end)."""
+#: What the Results section says before any GPU run; the first run replaces it.
+NO_RESULTS = "None yet."
+
+
+def write_results(doc: Path, run: str) -> None:
+    """Put one run at the top of the doc's Results section, newest first, keeping earlier runs
+    (a later partial run, `--only STEP`, must not erase a full one)."""
     text = doc.read_text()
     head, sep, rest = text.partition(f"\n{RESULTS_HEADING}\n")
     if not sep:
-        raise SystemExit(f"gpukit results: {doc} has no '{RESULTS_HEADING}' heading to replace")
-    _, nxt, tail = rest.partition("\n## ")
-    doc.write_text(f"{head}\n{section}" + (f"\n## {tail}" if nxt else ""))
+        raise SystemExit(f"gpukit results: {doc} has no '{RESULTS_HEADING}' heading to write under")
+    body, nxt, tail = rest.partition("\n## ")
+    earlier = body.strip().removeprefix(NO_RESULTS).strip()
+    section = f"\n{run.rstrip()}\n" + (f"\n{earlier}\n" if earlier else "")
+    doc.write_text(f"{head}\n{RESULTS_HEADING}\n{section}" + (f"\n## {tail}" if nxt else ""))
 
 
 # --- command line ------------------------------------------------------------------------------
@@ -253,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
         section = render_results(json.loads(path.read_text()))
         if args.write:
             write_results(Path(args.write), section)
-            print(f"wrote the Results section of {args.write}")
+            print(f"added the run to the Results section of {args.write}")
         else:
             print(section)
         return 0
@@ -276,7 +284,9 @@ def add_parser(sub) -> None:
     b.add_argument("--dest", default=str(KIT_DIR), help=f"kit folder (default {KIT_DIR})")
     b.add_argument("--python", help="target Python X.Y (default: the GPU machine's)")
     acts.add_parser("call", help="print the GPU machine's call (command, carry, timeout)")
-    r = acts.add_parser("results", help="docs/gpu-results.md's Results section from a run's folder")
+    r = acts.add_parser("results", help="one run for docs/gpu-results.md's Results, from a run's folder")
     r.add_argument("out", help="the folder scripts/gpu_checks.py wrote ($OUT)")
-    r.add_argument("--write", nargs="?", const=str(RESULTS_DOC), help="replace the section in this doc")
+    r.add_argument(
+        "--write", nargs="?", const=str(RESULTS_DOC), help="add the run to this doc's Results, newest first"
+    )
     p.set_defaults(func=run)

@@ -76,7 +76,7 @@ def _driver(facts: Facts) -> None:
         facts.driver_version = match.group(1) if match else None
 
 
-def _gpus_and_sdpa(facts: Facts, torch) -> None:
+def _gpus(facts: Facts, torch) -> None:
     try:
         if not torch.cuda.is_available():
             return
@@ -85,7 +85,9 @@ def _gpus_and_sdpa(facts: Facts, torch) -> None:
             facts.gpus.append(Gpu(i, p.name, (p.major, p.minor), p.total_memory))
     except Exception as exc:  # a broken driver raises many kinds of errors
         facts.problems.append(f"CUDA: {exc}")
-        return
+
+
+def _sdpa(facts: Facts, torch) -> None:
     try:
         q = torch.randn(1, LLM_HEADS, 32, LLM_HEAD_DIM, device="cuda", dtype=torch.bfloat16)
         # The order is stored lazily, at the first SDPA call: make one before reading it.
@@ -108,7 +110,7 @@ def _gpus_and_sdpa(facts: Facts, torch) -> None:
 
 
 def collect(live: bool = True) -> Facts:
-    """Read everything; live=False skips the GPU calls (for a quick look without CUDA init)."""
+    """Read everything; live=False lists the GPUs but skips the SDPA call on them (no kernel runs)."""
     facts = Facts(
         image=os.environ.get("FTENV_IMAGE"),
         variant=os.environ.get("FTENV_VARIANT"),
@@ -132,6 +134,7 @@ def collect(live: bool = True) -> Facts:
         facts.cudnn_version = torch.backends.cudnn.version()
     except Exception as exc:
         facts.problems.append(f"cuDNN: {exc}")
-    if live:
-        _gpus_and_sdpa(facts, torch)
+    _gpus(facts, torch)
+    if live and facts.gpus:
+        _sdpa(facts, torch)
     return facts
