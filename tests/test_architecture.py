@@ -148,12 +148,6 @@ def test_no_import_circle():
     assert cycles(EDGES) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the longest chain has 9 modules: steps.thresholds <- steps.model <- steps.detector <- "
-    "steps.stats <- train.selfcheck_base <- train.selfcheck_schedule <- train.selfcheck_loop <- "
-    "train.selfcheck_compile <- train.selfcheck; remove the marker when the longest is 5 or fewer",
-)
 def test_at_most_five_floors():
     chain = longest_chain(EDGES)
     assert len(chain) <= MAX_FLOORS, " <- ".join(reversed(chain))

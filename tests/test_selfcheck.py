@@ -21,7 +21,7 @@ import pytest
 import steplogs
 from ftenv import cli
 from ftenv.steps import funasr_log, stats
-from ftenv.train import selfcheck, selfcheck_base, selfcheck_schedule, tinymodel
+from ftenv.train import selfcheck, selfcheck_base, selfcheck_schedule, selfcheck_verdict, tinymodel
 
 ROOT = Path(__file__).resolve().parents[1]
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
@@ -80,7 +80,8 @@ def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
         log = tmp_path / f"train-{fixed}.log"
         log.write_text("\n".join(lines) + "\n")
         scan = funasr_log.scan_files([str(log)])
-        result = selfcheck_base.judge("recipe", scan.steps, selfcheck_base.THRESHOLDS["cuda"])
+        measured = selfcheck_base.Measured("recipe", scan.steps, selfcheck_base.THRESHOLDS["cuda"])
+        result = selfcheck_verdict.judge(measured)
         assert result["verdict"] == expected, result["summary"]["reasons"]
 
 
@@ -204,7 +205,7 @@ def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path,
 
 def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
     rc = cli.main(["selfcheck", "--json", "--tiny", str(tmp_path / "nothing")])
-    assert rc == selfcheck_base.EXIT_ERROR
+    assert rc == selfcheck_verdict.EXIT_ERROR
     assert json.loads(capsys.readouterr().out)["verdict"] == "ERROR"
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.train.funasr_entry import CPU_SHIM_ENV
+from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from ftenv.report import sdpa
-from ftenv.steps import model, stats
+from ftenv.steps import detector, model, stats
 from ftenv.steps.stats import (
     DATA,
     FAIL,
@@ -326,10 +326,11 @@ def test_shape_fix_when_the_variable_is_already_1_does_not_say_set_it():
 
 
 def test_the_selfcheck_uses_that_wording():
-    from ftenv.train import selfcheck_base
+    from ftenv.train.selfcheck_base import Measured
+    from ftenv.train.selfcheck_verdict import judge
 
     steps = as_steps(field_report_run())
-    r = selfcheck_base.judge("in-process", steps, Thresholds(), environment={sdpa.ENV_VAR: "1"})
+    r = judge(Measured("in-process", steps, Thresholds(), extra={"environment": {sdpa.ENV_VAR: "1"}}))
     assert r["verdict"] == FAIL and r["summary"]["fix"] == sdpa.already_deprioritized_text()
 
 
@@ -372,8 +373,8 @@ def test_ddp_wait_on_one_logged_rank_by_the_backward_only_signature():
 @pytest.mark.parametrize("backward, waits", [(0.8, True), (0.8 - 1e-9, False), (0.9, True)])
 def test_ddp_backward_share_boundary(backward, waits):
     step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=(("backward_time", backward),))
-    assert (model.waits_for(step, B, (), use_signature=True) is not None) is waits
-    assert model.waits_for(step, B, (), use_signature=False) is None or not waits
+    assert (detector.waits_for(step, B, (), use_signature=True) is not None) is waits
+    assert detector.waits_for(step, B, (), use_signature=False) is None or not waits
 
 
 @pytest.mark.parametrize("n_seen, baseline", [(1, 2 * B), (2, B)])
@@ -402,6 +403,6 @@ def test_shared_option_types_for_watch_and_analyze():
 def test_a_stall_in_forward_too_is_not_a_ddp_wait():
     phases = (("forward_time", 0.3), ("backward_time", 0.9))
     step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=phases)
-    assert model.waits_for(step, B, (), use_signature=True) is None
+    assert detector.waits_for(step, B, (), use_signature=True) is None
     calm = Step(5, B + 1.0, 8, 100, new_shape=False, phases=(("forward_time", 0.1), ("backward_time", 0.9)))
-    assert model.waits_for(calm, B, (), use_signature=True) == model.ANY_RANK
+    assert detector.waits_for(calm, B, (), use_signature=True) == model.ANY_RANK

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from ftenv.steps import model, stats
+from ftenv.steps import detector, model, stats
 from ftenv.steps.stats import (
     FAIL,
     NEW_SHAPE,
@@ -136,8 +136,8 @@ def test_summary_fields_and_json():
 
 def test_a_step_at_the_baseline_is_neither_a_data_stall_nor_a_ddp_wait():
     at = Step(5, B, 8, 100, new_shape=False, phases=(("data_load", 0.0), ("backward_time", B)))
-    assert not model.is_data_stall(at, B)
-    assert model.waits_for(at, B, (), use_signature=True) is None
+    assert not detector.is_data_stall(at, B)
+    assert detector.waits_for(at, B, (), use_signature=True) is None
 
 
 def test_backward_only_shares_scale_with_the_extra_time():
@@ -150,9 +150,9 @@ def test_backward_only_shares_scale_with_the_extra_time():
             new_shape=False,
             phases=(("forward_time", forward), ("backward_time", backward)),
         )
-        return model.waits_for(step, B, (), use_signature=True) is not None
+        return detector.waits_for(step, B, (), use_signature=True) is not None
 
-    share = model.DDP_BACKWARD_SHARE
+    share = detector.DDP_BACKWARD_SHARE
     assert waits(share * 2.0, 0.0) and not waits(1.0, 0.0)  # 1.0 s of 2.0 s extra: not backward-only
     assert waits(share * 2.0, (1 - share) * 2.0)  # forward at the rest: still a wait
     assert not waits(share * 2.0, 0.5)

@@ -19,7 +19,7 @@ import pytest
 # Plain imports: funasr and torch are in the host venv's lock, and an import error in our own
 # modules is a failure, not a reason to skip.
 from ftenv.train import selfcheck_recipe, stall, tinymodel
-from ftenv.train.funasr_entry import CPU_SHIM_ENV
+from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 
 SCRIPTS = str(Path(__file__).resolve().parents[1] / "scripts")
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftenv.build import versions
-
 ENV_VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
 FIX = f"{ENV_VAR}=1"
 #: torch 2.9 reads this one instead; "0" opts out there.
@@ -98,8 +96,16 @@ def cudnn_name(version: int | None) -> str:
 
 
 def torch_release(version: str | None) -> tuple[int, int] | None:
-    """'2.11.0+cu130' -> (2, 11); None when it cannot be read."""
-    return versions.release(version, 2)
+    """'2.11.0+cu130' -> (2, 11); None when it cannot be read. PEP 440 as packaging reads it,
+    called here rather than through ftenv.build.versions so that the rule imports nothing of
+    ftenv (it sits on the lowest floor: every wing above reads it)."""
+    from packaging.version import InvalidVersion, Version  # in the lock; only callers pay the import
+
+    try:
+        numbers = Version(version.strip()).release if version else ()
+    except InvalidVersion:
+        return None
+    return (*numbers, 0)[:2] if numbers else None
 
 
 def torch_build(version: str | None) -> str | None:

@@ -1,14 +1,74 @@
-"""Live detection of slow steps, step by step, per rank (the watchdog's and the step timer's
-engine). Standard library only; the definitions are those of ftenv.steps.stats."""
+"""What a slow step is put down to (data loading, a new shape, a wait for another rank's new shape),
+and live detection of slow steps, step by step, per rank (the watchdog's and the step timer's
+engine). Standard library only; the summary's definitions are those of ftenv.steps.stats, which
+takes the cause rule from here."""
 
 from __future__ import annotations
 
 import bisect
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ftenv.steps.model import Step, cause_of, waits_for
-from ftenv.steps.thresholds import LIVE_MIN_SEEN, LIVE_WARMUP, SLOW_FACTOR, WINDOW
+from ftenv.steps.model import ANY_RANK, DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, Step
+from ftenv.steps.thresholds import (
+    DATA_SHARE,
+    DDP_BACKWARD_SHARE,
+    LIVE_MIN_SEEN,
+    LIVE_WARMUP,
+    SLOW_FACTOR,
+    WINDOW,
+)
+
+# --- what one slow step is put down to (the live detector and the summary both use this) ---
+
+
+def is_data_stall(step: Step, baseline: float) -> bool:
+    excess = step.seconds - baseline
+    data = step.data_load
+    return data is not None and excess > 0 and data >= DATA_SHARE * excess
+
+
+def waits_for(step: Step, baseline: float, new_elsewhere: Iterable[int], use_signature: bool) -> int | None:
+    """The rank whose new shape this slow seen-shape step waited for in DDP's all-reduce: another
+    rank with a new shape at the same step index, else (use_signature: only this rank is logged, or
+    the others have not logged the step yet) ANY_RANK when the extra time is in backward_time
+    only; None when neither holds. A single-GPU run's log looks like one rank's of a DDP run: a
+    seen-shape stall there that sits in backward only is put down to DDP too (unavoidable from a
+    log that does not say the world size)."""
+    if step.new_shape is not False or is_data_stall(step, baseline):
+        return None
+    others = sorted(r for r in new_elsewhere if r != step.rank)
+    if others:
+        return others[0]
+    if use_signature and _backward_only(step, step.seconds - baseline):
+        return ANY_RANK
+    return None
+
+
+def _backward_only(step: Step, excess: float) -> bool:
+    """At least DDP_BACKWARD_SHARE of the extra time in backward_time, and forward_time within the
+    rest (a stall in both phases is not an all-reduce wait)."""
+    backward, forward = step.phase("backward_time"), step.phase("forward_time")
+    if backward is None or excess <= 0 or backward < DDP_BACKWARD_SHARE * excess:
+        return False
+    return forward is None or forward <= (1 - DDP_BACKWARD_SHARE) * excess
+
+
+def cause_of(step: Step, baseline: float, waits: int | None = None) -> str:
+    """What one slow step is put down to: data loading when the data_load phase holds at least
+    DATA_SHARE of the extra time, else whether its shape was new to its rank (or it waited for
+    another rank's new shape: `waits`, from waits_for)."""
+    if is_data_stall(step, baseline):
+        return DATA
+    if waits is not None:
+        return NEW_SHAPE
+    if step.new_shape is None:
+        return NO_SHAPE
+    return NEW_SHAPE if step.new_shape else SEEN_SHAPE
+
+
+# --- the live detector ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

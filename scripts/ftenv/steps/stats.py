@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ftenv.report.sdpa import EnvSetting
-from ftenv.steps.detector import Detector, SlowEvent
+from ftenv.steps.detector import Detector, SlowEvent, cause_of, waits_for
 from ftenv.steps.fixes import DATA_FIX, SHAPE_FIX, shape_fix
 from ftenv.steps.model import (
     ANY_RANK,
@@ -36,9 +36,7 @@ from ftenv.steps.model import (
     NO_SHAPE,
     SEEN_SHAPE,
     Step,
-    cause_of,
     mark_new_shapes,
-    waits_for,
 )
 from ftenv.steps.thresholds import DATA_SHARE, SLOW_FACTOR, Thresholds
 

@@ -11,7 +11,8 @@ but:
 - it prints the start-up report once per node before torchrun (startup_report.py), as not every
   launcher runs the image's entrypoint;
 - it stays offline (HF_HUB_OFFLINE=1, no update check) unless `--allow-hub` is given;
-- it runs under the step-time watchdog (`ftenv watch`) when that is installed;
+- it becomes `ftenv watch -- <the torchrun command>`: the trainer runs under the step-time
+  watchdog (FTENV_WATCH=0: plainly), one process as before (exec), exit code the trainer's;
 - any further `++key=value` Hydra override is passed through and replaces the recipe's default
   (overrides.py).
 
@@ -34,14 +35,17 @@ PROG = "ftenv finetune"
 
 
 def _run_watched(argv: list[str]) -> int:
+    """Become `ftenv watch -- argv` (exec: same process, so signals and the exit code are the
+    trainer's as the watchdog passes them on). A command, not an import: the launcher stays
+    independent of the step-time wing, as a user's own `ftenv watch -- CMD` is."""
+    cmd = [sys.executable, "-m", "ftenv.cli", "watch", "--", *argv]
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        from ftenv.steps.watch import run_watched
-    except ImportError:
-        print(f"{PROG}: the watchdog is not installed; running without it", file=sys.stderr)
-        import subprocess
-
-        return subprocess.call(argv)
-    return run_watched(argv)
+        os.execv(sys.executable, cmd)
+    except OSError as exc:
+        print(f"{PROG}: cannot start {shlex.join(cmd)}: {exc}", file=sys.stderr)
+        return 127
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ CPU equivalents. Nothing else of FunASR is changed.
 
 from __future__ import annotations
 
+#: `python -m ftenv.train.funasr_entry` applies the shim when this is "1" (the self-check on a CPU).
+CPU_SHIM_ENV = "FTENV_FUNASR_CPU_SHIM"
 _MEMORY_CALLS = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
 
 

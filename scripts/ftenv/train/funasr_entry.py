@@ -18,8 +18,8 @@ import sys
 from importlib import metadata
 
 from ftenv.report import compile_setting
+from ftenv.train import funasr_cpu_shim
 
-CPU_SHIM_ENV = "FTENV_FUNASR_CPU_SHIM"
 SCRIPT = "funasr-train-ds"
 
 
@@ -41,9 +41,7 @@ def main() -> int:
         from ftenv.train import compiled_decoder
 
         notes.append(compiled_decoder.install_on_build())
-    if os.environ.get(CPU_SHIM_ENV) == "1":
-        from ftenv.train import funasr_cpu_shim
-
+    if os.environ.get(funasr_cpu_shim.CPU_SHIM_ENV) == "1":
         notes += funasr_cpu_shim.apply()
     from ftenv.train import stall
 

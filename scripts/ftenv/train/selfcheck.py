@@ -15,8 +15,10 @@ sm_100, sm_103 unless TORCH_CUDNN_SDPA_DEPRIORITIZED=1), a training step is slow
 
 `--recipe` runs the real `funasr-train-ds` through torchrun instead (selfcheck_recipe.py);
 `--compile` runs the steps with the compiled decoder forward beside an eager run (selfcheck_compile.py).
-This module is the command line; the shared parts are in selfcheck_base.py, the schedule in
-selfcheck_schedule.py, the loop in selfcheck_loop.py, the text table in selfcheck_render.py.
+This module is the command line: it runs one mode (selfcheck_inprocess, selfcheck_recipe,
+selfcheck_compile; their shared parts in selfcheck_base.py, the schedule in selfcheck_schedule.py,
+the training loop in selfcheck_loop.py), has what it measured judged (selfcheck_verdict.py) and
+prints the result (selfcheck_render.py).
 Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 could not run.
 """
 
@@ -30,8 +32,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ftenv.train import selfcheck_compile, selfcheck_loop, selfcheck_render, startup_report
-from ftenv.train.selfcheck_base import EXIT, EXIT_ERROR, IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV
+from ftenv.train import (
+    selfcheck_compile,
+    selfcheck_inprocess,
+    selfcheck_recipe,
+    selfcheck_render,
+    startup_report,
+)
+from ftenv.train.selfcheck_base import IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV
+from ftenv.train.selfcheck_verdict import EXIT, EXIT_ERROR, judge
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,13 +68,12 @@ def _run_in(args: argparse.Namespace, workdir: Path) -> int:
         # FunASR prints to stdout (its version, tables): keep stdout for the result alone.
         with contextlib.redirect_stdout(sys.stderr):
             if args.recipe:
-                from ftenv.train import selfcheck_recipe
-
-                result = selfcheck_recipe.run_recipe(args, workdir)
+                measured = selfcheck_recipe.run_recipe(args, workdir)
             elif args.compile:
-                result = selfcheck_compile.run_compiled(args, workdir)
+                measured = selfcheck_compile.run_compiled(args, workdir)
             else:
-                result = selfcheck_loop.run_inprocess(args, workdir)
+                measured = selfcheck_inprocess.run_inprocess(args, workdir)
+            result = judge(measured)
     except Exception as exc:  # say what went wrong in one line, keep the traceback for --json
         import traceback
 

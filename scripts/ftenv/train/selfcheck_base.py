@@ -1,8 +1,10 @@
 """What every `ftenv selfcheck` mode shares: where the tiny model is, which device, the thresholds,
-the environment it ran in, and the judged result (the verdict and its reasons) as a dict.
+the environment it ran in, and what a mode hands back (`Measured`: the timed steps and what the
+mode found, before any verdict).
 
-The in-process loop (selfcheck_loop), the recipe run (selfcheck_recipe) and the compiled mode
-(selfcheck_compile) import this; it imports none of them.
+The modes (selfcheck_inprocess, selfcheck_recipe, selfcheck_compile) import this and return a
+Measured; the command (selfcheck) has it judged (selfcheck_verdict). No mode imports another mode
+or the verdict, so each sits one floor below the command.
 """
 
 from __future__ import annotations
@@ -11,19 +13,17 @@ import argparse
 import contextlib
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ftenv.report.sdpa import ENV_VAR, FIX, interpret_env
-from ftenv.steps import stats, thresholds
+from ftenv.report.sdpa import ENV_VAR
+from ftenv.steps import thresholds
+from ftenv.steps.model import Step
 from ftenv.train import tinymodel
 
 #: Where the image keeps the tiny model (built at image build time, read-only for the user).
 IMAGE_TINY_DIR = "/opt/ftenv/tiny"
 TINY_ENV = "FTENV_TINY_DIR"
-
-EXIT = {stats.PASS: 0, stats.FAIL: 1, stats.INCONCLUSIVE: 3}
-EXIT_ERROR = 2
 
 #: The self-check's warm-up and per-device thresholds live with every other threshold.
 WARMUP = thresholds.SELFCHECK_WARMUP
@@ -81,7 +81,7 @@ def llm_dtype(args: argparse.Namespace, device: str) -> str:
     return "bf16" if device == "cuda" else "fp32"
 
 
-def thresholds_from(args: argparse.Namespace, device: str) -> stats.Thresholds:
+def thresholds_from(args: argparse.Namespace, device: str) -> thresholds.Thresholds:
     base = THRESHOLDS["cuda" if device == "cuda" else "cpu"]
     changes = {
         name: getattr(args, name)
@@ -91,27 +91,17 @@ def thresholds_from(args: argparse.Namespace, device: str) -> stats.Thresholds:
     return replace(base, **changes)
 
 
-def judge(mode: str, steps: list[stats.Step], thresholds: stats.Thresholds, **extra) -> dict:
-    """The result of one self-check run: the step-time verdict with its reasons and fix, the
-    thresholds, every step, and what the mode adds (`extra`)."""
-    # The fix's wording follows the variable: already 1 -> how to find the other per-shape cost.
-    summary = stats.summarize(steps, thresholds, env=interpret_env(extra.get("environment", {}).get(ENV_VAR)))
-    result = {
-        "mode": mode,
-        "verdict": summary.verdict,
-        "summary": summary.to_dict(),
-        "thresholds": {
-            "new_over_seen": thresholds.new_over_seen,
-            "p95_over_median": thresholds.p95_over_median,
-            "max_over_median": thresholds.max_over_median,
-            "warmup": thresholds.warmup,
-        },
-        "steps": [s.to_dict() for s in stats.mark_new_shapes(steps)],
-    }
-    result.update(extra)
-    if summary.verdict == stats.FAIL and summary.fix is None:
-        result["summary"]["fix"] = (
-            f"step times vary for a reason other than new shapes; if {FIX} is already set, run "
-            "again on an idle machine, and read docs/selfcheck.md"
-        )
-    return result
+@dataclass
+class Measured:
+    """What one self-check mode measured: its timed steps and thresholds, what goes into the result
+    as is (`extra`: environment, losses, the compile figures ...), and the mode's own findings that
+    the verdict adds to the step-time ones (the compiled mode's recompiles and losses)."""
+
+    mode: str
+    steps: list[Step]
+    thresholds: thresholds.Thresholds
+    extra: dict = field(default_factory=dict)
+    fails: list[str] = field(default_factory=list)  # FAIL reasons of the mode's own checks
+    unsure: list[str] = field(default_factory=list)  # INCONCLUSIVE reasons of the mode's own checks
+    fix: str | None = None  # the fix for `fails`, before the step-time fix
+    default_fix: str | None = None  # the fix for `fails` when neither names one

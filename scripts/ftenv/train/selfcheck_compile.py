@@ -17,9 +17,16 @@ import statistics
 import time
 from pathlib import Path
 
-from ftenv.steps import fixes, stats
+from ftenv.steps import fixes
 from ftenv.train import compiled_decoder
-from ftenv.train.selfcheck_base import environment, judge, llm_dtype, pick_device, thresholds_from, tiny_dir
+from ftenv.train.selfcheck_base import (
+    Measured,
+    environment,
+    llm_dtype,
+    pick_device,
+    thresholds_from,
+    tiny_dir,
+)
 from ftenv.train.selfcheck_loop import prepare, timed_steps, train
 
 #: Recompiles allowed after the first compile, over the new shapes of the schedule.
@@ -59,7 +66,7 @@ def compile_findings(
     return fails, unsure, fix
 
 
-def run_compiled(args: argparse.Namespace, workdir: Path) -> dict:
+def run_compiled(args: argparse.Namespace, workdir: Path) -> Measured:
     wall0 = time.perf_counter()
     tiny = tiny_dir(args.tiny, workdir)
     device = pick_device(args.device)
@@ -91,38 +98,36 @@ def run_compiled(args: argparse.Namespace, workdir: Path) -> dict:
     fails, unsure, fix = compile_findings(
         recompiles, n_new, loss_diff, loss_rtol, switch.calls["compiled"], len(steps)
     )
-    result = judge(
+    return Measured(
         "compiled",
         steps,
         thresholds,
-        environment=environment(device),
-        losses=losses,
-        tiny_dir=str(tiny),
-        setup_seconds=prepared.setup_seconds,
-        wall_seconds=time.perf_counter() - wall0,
-        compile={
-            "dynamic": dynamic,
-            "forced_recompiles": bool(args.force_recompiles),
-            "first_step_s": seconds[0],
-            "eager_first_step_s": eager_seconds[0],
-            "compile_s": seconds[0] - eager_seconds[0],
-            "recompiles": recompiles,
-            "max_recompiles": MAX_RECOMPILES,
-            "graphs_after_step": graphs,
-            "new_shapes": n_new,
-            "compiled_calls": switch.calls["compiled"],
-            "eager_losses": eager_losses,
-            "loss_max_rel_diff": loss_diff,
-            "loss_rtol": loss_rtol,
-            "eager_median_step_s": statistics.median(eager_seconds[thresholds.warmup :]),
-            "compiled_median_step_s": statistics.median(seconds[thresholds.warmup :]),
+        extra={
+            "environment": environment(device),
+            "losses": losses,
+            "tiny_dir": str(tiny),
+            "setup_seconds": prepared.setup_seconds,
+            "wall_seconds": time.perf_counter() - wall0,
+            "compile": {
+                "dynamic": dynamic,
+                "forced_recompiles": bool(args.force_recompiles),
+                "first_step_s": seconds[0],
+                "eager_first_step_s": eager_seconds[0],
+                "compile_s": seconds[0] - eager_seconds[0],
+                "recompiles": recompiles,
+                "max_recompiles": MAX_RECOMPILES,
+                "graphs_after_step": graphs,
+                "new_shapes": n_new,
+                "compiled_calls": switch.calls["compiled"],
+                "eager_losses": eager_losses,
+                "loss_max_rel_diff": loss_diff,
+                "loss_rtol": loss_rtol,
+                "eager_median_step_s": statistics.median(eager_seconds[thresholds.warmup :]),
+                "compiled_median_step_s": statistics.median(seconds[thresholds.warmup :]),
+            },
         },
+        fails=fails,
+        unsure=unsure,
+        fix=fix,
+        default_fix=fixes.RECOMPILE_FIX,
     )
-    summary = result["summary"]
-    summary["reasons"] = [*fails, *unsure, *summary["reasons"]]
-    if fails:
-        result["verdict"] = summary["verdict"] = stats.FAIL
-        summary["fix"] = fix or summary.get("fix") or fixes.RECOMPILE_FIX
-    elif unsure and result["verdict"] == stats.PASS:
-        result["verdict"] = summary["verdict"] = stats.INCONCLUSIVE
-    return result

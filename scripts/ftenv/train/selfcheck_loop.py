@@ -1,17 +1,17 @@
-"""The in-process self-check: load the tiny Fun-ASR-Nano with FunASR's AutoModel, collate the planned
-batches with FunASR's own dataset class, and train them as the recipe does, timing every step."""
+"""The self-check's training loop: load the tiny Fun-ASR-Nano with FunASR's AutoModel, collate the
+planned batches with FunASR's own dataset class, and train them as the recipe does, timing every
+step. The in-process mode (selfcheck_inprocess) and the compiled mode (selfcheck_compile) run it;
+benchmarks/compile_speedup.py trains with it too."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.steps import stats
+from ftenv.steps.model import Step
 from ftenv.train import tinymodel
-from ftenv.train.selfcheck_base import environment, judge, llm_dtype, pick_device, thresholds_from, tiny_dir
 from ftenv.train.selfcheck_schedule import PlannedStep, plan_schedule
 
 
@@ -108,36 +108,8 @@ def train(
     return seconds, losses
 
 
-def run_inprocess(args: argparse.Namespace, workdir: Path) -> dict:
-    wall0 = time.perf_counter()
-    tiny = tiny_dir(args.tiny, workdir)
-    device = pick_device(args.device)
-    undo = None
-    if args.inject_stall:
-        from ftenv.train import stall
-
-        undo = stall.install(args.inject_stall)
-    try:
-        prepared = prepare(tiny, device, args.shapes, args.recur, args.seed, llm_dtype(args, device))
-        seconds, losses = train(prepared.model, prepared.batches, device, seed=args.seed)
-    finally:
-        if undo:
-            undo()
-    return judge(
-        "in-process",
-        timed_steps(prepared.plan, seconds),
-        thresholds_from(args, device),
-        environment=environment(device),
-        losses=losses,
-        tiny_dir=str(tiny),
-        injected_stall_s=args.inject_stall or None,
-        setup_seconds=prepared.setup_seconds,
-        wall_seconds=time.perf_counter() - wall0,
-    )
-
-
-def timed_steps(plan: list[PlannedStep], seconds: list[float]) -> list[stats.Step]:
+def timed_steps(plan: list[PlannedStep], seconds: list[float]) -> list[Step]:
     return [
-        stats.Step(index=i, seconds=sec, batch=p.shape[0], padded_len=p.shape[1])
+        Step(index=i, seconds=sec, batch=p.shape[0], padded_len=p.shape[1])
         for i, (sec, p) in enumerate(zip(seconds, plan, strict=True))
     ]

@@ -26,10 +26,10 @@ from pathlib import Path
 
 from ftenv.steps import funasr_log
 from ftenv.train import tinymodel
-from ftenv.train.funasr_entry import CPU_SHIM_ENV
+from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS
-from ftenv.train.selfcheck_base import environment, judge, pick_device, thresholds_from, tiny_dir
+from ftenv.train.selfcheck_base import Measured, environment, pick_device, thresholds_from, tiny_dir
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900
@@ -79,7 +79,7 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_
     return [*launcher, *program, *overrides(tiny, out, device, epochs)]
 
 
-def run_recipe(args: argparse.Namespace, workdir: Path) -> dict:
+def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
     wall0 = time.perf_counter()
     tiny = tinymodel.paths(tiny_dir(args.tiny, workdir))
     device = pick_device(args.device)
@@ -112,17 +112,19 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> dict:
             f"funasr-train-ds exited {proc.returncode} with {len(scan.steps)} step lines; log {log}:\n"
             + "\n".join(tail)
         )
-    return judge(
+    return Measured(
         "recipe",
         scan.steps,
         thresholds_from(args, device),
-        environment=environment(device),
-        losses=[],
-        tiny_dir=str(tiny.root),
-        injected_stall_s=args.inject_stall or None,
-        command=cmd,
-        log=str(log),
-        val_lines=scan.val_lines,
-        setup_seconds=run_seconds - sum(s.seconds for s in scan.steps),
-        wall_seconds=time.perf_counter() - wall0,
+        extra={
+            "environment": environment(device),
+            "losses": [],
+            "tiny_dir": str(tiny.root),
+            "injected_stall_s": args.inject_stall or None,
+            "command": cmd,
+            "log": str(log),
+            "val_lines": scan.val_lines,
+            "setup_seconds": run_seconds - sum(s.seconds for s in scan.steps),
+            "wall_seconds": time.perf_counter() - wall0,
+        },
     )

@@ -1,0 +1,47 @@
+"""The self-check's verdict: a mode's measured steps judged by the step-time rules (ftenv.steps.stats),
+with the mode's own findings added, as the result dict that `ftenv selfcheck` prints; and the exit
+code of each verdict."""
+
+from __future__ import annotations
+
+from ftenv.report.sdpa import ENV_VAR, FIX, interpret_env
+from ftenv.steps import stats
+from ftenv.train.selfcheck_base import Measured
+
+EXIT = {stats.PASS: 0, stats.FAIL: 1, stats.INCONCLUSIVE: 3}
+EXIT_ERROR = 2
+
+
+def judge(measured: Measured) -> dict:
+    """The result of one self-check run: the step-time verdict with its reasons and fix, the
+    thresholds, every step, what the mode adds (`extra`), and its own checks' FAIL/INCONCLUSIVE
+    reasons ahead of the step-time ones."""
+    m, t = measured, measured.thresholds
+    # The fix's wording follows the variable: already 1 -> how to find the other per-shape cost.
+    summary = stats.summarize(m.steps, t, env=interpret_env(m.extra.get("environment", {}).get(ENV_VAR)))
+    result = {
+        "mode": m.mode,
+        "verdict": summary.verdict,
+        "summary": summary.to_dict(),
+        "thresholds": {
+            "new_over_seen": t.new_over_seen,
+            "p95_over_median": t.p95_over_median,
+            "max_over_median": t.max_over_median,
+            "warmup": t.warmup,
+        },
+        "steps": [s.to_dict() for s in stats.mark_new_shapes(m.steps)],
+    }
+    result.update(m.extra)
+    s = result["summary"]
+    if summary.verdict == stats.FAIL and summary.fix is None:
+        s["fix"] = (
+            f"step times vary for a reason other than new shapes; if {FIX} is already set, run "
+            "again on an idle machine, and read docs/selfcheck.md"
+        )
+    s["reasons"] = [*m.fails, *m.unsure, *s["reasons"]]
+    if m.fails:
+        result["verdict"] = s["verdict"] = stats.FAIL
+        s["fix"] = m.fix or s.get("fix") or m.default_fix
+    elif m.unsure and result["verdict"] == stats.PASS:
+        result["verdict"] = s["verdict"] = stats.INCONCLUSIVE
+    return result
