@@ -55,7 +55,7 @@ def test_the_kit_is_what_the_machine_lacks_from_the_lock():
 def test_verify_names_each_way_a_kit_can_be_wrong(tmp_path):
     entries = [{"name": "funasr", "version": "1.4.99"}, {"name": "jamo", "version": "0.4.1"}]
     wheels = []
-    for name in ("funasr-1.4.99", "funasr-1.4.15", "torch-2.11.0", "extra-1.0"):
+    for name in ("funasr-1.4.99", "funasr-1.4.15", "torch-9.9.9", "extra-1.0"):
         (w := tmp_path / f"{name}-py3-none-any.whl").write_bytes(b"x")
         wheels.append(w)
     problems = "\n".join(gpukit.verify(wheels, entries, {"torch"}, limit_mib=50))
@@ -275,7 +275,7 @@ def _gpu_summary() -> dict:
         "budget_seconds": gpu_checks.TOTAL_BUDGET_S,
         "python": "3.12.3",
         "gpu": {"name": "Test GPU", "sm": [9, 0], "index": 0, "memory_bytes": 1, "driver": "580.1"},
-        "facts": {"torch_version": "2.11.0+cu130", "torch_cuda": "13.0", "cudnn_version": 91900}
+        "facts": {"torch_version": "2.99.0+cu199", "torch_cuda": "19.9", "cudnn_version": 99901}
         | {"driver_version": "580.1", "transformers_version": "5.99.0", "funasr_version": "1.4.99"},
         "steps": [step | {"seconds": 12.5, "data": {}}],
     }
@@ -290,7 +290,7 @@ def test_results_render_the_environment_and_each_step(tmp_path):
     assert imagetools_main(["gpukit", "results", str(out), "--write", str(doc)]) == 0
     text = doc.read_text()
     assert "None yet" not in text and text.startswith("# GPU results\n\nintro\n")
-    assert "Test GPU (sm_90), driver 580.1, torch 2.11.0+cu130 (CUDA 13.0), cuDNN 9.19.0" in text
+    assert "Test GPU (sm_90), driver 580.1, torch 2.99.0+cu199 (CUDA 19.9), cuDNN 9.99.1" in text
     assert "| selfcheck-0 | FAIL | FAIL: new/seen 9.1x | 12.5 | as expected |" in text
     assert text.endswith("## After\n\nkept\n")
     # A later run (a partial one, --only) goes on top; the earlier run stays.

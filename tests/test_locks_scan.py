@@ -49,10 +49,11 @@ def test_the_torch_layer_holds_the_torch_stack_and_what_only_it_needs():
 
 def test_a_funasr_bump_changes_the_rest_and_leaves_the_torch_layer_as_it_was():
     before = locks.split(LOCK, "cu130.txt")
-    funasr = versions.load().default.python["funasr"]
-    bumped = re.sub(rf"(?m)^funasr=={re.escape(funasr)}", f"funasr=={funasr}.post9", LOCK)
-    bumped = re.sub(r"(?m)^transformers==\S+", "transformers==5.18.0", bumped)
-    assert bumped != LOCK
+    pins, bumped = versions.load().default.python, LOCK
+    for name in ("funasr", "transformers"):
+        old = pins[name]
+        bumped, n = re.subn(rf"(?m)^{name}=={re.escape(old)} ", f"{name}=={old}.post9 ", bumped)
+        assert n == 1, name  # the lock pins what versions.toml pins
     after = locks.split(bumped, "cu130.txt")
     assert after["torch"] == before["torch"]
     assert after["rest"] != before["rest"]

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,39 @@ from imagetools import checks, release, tags
 
 ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
+#: versions.toml as plain TOML: the expected tags are spelled from it here, apart from the code under test.
+PINS = tomllib.loads((ROOT / "versions.toml").read_text())
 BAKE_TEXT = (ROOT / bakefile.BAKE_FILE).read_text()
 DOCKERFILE_TEXT = (ROOT / bakefile.DOCKERFILE).read_text()
 SHA = "0123456789abcdef0123456789abcdef01234567"
 GOOD_PIN = "      - uses: actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1 # v7.0.1\n"
+
+
+def cuda_suffix(cuda: str) -> str:
+    """PyTorch's suffix for a CUDA version: '12.6.3' -> 'cu126'."""
+    major, minor = cuda.split(".")[:2]
+    return f"cu{major}{minor}"
+
+
+def stack_tag(funasr: str, table: dict) -> str:
+    """`<stack>` as tags.py's docstring defines it, from a variant's versions.toml table (torch without
+    its local `+cuNNN` tag)."""
+    torch = table["torch"].split("+")[0]
+    return f"funasr{funasr}-torch{torch}-{cuda_suffix(table['cuda'])}-cudnn{table['cudnn']}"
+
+
+def next_patch(version: str) -> str:
+    *head, last = version.split(".")
+    return ".".join([*head, str(int(last) + 1)])
+
+
+def set_pin(text: str, table: str, key: str, value: str) -> str:
+    """versions.toml's text with `key` of `[table]` (and of no other table) set to `value`."""
+    head, start, rest = text.partition(f"[{table}]\n")
+    body, end, tail = rest.partition("\n[")
+    body, n = re.subn(rf'(?m)^{key} = "[^"]*"$', f'{key} = "{value}"', body)
+    assert start and n == 1, (table, key)
+    return head + start + body + end + tail
 
 
 def cli(*args: str, file: Path | None = None) -> str:
@@ -80,12 +110,8 @@ def test_arm64_only_where_the_wheels_were_checked():
 
 def test_release_tags_of_the_default_and_another_variant():
     cu130, cu128 = V.variants["cu130"], V.variants["cu128"]
-    assert tags.release_tags(V, cu130, SHA) == [
-        "funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56-0123456789ab",
-        "funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56",
-        "cu130",
-        "latest",
-    ]
+    stack = stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"])
+    assert tags.release_tags(V, cu130, SHA) == [f"{stack}-0123456789ab", stack, "cu130", "latest"]
     assert tags.release_tags(V, cu128, SHA)[2:] == ["cu128"]  # no `latest`: not the default
 
 
@@ -110,8 +136,9 @@ def test_every_tag_parses_back_into_its_versions(name):
 @pytest.mark.parametrize(
     "tag",
     [
-        "funasr1.4.16-torch2.11.0-cu126-cudnn9.19.0.56",  # a stack versions.toml does not have
-        "funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56-XYZ",  # not a commit
+        # a stack versions.toml does not have (cu130's but for its CUDA)
+        stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"] | {"cuda": "12.6.3"}),
+        stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"]) + "-XYZ",  # not a commit
         "edge",
         "",
     ],
@@ -168,41 +195,39 @@ def test_check_bake_wants_the_default_group():
 
 
 def test_a_changed_version_moves_tags_labels_and_bake_targets(tmp_path):
-    text = (ROOT / "versions.toml").read_text()
-    changed = text.replace(
-        'cudnn = "9.19.0.56"\nmin_driver = "580"', 'cudnn = "9.20.0.48"\nmin_driver = "580"'
-    )
-    changed = changed.replace('funasr = "1.4.16"', 'funasr = "1.4.17"')
-    assert changed.count("9.20.0.48") == 1 and "1.4.17" in changed
+    funasr = next_patch(PINS["python"]["funasr"])
+    cudnn = next_patch(PINS["variants"]["cu130"]["cudnn"])
+    assert cudnn != PINS["variants"]["cu128"]["cudnn"]  # so that cu128 shows it did not move
+    text = set_pin((ROOT / "versions.toml").read_text(), "variants.cu130", "cudnn", cudnn)
     path = tmp_path / "versions.toml"
-    path.write_text(changed)
+    path.write_text(set_pin(text, "python", "funasr", funasr))
     new = versions.load(path)
     cu130 = new.variants["cu130"]
 
-    stack = "funasr1.4.17-torch2.11.0-cu130-cudnn9.20.0.48"
+    stack = stack_tag(funasr, PINS["variants"]["cu130"] | {"cudnn": cudnn})
     assert cu130.tag == stack
     assert cli("tags", "cu130", "--commit", SHA, "--release", file=path).split() == [
         f"ghcr.io/funasr-nano-images/funasr-nano:{t}"
         for t in (f"{stack}-{SHA[:12]}", stack, "cu130", "latest")
     ]
-    assert tags.parse(stack, new)["cudnn"] == "9.20.0.48"
+    assert tags.parse(stack, new)["cudnn"] == cudnn
     with pytest.raises(ValueError):  # the old stack is no longer one of ours
         tags.parse(V.variants["cu130"].tag, new)
 
     labels = cu130.labels()
-    assert labels["ftenv.cudnn.version"] == "9.20.0.48"
-    assert labels["ftenv.funasr.version"] == "1.4.17"
+    assert labels["ftenv.cudnn.version"] == cudnn
+    assert labels["ftenv.funasr.version"] == funasr
     assert labels["org.opencontainers.image.version"] == stack
 
     bake = json.loads(cli("bake", file=path))
     t = bakefile.resolve_target(bake, "cu130", {"COMMIT": SHA[:12]})
     assert t["tags"] == [f"ghcr.io/funasr-nano-images/funasr-nano:{stack}-{SHA[:12]}"]
-    assert t["args"]["CUDNN_VERSION"] == "9.20.0.48" and t["args"]["FUNASR_VERSION"] == "1.4.17"
-    assert t["labels"]["ftenv.cudnn.version"] == "9.20.0.48"
-    assert "index,manifest:ftenv.cudnn.version=9.20.0.48" in t["annotations"]
+    assert t["args"]["CUDNN_VERSION"] == cudnn and t["args"]["FUNASR_VERSION"] == funasr
+    assert t["labels"]["ftenv.cudnn.version"] == cudnn
+    assert f"index,manifest:ftenv.cudnn.version={cudnn}" in t["annotations"]
     cu128 = bakefile.resolve_target(bake, "cu128", {"COMMIT": SHA[:12]})
-    assert cu128["args"]["CUDNN_VERSION"] == "9.19.0.56"  # only cu130's cuDNN changed
-    assert cu128["args"]["FUNASR_VERSION"] == "1.4.17"  # a common pin moves every variant
+    assert cu128["args"]["CUDNN_VERSION"] == PINS["variants"]["cu128"]["cudnn"]  # only cu130's cuDNN changed
+    assert cu128["args"]["FUNASR_VERSION"] == funasr  # a common pin moves every variant
 
     # The committed bake file is now stale, and the check says so; the regenerated one passes.
     stale = checks.check_bake(new, BAKE_TEXT)
@@ -216,17 +241,18 @@ def test_a_changed_version_moves_tags_labels_and_bake_targets(tmp_path):
 def test_a_new_variant_gets_its_own_target_and_tags(tmp_path):
     text = (ROOT / "versions.toml").read_text()
     table = text.split("[variants.cu128]", 1)[1]
+    cu128 = PINS["variants"]["cu128"]
+    local = "+" + cuda_suffix(cu128["cuda"])  # torch's local tag, +cu126 in the new variant
     path = tmp_path / "versions.toml"
     path.write_text(
-        text + "\n[variants.cu126]" + table.replace("12.8.1", "12.6.3").replace("+cu128", "+cu126")
+        text + "\n[variants.cu126]" + table.replace(cu128["cuda"], "12.6.3").replace(local, "+cu126")
     )
     new = versions.load(path)
     bake = json.loads(bakefile.render_bake(new))
     assert bake["group"]["default"]["targets"] == ["cu130", "cu128", "cu126"]
     tags = bakefile.resolve_target(bake, "cu126", {"COMMIT": SHA[:12]})["tags"]
-    assert tags == [
-        f"ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu126-cudnn9.19.0.56-{SHA[:12]}"
-    ]
+    stack = stack_tag(PINS["python"]["funasr"], cu128 | {"cuda": "12.6.3"})
+    assert tags == [f"ghcr.io/funasr-nano-images/funasr-nano:{stack}-{SHA[:12]}"]
     assert json.loads(cli("matrix", file=path))[-1] == {
         "variant": "cu126",
         "image": "ghcr.io/funasr-nano-images/funasr-nano",
@@ -411,7 +437,7 @@ case "$1" in
   pull|image) [ "$2" = inspect ] && echo '{"ftenv.variant":"cu130"}'; exit 0 ;;
   run)
     case "$*" in
-      *"--entrypoint cat"*) printf 'torch==2.11.0\nfunasr==1.4.16\n' ;;
+      *"--entrypoint cat"*) printf 'torch==9.9.9\nfunasr==8.8.8\n' ;;
       *"--entrypoint dpkg-query"*) printf 'tini\t0.19.0-1\tamd64\nbash\t5.2-1\tamd64\n' ;;
       *selfcheck*)
         rc=${FAKE_DEFAULT_RC:-0}
@@ -455,7 +481,7 @@ def test_release_manifest_lists_labels_pip_and_os_packages(fake_docker):
     md = r.stdout
     assert md.startswith(f"## `{image}` (linux/arm64)")
     assert "| `ftenv.variant` | `cu130` |" in md
-    assert "### Python packages (2, `pip freeze --all`)" in md and "funasr==1.4.16\ntorch==2.11.0" in md
+    assert "### Python packages (2, `pip freeze --all`)" in md and "funasr==8.8.8\ntorch==9.9.9" in md
     assert "### OS packages (2, `dpkg-query -W`)" in md and "| bash | 5.2-1 | amd64 |\n| tini |" in md
     log = (tmp / "docker.log").read_text()
     assert f"pull --quiet --platform linux/arm64 {image}" in log

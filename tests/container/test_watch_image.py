@@ -11,7 +11,9 @@ import time
 import uuid
 
 from conftest import ROOT
+from ftenv.build import versions
 
+V = versions.load(ROOT / "versions.toml")
 MOUNT = ["-v", f"{ROOT / 'tests'}:/t:ro"]
 FAKE = ["python3", "/t/fake_trainer.py"]
 QUIET = {"FTENV_REPORT": "0"}
@@ -39,7 +41,7 @@ def test_override_to_0_gets_the_cause_and_the_fix(run):
     assert f"total step: {step}," in lines[i - 1]
     assert "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
     detail = lines[i + 1]  # the explanation under the short line
-    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in detail and "torch 2.11.0" in detail
+    assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in detail and f"torch {V.default.torch_base}" in detail
     assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in detail
     assert "this image sets it to 1: something overrode it" in detail
     assert "[ftenv-watch] verdict: FAIL" in r.stdout
