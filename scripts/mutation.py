@@ -71,6 +71,9 @@ TARGETS = [
         for name in ("tags", "bake", "checks", "workflow_rules")
     ),
     Target("locks", ("imagetools/locks.py",), ("tests/test_locks_scan.py", "tests/test_release_check.py")),
+    # The release manifest's markdown, through `release manifest` in-process (the script that runs it
+    # in the release workflow is tested in a subprocess, which a mutant does not reach).
+    Target("manifest", ("imagetools/manifest.py",), ("tests/test_release_cli.py",)),
 ]
 
 

@@ -82,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"release exists: {args.ref}: {what}: {detail}", file=sys.stderr)
         return code
     elif args.action == "check":
-        problems = checks.check(Path(args.root), v)
+        root = Path(args.root)
+        # Another checkout is checked against its own versions.toml, unless --file names one.
+        v = v if args.file else versions.load(root / "versions.toml")
+        problems = checks.check(root, v)
         for p in problems:
             print(f"release-check: {p}", file=sys.stderr)
         if problems:
@@ -98,16 +101,17 @@ def add_parser(sub) -> None:
     p.add_argument("--file", help="versions file (default: the checkout's or the image's)")
     acts = p.add_subparsers(dest="action", required=True)
     t = acts.add_parser("tags", help="image refs a build (or, with --release, a release) pushes")
-    t.add_argument("variant")
+    t.add_argument("variant", help="a variant of versions.toml (`release matrix` lists them)")
     t.add_argument("--commit", required=True, help="git SHA (the first 12 hex digits go in the tag)")
     t.add_argument("--release", action="store_true", help="add the stack and moving tags")
-    acts.add_parser("parse", help="read a tag back into its versions (JSON)").add_argument("tag")
+    pa = acts.add_parser("parse", help="read a tag back into its versions (JSON)")
+    pa.add_argument("tag", help="one of our image tags, without the `repository:` part")
     acts.add_parser("matrix", help="the workflow's build matrix (JSON)")
     b = acts.add_parser("bake", help=f"print {bake.BAKE_FILE} as versions.toml derives it")
     b.add_argument("--write", action="store_true", help=f"write {bake.BAKE_FILE}")
     m = acts.add_parser("manifest", help="markdown manifest of an image from pip freeze and dpkg output")
-    m.add_argument("--image", required=True)
-    m.add_argument("--platform", required=True)
+    m.add_argument("--image", required=True, help="the image the manifest is of (its heading)")
+    m.add_argument("--platform", required=True, help="the platform the packages were read on")
     m.add_argument("--pip", required=True, help="file with `pip freeze --all` output")
     m.add_argument("--dpkg", required=True, help="file with `dpkg-query -W -f '${Package}\\t${Version}...'`")
     m.add_argument("--labels", help="file with the image's labels as JSON")
@@ -116,7 +120,11 @@ def add_parser(sub) -> None:
         help=f"digest of REF if it exists (exit {EXISTS}); exit {NOT_FOUND} only when the registry "
         f"says not found, {PROBE_FAILED} on any other error",
     )
-    e.add_argument("ref")
+    e.add_argument("ref", help="image reference, REPOSITORY:TAG or REPOSITORY@DIGEST")
     c = acts.add_parser("check", help="every release sub-check (exit 1 when any finds a problem)")
-    c.add_argument("--root", default=str(ROOT), help="the checkout to check (default: this one)")
+    c.add_argument(
+        "--root",
+        default=str(ROOT),
+        help="the checkout to check, against its versions.toml unless --file is given (default: this one)",
+    )
     p.set_defaults(func=run)
