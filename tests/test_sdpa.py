@@ -300,3 +300,21 @@ def test_verdict_passes_the_2_9_facts_to_the_rule():
     assert v29().level == "unknown"
     assert v29(cudnn_compiled=91300).level == "exposed"
     assert v29(cudnn_compiled=91300, preferred_raw="0").level == "ok"
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        ("2.11.0+cu130", (2, 11)),
+        ("2.9.1", (2, 9)),
+        ("2", (2, 0)),
+        (" 2.10 ", (2, 10)),
+        ("nightly", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_torch_release_reads_major_and_minor_as_pep_440_does(version, want):
+    """The rule's own reading of torch's version (it imports nothing of ftenv): a missing minor is 0,
+    an unreadable version is None (the rule then says unknown)."""
+    assert sdpa.torch_release(version) == want
