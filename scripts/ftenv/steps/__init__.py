@@ -2,9 +2,9 @@
 watchdog, the step timer for custom loops and the offline log analyzer.
 
 Modules, lowest first: thresholds (every threshold and default), model (Step, the causes' names),
-detector (what a slow step is put down to, DDP waits, live detection), fixes (what to do, in words), stats (summary and verdict; the wing's entry point),
-funasr_log (parsing), messages (the hint's words), hints (printing policy), options (shared CLI
-types), watch, timer, analyze.
+detector (what a slow step is put down to, DDP waits, live detection), fixes (what to do, in
+words), stats (summary and verdict; the wing's entry point), funasr_log (parsing), messages (the
+hint's words), hints (printing policy), options (shared CLI types), watch, timer, analyze.
 
 May import ftenv.report and ftenv.build; never ftenv.train.
 """
