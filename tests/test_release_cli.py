@@ -85,7 +85,7 @@ def test_bake_write_writes_the_bake_file_of_the_checkout(capsys, tmp_path, monke
 
 
 def test_manifest_lists_labels_python_and_os_packages_sorted(capsys, tmp_path):
-    (tmp_path / "pip.txt").write_text("torch==2.11.0\n\n  funasr==1.4.16  \n")
+    (tmp_path / "pip.txt").write_text("torch==9.9.9\n\n  funasr==8.8.8  \n")
     (tmp_path / "dpkg.txt").write_text("tini\t0.19.0-1\tamd64\n\nbash\t5.2-1\tarm64\n")
     (tmp_path / "labels.json").write_text(json.dumps({"z.key": "last", "a.key": "first"}))
     args = ["--image", "img@" + DIGEST, "--platform", "linux/arm64"]
@@ -103,8 +103,8 @@ def test_manifest_lists_labels_python_and_os_packages_sorted(capsys, tmp_path):
         "### Python packages (2, `pip freeze --all`)\n"
         "\n"
         "```\n"
-        "funasr==1.4.16\n"
-        "torch==2.11.0\n"
+        "funasr==8.8.8\n"
+        "torch==9.9.9\n"
         "```\n"
         "\n"
         "### OS packages (2, `dpkg-query -W`)\n"
