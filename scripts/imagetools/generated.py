@@ -11,8 +11,8 @@ parts). What is generated here, in README.md and every file below docs/:
 
 `check(root)` lists what is stale and every pinned version spelled outside those parts. A line that
 quotes a version of the past (a public report's environment) says so with `quoted: WHY` in a comment
-on that line; a fenced block right after a `<!-- quoted: WHY -->` line is quoted whole, and so is
-all between `<!-- quoted: WHY -->` and `<!-- /quoted -->` (a recorded run's environment).
+on that line; a longer quote (a recorded run, its environment, its output) stands between
+`<!-- quoted: WHY -->` and `<!-- /quoted -->`.
 """
 
 from __future__ import annotations
@@ -144,18 +144,7 @@ def _hand_written(text: str) -> list[tuple[int, str]]:
     """(line number, line) of what is not generated or quoted, generated parts blanked."""
     blank = lambda m: "\n" * m[0].count("\n")  # noqa: E731 - keeps line numbers
     text = TAG.sub("", VALUE.sub("", QUOTED_REGION.sub(blank, BLOCK.sub(blank, text))))
-    out, previous, in_fence, quoted_fence = [], "", False, False
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("```"):
-            in_fence = not in_fence
-            quoted_fence = in_fence and bool(QUOTED.search(previous))
-            line = ""
-        elif QUOTED.search(line) or (in_fence and quoted_fence):
-            previous, line = line, ""
-        else:
-            previous = line
-        out.append((number, line))
-    return out
+    return [(n, "" if QUOTED.search(line) else line) for n, line in enumerate(text.splitlines(), 1)]
 
 
 def literals_in(text: str, pattern: re.Pattern) -> list[tuple[int, str]]:
