@@ -1,6 +1,7 @@
 """The report's assessment and rendering on injected facts, and fact collection without a GPU."""
 
 import json
+import sys
 import types
 
 import pytest
@@ -185,7 +186,7 @@ def test_no_gpu_probe_still_lists_the_gpus_and_runs_no_kernel(monkeypatch):
         raise AssertionError("--no-gpu-probe ran a kernel")
 
     torch.randn = no_kernel
-    monkeypatch.setitem(__import__("sys").modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch", torch)
     torch.__version__, torch.version = "2.11.0+cu130", types.SimpleNamespace(cuda="13.0")
     torch.backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(version=lambda: 91900))
     f = facts_mod.collect(live=False)
