@@ -9,95 +9,87 @@ PY := $(VENV)/bin/python
 # Local builds and runs choose the engine, the base and the GPUs for this machine
 # (scripts/imagetools/local.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
 # BASE=standin|upstream force a choice.
-LOCAL := PYTHONPATH=scripts python3 -m imagetools local
+TOOLS := PYTHONPATH=scripts python3 -m imagetools
+LOCAL := $(TOOLS) local
 ENGINE ?= auto
 BASE ?= auto
 GPUS ?= auto
 IMAGE = $(shell $(LOCAL) tag --variant $(VARIANT))
-# tini: tests/test_watch.py runs `ftenv watch` under it as the image does.
-ENGINE_PKGS := tini buildah podman debootstrap runc fuse-overlayfs slirp4netns uidmap containernetworking-plugins
-# A one-machine Slurm for tests/test_slurm.py (the test starts and stops its daemons itself).
-SLURM_PKGS := slurm-wlm munge
 
 .PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation scan layer-check
 
-help:
-	@echo "make run      build the $(VARIANT) image and run it on its default (GPUs passed when found)"
-	@echo "make image    build the $(VARIANT) image ($(IMAGE))"
-	@echo "make test     install tools, lint, build the image, run all tests (what CI runs)"
-	@echo "make unit     fast tests only (no image build)"
-	@echo "make lock     recompile docker/locks/ from versions.toml"
-	@echo "make bake     regenerate docker/docker-bake.json from versions.toml"
-	@echo "make generate after editing versions.toml: locks, bake file, versions in README.md and docs/"
-	@echo "make release-check  actionlint + bake file, tags, labels, action pins (docs/releasing.md)"
-	@echo "make mutation  mutation score of the pure-logic modules (docs/testing.md; slow, not in CI)"
-	@echo "make scan     known vulnerabilities in the lock and the image (grype; exit 2: not scanned)"
-	@echo "make layer-check  the torch layer survives a change to the rest of the lock (rebuilds)"
+help: ## this list (every target, from its `##` comment; starts no Python)
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
+	  awk -F'\t' '{ printf "make %-14s %s\n", $$1, $$2 }'
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed ## the host venv: the default image's locked stack, ftenv (editable), test tools
 # The host venv holds the same locked stack as the default image (torch runs on the CPU here),
 # plus ftenv (editable) and the test tools.
-$(VENV)/.installed: pyproject.toml docker/locks/$(VARIANT).txt
+# Every lock as a prerequisite: naming the default one would start Python to read it at parse time.
+$(VENV)/.installed: pyproject.toml $(wildcard docker/locks/*.txt)
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --no-deps --require-hashes -r docker/locks/$(VARIANT).txt
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-engine:
-	@command -v podman >/dev/null && command -v debootstrap >/dev/null && command -v tini >/dev/null \
-	  && command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ENGINE_PKGS) $(SLURM_PKGS) >/dev/null; }
+engine: ## install podman, its tools, tini and Slurm for the tests (root with apt-get; scripts/imagetools/engine.py)
+	$(TOOLS) engine --for test
 
 # The stand-in base for machines that cannot pull the real one (`make image` makes it when needed).
-standin-base:
+standin-base: ## make the stand-in base (for machines that cannot pull the real one)
 	$(LOCAL) standin --engine $(ENGINE)
 
 # Docker (bake) when its daemon answers, else podman; the real base when it can be pulled, else the
 # stand-in. Tagged $(IMAGE) only.
-image:
+image: ## build the default image (localhost/ftenv:VARIANT)
 	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --engine $(ENGINE) --base $(BASE)
 
-# The main job: the image on its built-in default, with the GPUs passed where there are any.
-run: image
+# The main job: the image on its built-in default, with the GPUs passed where there are any. On a
+# machine without an engine it installs podman first where it can (root with apt-get), else says how.
+run: ## build the default image and run its default (report, then self-check); installs podman if needed
+	$(TOOLS) engine --for run
+	$(MAKE) --no-print-directory image
 	$(LOCAL) run --variant $(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
 
-lint: venv
-	$(VENV)/bin/ruff check scripts tests benchmarks
-	$(VENV)/bin/ruff format --check scripts tests benchmarks
+# Every tracked Python file (ruff honours .gitignore; tests/test_lint.py checks that its file list
+# covers `git ls-files '*.py'`) and every tracked shell file.
+lint: venv ## ruff, ruff format, hadolint, shellcheck over every tracked file
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/hadolint docker/Dockerfile
-	$(VENV)/bin/shellcheck docker/entrypoint.sh scripts/*.sh .ci/run
+	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' '*.sbatch') .ci/run
 
-unit: venv
+unit: venv ## fast tests only (no image build)
 	$(VENV)/bin/pytest -m "not container" $(PYTEST_ARGS)
 
 # The container tests drive podman: the image is built with it even where a Docker daemon answers.
 test: ENGINE = podman
-test: engine venv lint release-check image
+test: engine venv lint release-check image ## what CI runs: installs its tools (apt, pip), lints, builds the image, runs every test
 	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 # What can be checked of the release pipeline without GitHub (docs/releasing.md): the workflows
 # (actionlint, with shellcheck on their scripts), then the bake file, tags, labels and action pins.
-release-check: venv
+release-check: venv ## actionlint, then the bake file, tags, labels, action pins (docs/releasing.md)
 	$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck
 	$(PY) -m imagetools release check
 
 # Mutation testing of the pure-logic modules, each against its own tests (docs/testing.md). Minutes
 # per module on 2 cores, so not part of `make test`. One module: make mutation MUTATION_ARGS=sdpa
-mutation: venv
+mutation: venv ## mutation score of the pure-logic modules (docs/testing.md; slow, not in CI)
 	$(PY) scripts/mutation.py $(MUTATION_ARGS)
 
 # docker/docker-bake.json is generated from versions.toml (release-check fails when it is stale).
-bake:
+bake: ## regenerate docker/docker-bake.json from versions.toml
 	PYTHONPATH=scripts python3 -m imagetools release bake --write
 
 # A version bump is one edit of versions.toml plus this: the locks, the bake file, and the versions
 # README.md and docs/ spell (scripts/imagetools/generated.py says which parts are generated).
-generate: lock bake
+generate: lock bake ## after editing versions.toml: locks, bake file, versions in README.md and docs/
 	PYTHONPATH=scripts python3 -m imagetools.generated --write
 
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
 LOCK_COMPILE ?= uvx --from uv==0.13.9 uv pip compile
-lock:
+lock: ## recompile docker/locks/ from versions.toml (needs network)
 	for v in $$($(FTENV) versions variants); do \
 	  $(FTENV) versions requirements $$v | $(LOCK_COMPILE) - \
 	    --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
@@ -108,19 +100,19 @@ lock:
 # Known vulnerabilities (docs/releasing.md, "Known vulnerabilities"): the lock's SBOM and the built
 # image, with the release's policy. Exit 1: a critical finding with a fix; 2: not scanned (no grype,
 # or its database unreachable).
-scan:
+scan: ## known vulnerabilities in the lock and the image (grype; exit 2: not scanned)
 	PYTHONPATH=scripts python3 -m imagetools scan $(VARIANT) --image $(IMAGE)
 
 # Rebuilds the image with a changed rest-of-lock and fails if the torch layer changed with it.
-layer-check: image
+layer-check: image ## the torch layer survives a change to the rest of the lock (rebuilds)
 	flock /tmp/ftenv-build.lock env PYTHONPATH=scripts python3 -m imagetools layers rebuild-check \
 	  $(VARIANT) --image $(IMAGE)
 
-clean:
+clean: ## remove the host venv and tool caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache
 
 # The wheel kit for a GPU machine that has torch but not FunASR (docs/gpu-results.md): .whl/ holds
 # the lock's packages that machine lacks; prints the exact call to make there.
 .PHONY: gpu-kit
-gpu-kit: venv
+gpu-kit: venv ## the wheel kit for a GPU machine with torch but no FunASR (docs/gpu-results.md)
 	PYTHONPATH=scripts $(PY) -m imagetools gpukit build

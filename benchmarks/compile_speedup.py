@@ -61,7 +61,7 @@ def build_model(tiny, workdir: Path, llm_layers: int, encoder_blocks: int, llm_d
     """FunASRNano at Fun-ASR-Nano's sizes, random weights, built from local files only."""
     import torch
 
-    from ftenv.train import tinymodel
+    from ftenv.selfcheck import tinymodel
 
     llm_dir = workdir / "qwen3-0.6b-sized"
     llm_dir.mkdir(parents=True, exist_ok=True)
@@ -81,7 +81,7 @@ def build_model(tiny, workdir: Path, llm_layers: int, encoder_blocks: int, llm_d
 
 def tiny_items(tiny):
     """The tiny data's items, through FunASR's own dataset class (its frontend and tokenizer)."""
-    from ftenv.train import tinymodel
+    from ftenv.selfcheck import tinymodel
 
     os.environ.update(tinymodel.OFFLINE_ENV)
     from funasr import AutoModel
@@ -112,8 +112,8 @@ def random_batches(dataset, items, n: int, seed: int, min_batch: int, max_batch:
 def measure(model, batches, warmup: int, compiled: bool, device: str) -> dict:
     import torch
 
+    from ftenv.selfcheck.loop import train
     from ftenv.train import compiled_decoder
-    from ftenv.train.selfcheck_loop import train
 
     gpu = device == "cuda"
     switch = compiled_decoder.install(model, devices=(device,)) if compiled else None
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             "`ftenv selfcheck --compile` checks recompiles and numerics instead"
         )
         return 0
-    from ftenv.train import tinymodel
+    from ftenv.selfcheck import tinymodel
 
     with tempfile.TemporaryDirectory(prefix="ftenv-compile-bench-") as tmp:
         work = Path(tmp)

@@ -49,7 +49,7 @@ def main() -> int:
         inside(args.rounds)
         return 0
     sys.path.insert(0, str(ROOT / "scripts"))
-    from ftenv.build import versions
+    from ftenv.stack import versions
 
     image = args.image or versions.load().default.image_ref
     os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "scripts/containers.conf"))

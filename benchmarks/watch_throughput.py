@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from steplogs import GenStep, train_line
+from support.steplogs import GenStep, train_line
 
 FTENV = [sys.executable, "-m", "ftenv.cli"]
 

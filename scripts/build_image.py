@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import local
 
 

@@ -34,6 +34,9 @@ COPIED = [
     *("versions.toml", "README.md", "Makefile"),
 ]
 
+#: The repository's pytest import path (pyproject.toml), replaced in the scratch copies.
+PYTEST_PATH = 'pythonpath = ["scripts", "tests"]'
+
 
 @dataclass(frozen=True)
 class Target:
@@ -43,37 +46,45 @@ class Target:
 
 
 TARGETS = [
-    Target("sdpa", ("ftenv/report/sdpa.py", "ftenv/report/sdpa/*.py"), ("tests/test_sdpa*.py",)),
+    Target("sdpa", ("ftenv/report/sdpa.py",), ("tests/test_sdpa.py",)),
     # The step statistics and verdicts, one target per module of the split wing, all against the
     # step-statistics tests. steps/thresholds.py holds constants only, which mutmut (it mutates
     # function bodies) leaves alone; the boundary tests pin each of them.
     *(
-        Target(name, (f"ftenv/steps/{name}.py",), ("tests/test_stepstats*.py",))
-        for name in ("stats", "detector", "model", "fixes")
+        Target(name, (f"ftenv/steps/{name}.py",), ("tests/test_stats*.py",))
+        for name in ("stats", "detector", "step", "fixes")
     ),
     Target(
         "funasr_log",
-        ("ftenv/steps/funasr_log.py", "ftenv/steps/funasr_log/*.py"),
-        ("tests/test_funasr_log*.py", "tests/test_analyze.py"),
+        ("ftenv/steps/funasr_log.py",),
+        ("tests/test_funasr_log.py", "tests/test_analyze.py"),
     ),
-    Target("cluster_env", ("ftenv/train/cluster_env.py",), ("tests/test_launch_env.py",)),
+    Target("cluster_env", ("ftenv/train/cluster_env.py",), ("tests/test_cluster_env.py",)),
     Target(
         "release",
-        ("imagetools/release.py", "imagetools/release_*.py", "imagetools/release/*.py"),
-        ("tests/test_release*.py",),
+        ("imagetools/release.py",),
+        ("tests/imagetools/test_release*.py",),
     ),
-    Target("versions", ("ftenv/build/versions.py",), ("tests/test_versions.py",)),
+    Target("versions", ("ftenv/stack/versions.py",), ("tests/test_versions.py",)),
     # The release-check tooling, one target per pure-logic module of imagetools. The tags, the bake
     # file, the checks and the workflow rules are exercised by both release test files (the checks
     # call the others); the lock split has its own tests, and the release check runs its `check`.
     *(
-        Target(name, (f"imagetools/{name}.py",), ("tests/test_release.py", "tests/test_release_check.py"))
+        Target(
+            name,
+            (f"imagetools/{name}.py",),
+            ("tests/imagetools/test_release.py", "tests/imagetools/test_release_check.py"),
+        )
         for name in ("tags", "bake", "checks", "workflow_rules")
     ),
-    Target("locks", ("imagetools/locks.py",), ("tests/test_locks_scan.py", "tests/test_release_check.py")),
+    Target(
+        "locks",
+        ("imagetools/locks.py",),
+        ("tests/imagetools/test_locks_scan.py", "tests/imagetools/test_release_check.py"),
+    ),
     # The release manifest's markdown, through `release manifest` in-process (the script that runs it
     # in the release workflow is tested in a subprocess, which a mutant does not reach).
-    Target("manifest", ("imagetools/manifest.py",), ("tests/test_release_cli.py",)),
+    Target("manifest", ("imagetools/manifest.py",), ("tests/imagetools/test_release_cli.py",)),
 ]
 
 
@@ -141,7 +152,9 @@ def run_target(target: Target, workers: int, keep: Path | None) -> dict:
                 shutil.copy2(src, work / name)
         for package in ("ftenv", "imagetools"):
             shutil.copytree(ROOT / "scripts" / package, work / "src" / package)
-        pyproject = (ROOT / "pyproject.toml").read_text() + mutmut_config(modules, tests)
+        # pytest's pythonpath would put scripts/ (the unmutated packages) before src/: tests/ only.
+        pyproject = (ROOT / "pyproject.toml").read_text().replace(PYTEST_PATH, 'pythonpath = ["tests"]')
+        pyproject += mutmut_config(modules, tests)
         (work / "pyproject.toml").write_text(pyproject)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         start = time.monotonic()

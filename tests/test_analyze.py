@@ -7,7 +7,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import subprocess
 import sys
 
 import pytest
@@ -15,8 +14,9 @@ import pytest
 from ftenv import cli
 from ftenv.steps import analyze, funasr_log
 from ftenv.steps.funasr_log import MAX_LINE, LineSplitter, parse_line
-from ftenv.steps.model import Step
-from steplogs import NOISE, ddp_log, field_report_log, train_line, val_line
+from ftenv.steps.step import Step
+from support import run_ftenv as ftenv
+from support.steplogs import NOISE, ddp_log, field_report_log, train_line, val_line
 
 #: A training line as funasr-train-ds (FunASR 1.4's Trainer.log) prints it.
 REAL = (
@@ -30,12 +30,6 @@ REAL = (
     "'0.015', 'backward_time': '0.017', 'optim_time': '0.004', 'total_time': '0.050'}, GPU, memory: "
     "usage: 0.000 GB, peak: 0.000 GB, cache: 0.000 GB, cache_peak: 0.000 GB"
 )
-
-
-def ftenv(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ftenv.cli", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def write(path, lines):
@@ -258,7 +252,7 @@ def test_scan_counts_lines_and_numbers_unnumbered_steps(tmp_path):
 
 
 def train_line_for(index: int) -> str:
-    from steplogs import GenStep
+    from support.steplogs import GenStep
 
     return train_line(GenStep(0, index, 4, 100, 0.01, 0.03, 0.04, 0.01))
 

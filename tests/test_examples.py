@@ -26,11 +26,11 @@ import pytest
 import referencing
 import yaml
 
-from ftenv.build import versions
 from ftenv.report import sdpa
+from ftenv.stack import versions
 from ftenv.train import finetune
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs/examples"
 K8S_VERSION = "1.37"
 VAR = sdpa.ENV_VAR

@@ -15,8 +15,8 @@ import pytest
 from ftenv import cli
 from ftenv.train import finetune, inputs, launch_plan
 from ftenv.train.inputs import InputError, check_line
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 GOOD = {
     "messages": [
         {"role": "system", "content": "You are a helpful assistant."},

@@ -10,7 +10,7 @@ import pytest
 
 from ftenv.steps import funasr_log
 from ftenv.steps.funasr_log import parse_line
-from ftenv.steps.model import Step
+from ftenv.steps.step import Step
 
 HEAD = "[2026-11-29 15:18:55,943][root][INFO] - "
 BODY = (

@@ -1,7 +1,7 @@
 """docs/cudnn-sdpa-guide.md and docs/finetune.md say only what the image and the code do: links
 resolve, variable names and values match the image and torch, the quoted output lines are the ones
 the code prints, the commands exist, the figures taken from FunASR issue #3704 are the issue's
-(tests/funasr_issue_3704.py), and the README's first screen links the guide. Each check is also
+(tests/support/funasr_issue_3704.py), and the README's first screen links the guide. Each check is also
 shown failing on a broken copy."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-import funasr_issue_3704 as issue
 from ftenv import cli
-from ftenv.build import versions
 from ftenv.report import render, sdpa
 from ftenv.report.facts import Facts, Gpu
-from ftenv.steps import hints, stats
+from ftenv.stack import versions
+from ftenv.steps import stats, watcher
+from support import ROOT
+from support import funasr_issue_3704 as issue
 
-ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs/cudnn-sdpa-guide.md"
 FINETUNE = ROOT / "docs/finetune.md"
 DOCS = [GUIDE, FINETUNE]
@@ -144,7 +144,7 @@ def numbers_blanked(line: str) -> str:
 
 def watchdog_lines() -> tuple[list[str], list[str]]:
     """What the watchdog prints for a steady run on four repeating shapes, then one slow new shape."""
-    w = hints.Watcher()
+    w = watcher.Watcher()
     for i in range(22):
         assert w.observe(stats.Step(i, 0.080 + 0.001 * (i % 5), 2, 100 + 20 * (i % 4), 0)) == []
     w.val_lines = 3

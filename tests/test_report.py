@@ -50,7 +50,7 @@ def _facts(sms=((9, 0),), raw="1", cudnn=91900, order=None, choice=None, **kw):
 )
 def test_matrix_without_live_probe(sm, raw, cudnn, level):
     a = render.assess(_facts(sms=[sm], raw=raw, cudnn=cudnn))
-    assert a.verdict.level == level
+    assert a.exposure.level == level
 
 
 def test_text_block_has_each_fact():
@@ -154,7 +154,7 @@ def test_missing_private_apis_give_unknown_and_the_rule_still_decides():
     assert any("_get_sdp_priority_order" in p for p in f.problems)
     assert any("_fused_sdp_choice" in p for p in f.problems)
     a = render.assess(f)
-    assert a.verdict.level == "exposed" and "by torch's rule" in a.verdict.reason
+    assert a.exposure.level == "exposed" and "by torch's rule" in a.exposure.reason
     text = render.render_text(f, a)
     assert "live order: unknown" in text and "takes: unknown" in text
 
@@ -166,7 +166,7 @@ def test_private_apis_present_are_read():
     facts_mod._gpus(f, torch)
     facts_mod._sdpa(f, torch)
     assert f.live_order == [3, 1, 2, 0, 4] and f.padded_choice == 3
-    assert render.assess(f).verdict.level == "exposed"
+    assert render.assess(f).exposure.level == "exposed"
 
 
 def test_a_raising_cuda_is_recorded_not_raised():
@@ -192,7 +192,7 @@ def test_no_gpu_probe_still_lists_the_gpus_and_runs_no_kernel(monkeypatch):
     f = facts_mod.collect(live=False)
     assert [g.name for g in f.gpus] == ["NVIDIA H200"] and f.live_order is None
     a = render.assess(f)
-    assert a.verdict.level != "no-gpu"
+    assert a.exposure.level != "no-gpu"
     assert not any("torch sees no GPU" in n for n in a.notes)
 
 

@@ -60,8 +60,8 @@ def test_unknown_facts_give_unknown_not_a_guess():
     assert sdpa.cudnn_first_by_rule("2.11.0", None, H100, sdpa.interpret_env("1")) is False
 
 
-def _verdict(gpus, raw=None, cudnn=CUDNN_9_19, order=None, choice=None, torch="2.11.0+cu130"):
-    return sdpa.verdict(
+def _exposure(gpus, raw=None, cudnn=CUDNN_9_19, order=None, choice=None, torch="2.11.0+cu130"):
+    return sdpa.exposure(
         gpus=gpus,
         torch_version=torch,
         cudnn_version=cudnn,
@@ -72,38 +72,38 @@ def _verdict(gpus, raw=None, cudnn=CUDNN_9_19, order=None, choice=None, torch="2
 
 
 def test_measured_choice_wins():
-    exposed = _verdict([H100], raw="1", order=[1, 2, 0, 3, 4], choice=3)  # measurement beats the rule
+    exposed = _exposure([H100], raw="1", order=[1, 2, 0, 3, 4], choice=3)  # measurement beats the rule
     assert exposed.level == "exposed" and "cudnn" in exposed.reason
-    ok = _verdict([H100], raw="0", order=[3, 1, 2, 0, 4], choice=2)
+    ok = _exposure([H100], raw="0", order=[3, 1, 2, 0, 4], choice=2)
     assert ok.level == "ok" and "efficient" in ok.reason
 
 
 def test_live_order_used_when_choice_unknown():
-    assert _verdict([B200], order=[3, 1, 2, 0, 4]).level == "exposed"
-    assert _verdict([B200], raw="0", order=[1, 2, 0, 3, 4]).level == "ok"
+    assert _exposure([B200], order=[3, 1, 2, 0, 4]).level == "exposed"
+    assert _exposure([B200], raw="0", order=[1, 2, 0, 3, 4]).level == "ok"
 
 
 def test_rule_is_the_fallback_when_private_apis_are_missing():
-    exposed = _verdict([H100, A100])
+    exposed = _exposure([H100, A100])
     assert exposed.level == "exposed" and "sm_90" in exposed.reason and "sm_80" not in exposed.reason
     assert exposed.fix == "set TORCH_CUDNN_SDPA_DEPRIORITIZED=1 before the process starts"
-    assert _verdict([H100], raw="1").level == "ok"
-    assert _verdict([A100]).level == "ok"
-    assert _verdict([H100], cudnn=None).level == "unknown"
+    assert _exposure([H100], raw="1").level == "ok"
+    assert _exposure([A100]).level == "ok"
+    assert _exposure([H100], cudnn=None).level == "unknown"
 
 
 def test_exposed_line_names_symptom_and_fix_and_ok_line_has_no_fix():
-    line = _verdict([B300], raw="true").line
+    line = _exposure([B300], raw="true").line
     assert (
         line.startswith("EXPOSED:")
         and "new batch shapes" in line
         and "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in line
     )
-    assert "Fix" not in _verdict([B300], raw="1").line
+    assert "Fix" not in _exposure([B300], raw="1").line
 
 
 def test_no_gpu():
-    v = _verdict([])
+    v = _exposure([])
     assert v.level == "no-gpu" and v.line.startswith("NO GPU")
 
 
@@ -130,23 +130,23 @@ def test_torch_2_9_is_affected_where_compiled_against_cudnn_9_9_or_newer():
 
 
 def test_a_2_9_report_never_says_not_affected_when_it_cannot_know():
-    v = _verdict([H100], raw="1", torch="2.9.1+cu130")
+    v = _exposure([H100], raw="1", torch="2.9.1+cu130")
     assert v.level == "unknown" and "possibly affected on sm_90" in v.line
     assert "TORCH_CUDNN_SDPA_PREFERRED=0" in v.fix  # the 2.9 opt-out, not the variable 2.9 ignores
-    exposed = _verdict([B200], torch="2.9.0+cu130", order=[3, 1, 2, 0, 4])
+    exposed = _exposure([B200], torch="2.9.0+cu130", order=[3, 1, 2, 0, 4])
     assert exposed.level == "exposed" and exposed.fix.startswith("set TORCH_CUDNN_SDPA_PREFERRED=0")
-    assert _verdict([H100], torch="2.9.1+cu128").level == "ok"
+    assert _exposure([H100], torch="2.9.1+cu128").level == "ok"
 
 
 def test_torch_2_10_cu130_with_its_cudnn_9_15_1_9_is_affected():
     # pytorch#173677: 2.10.0+cu130 pins nvidia-cudnn-cu13 9.15.1.9 -> torch reports 91501.
-    assert _verdict([H100], torch="2.10.0+cu130", cudnn=91501).level == "exposed"
-    assert _verdict([H100], torch="2.10.0", cudnn=91002).level == "ok"
+    assert _exposure([H100], torch="2.10.0+cu130", cudnn=91501).level == "exposed"
+    assert _exposure([H100], torch="2.10.0", cudnn=91002).level == "ok"
 
 
 @pytest.mark.parametrize("raw", [None, "0", "true", ""])
 def test_not_deprioritized_on_an_affected_gpu_names_the_nan_risk(raw):
-    v = _verdict([H100], raw=raw)
+    v = _exposure([H100], raw=raw)
     assert v.level == "exposed" and v.risk and "NaN gradients" in v.risk and "#196678" in v.risk
     assert "64 mod 128" in v.risk and "9.25.1" in v.risk
 
@@ -156,19 +156,19 @@ def test_not_deprioritized_on_an_affected_gpu_names_the_nan_risk(raw):
     [(92500, True), (92501, True), (92502, False), (92600, False), (None, True)],
 )
 def test_nan_risk_boundary_is_cudnn_9_25_1(cudnn, risky):
-    v = _verdict([H100], raw="0", order=[3, 1, 2, 0, 4], cudnn=cudnn)
+    v = _exposure([H100], raw="0", order=[3, 1, 2, 0, 4], cudnn=cudnn)
     assert v.level == "exposed" and (v.risk is not None) is risky
 
 
 def test_no_nan_risk_when_deprioritized_or_not_exposed():
-    assert _verdict([H100], raw="1").risk is None
-    assert _verdict([A100], raw="0").risk is None
-    assert _verdict([H100], raw="0", choice=2).risk is None
+    assert _exposure([H100], raw="1").risk is None
+    assert _exposure([A100], raw="0").risk is None
+    assert _exposure([H100], raw="0", choice=2).risk is None
 
 
 def test_already_1_gets_no_set_it_to_1_but_how_to_find_the_other_cost():
     # Measured cuDNN although the variable is 1: something else puts it first.
-    v = _verdict([H100], raw="1", order=[1, 2, 0, 3, 4], choice=3)
+    v = _exposure([H100], raw="1", order=[1, 2, 0, 3, 4], choice=3)
     assert v.level == "exposed"
     assert not v.fix.startswith("set ") and "already set" in v.fix
     assert "ftenv probe" in v.fix and "phases" in v.fix
@@ -177,13 +177,13 @@ def test_already_1_gets_no_set_it_to_1_but_how_to_find_the_other_cost():
 
 def test_mixed_gpus_with_an_unknown_cudnn_are_unknown_not_ok():
     # sm_80 is surely not first; sm_90 cannot be decided: the whole verdict is unknown.
-    assert _verdict([A100, H100], cudnn=None).level == "unknown"
-    assert _verdict([H100, A100], cudnn=None).level == "unknown"
+    assert _exposure([A100, H100], cudnn=None).level == "unknown"
+    assert _exposure([H100, A100], cudnn=None).level == "unknown"
 
 
 def test_cudnn_second_in_the_live_order_is_not_exposed():
-    assert _verdict([H100], order=[1, 3, 2, 0, 4]).level == "ok"
-    assert _verdict([H100], order=[3, 1, 2, 0, 4]).level == "exposed"
+    assert _exposure([H100], order=[1, 3, 2, 0, 4]).level == "ok"
+    assert _exposure([H100], order=[3, 1, 2, 0, 4]).level == "exposed"
 
 
 def test_reason_not_first_speaks_the_rule():
@@ -261,7 +261,7 @@ def test_torch_2_9_ignores_the_variable_so_the_nan_risk_stays():
     one = sdpa.interpret_env("1")
     assert sdpa.nan_risk("2.9.0+cu130", one, CUDNN_9_19) == sdpa.NAN_RISK_TEXT
     assert sdpa.nan_risk("2.11.0+cu130", one, CUDNN_9_19) is None
-    v = _verdict([H100], raw="1", torch="2.9.0+cu130", order=[3, 1, 2, 0, 4])
+    v = _exposure([H100], raw="1", torch="2.9.0+cu130", order=[3, 1, 2, 0, 4])
     assert v.level == "exposed" and v.risk == sdpa.NAN_RISK_TEXT
 
 
@@ -274,20 +274,20 @@ def test_reason_not_first_under_torch_2_9():
 
 
 def test_verdict_reasons_name_what_decided():
-    assert "no GPU visible" in _verdict([]).reason
-    assert "cuDNN is first in the live SDPA order" in _verdict([H100], order=[3, 1, 2, 0, 4]).reason
-    assert "(flash is)" in _verdict([H100], order=[1, 3, 2, 0, 4]).reason
-    assert "by torch's rule cuDNN is not first on these GPUs" in _verdict([A100]).reason
-    both = _verdict([H100, B200, H100])
+    assert "no GPU visible" in _exposure([]).reason
+    assert "cuDNN is first in the live SDPA order" in _exposure([H100], order=[3, 1, 2, 0, 4]).reason
+    assert "(flash is)" in _exposure([H100], order=[1, 3, 2, 0, 4]).reason
+    assert "by torch's rule cuDNN is not first on these GPUs" in _exposure([A100]).reason
+    both = _exposure([H100, B200, H100])
     assert "cuDNN goes first on sm_100, sm_90:" in both.reason
-    unknown = _verdict([H100, B200], cudnn=None)
+    unknown = _exposure([H100, B200], cudnn=None)
     assert "possibly affected on sm_100, sm_90:" in unknown.reason
     assert unknown.risk == sdpa.NAN_RISK_TEXT  # an unknown cuDNN may be an affected one
 
 
 def test_verdict_passes_the_2_9_facts_to_the_rule():
     def v29(**facts):
-        return sdpa.verdict(
+        return sdpa.exposure(
             gpus=[H100],
             torch_version="2.9.0+cu130",
             cudnn_version=None,

@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-import steplogs
 from ftenv import cli
+from ftenv.selfcheck import base, schedule, selfcheck, tinymodel, verdict
 from ftenv.steps import funasr_log, stats
-from ftenv.train import selfcheck, selfcheck_base, selfcheck_schedule, selfcheck_verdict, tinymodel
+from support import ROOT, steplogs
 
-ROOT = Path(__file__).resolve().parents[1]
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
 
 
@@ -37,7 +36,7 @@ def _steps(gen) -> list[stats.Step]:
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_field_report_numbers_fail(kind):
     run = steplogs.field_report_run()
-    thresholds = selfcheck_base.THRESHOLDS[kind]
+    thresholds = base.THRESHOLDS[kind]
     counted = run[thresholds.warmup :]  # one rank: its first steps are left out
     slow = [g for g in counted if g.seconds > 0.5]  # the generator's slow steps, each on a new shape
     s = stats.summarize(_steps(run), thresholds)
@@ -51,7 +50,7 @@ def test_field_report_numbers_fail(kind):
 
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_flat_steps_with_5_percent_jitter_pass(kind):
-    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), selfcheck_base.THRESHOLDS[kind])
+    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), base.THRESHOLDS[kind])
     assert s.verdict == stats.PASS, s.reasons
     assert 0.9 < s.new_over_seen < 1.1
 
@@ -60,17 +59,17 @@ def test_flat_steps_with_5_percent_jitter_pass(kind):
 def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
     """The self-check's own schedule (8 new shapes, 3 seen steps each) with the report's costs."""
     rng = random.Random(0)
-    plan = selfcheck_schedule.plan_schedule(list(range(60, 100)))
+    plan = schedule.plan_schedule(list(range(60, 100)))
     seen, steps = set(), []
     for i, p in enumerate(plan):
         new = p.shape not in seen
         seen.add(p.shape)
         base = 1.05 if new else 0.098
         steps.append(stats.Step(i, base * rng.uniform(0.95, 1.05), *p.shape))
-    s = stats.summarize(steps, selfcheck_base.THRESHOLDS[kind])
+    s = stats.summarize(steps, base.THRESHOLDS[kind])
     assert s.verdict == stats.FAIL
     flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]
-    assert stats.summarize(flat, selfcheck_base.THRESHOLDS[kind]).verdict == stats.PASS
+    assert stats.summarize(flat, base.THRESHOLDS[kind]).verdict == stats.PASS
 
 
 def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
@@ -80,16 +79,16 @@ def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
         log = tmp_path / f"train-{fixed}.log"
         log.write_text("\n".join(lines) + "\n")
         scan = funasr_log.scan_files([str(log)])
-        measured = selfcheck_base.Measured("recipe", scan.steps, selfcheck_base.THRESHOLDS["cuda"])
-        result = selfcheck_verdict.judge(measured)
+        measured = base.Measured("recipe", scan.steps, base.THRESHOLDS["cuda"])
+        result = verdict.verdict_of(measured)
         assert result["verdict"] == expected, result["summary"]["reasons"]
 
 
 def test_thresholds_are_options():
     ns = cli_args("selfcheck", "--new-over-seen", "12", "--p95-over-median", "15")
-    t = selfcheck_base.thresholds_from(ns, "cuda")
+    t = base.thresholds_from(ns, "cuda")
     assert (t.new_over_seen, t.p95_over_median) == (12, 15)
-    assert t.max_over_median == selfcheck_base.THRESHOLDS["cuda"].max_over_median
+    assert t.max_over_median == base.THRESHOLDS["cuda"].max_over_median
     run = steplogs.field_report_run()
     # With thresholds above the report's 10x, its pattern no longer fails on the shape rule.
     s = stats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
@@ -110,7 +109,7 @@ def cli_args(*argv):
 
 def test_schedule_every_shape_appears_then_recurs_and_is_padded():
     lengths = [60 + (i * 7) % 33 for i in range(48)]
-    plan = selfcheck_schedule.plan_schedule(lengths, n_new=8, recur=3, warmup=3)
+    plan = schedule.plan_schedule(lengths, n_new=8, recur=3, warmup=3)
     assert len(plan) == 3 + 8 * 4
     first = {}
     for i, p in enumerate(plan):
@@ -127,7 +126,7 @@ def test_schedule_every_shape_appears_then_recurs_and_is_padded():
     assert all(c >= 1 for c in counts.values())
     assert sum(c - 1 for c in counts.values()) == 8 * 3  # the seen-shape steps
     with pytest.raises(ValueError, match="distinct lengths"):
-        selfcheck_schedule.plan_schedule([60, 61, 62], n_new=8)
+        schedule.plan_schedule([60, 61, 62], n_new=8)
 
 
 # --- real training steps on the tiny model (CPU) -----------------------------------------------
@@ -163,7 +162,7 @@ def test_inprocess_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_pa
     assert r["verdict"] == "FAIL"
     assert rc == 1
     s = r["summary"]
-    assert s["new_over_seen"] >= selfcheck_base.THRESHOLDS["cpu"].new_over_seen
+    assert s["new_over_seen"] >= base.THRESHOLDS["cpu"].new_over_seen
     assert s["slow_on_new"] >= 6
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s["fix"]
     # The wrapper is gone afterwards.
@@ -200,12 +199,12 @@ def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path,
     )
     assert r["verdict"] == "FAIL"
     assert rc == 1
-    assert r["summary"]["new_over_seen"] >= selfcheck_base.THRESHOLDS["cpu"].new_over_seen
+    assert r["summary"]["new_over_seen"] >= base.THRESHOLDS["cpu"].new_over_seen
 
 
 def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
     rc = cli.main(["selfcheck", "--json", "--tiny", str(tmp_path / "nothing")])
-    assert rc == selfcheck_verdict.EXIT_ERROR
+    assert rc == verdict.EXIT_ERROR
     assert json.loads(capsys.readouterr().out)["verdict"] == "ERROR"
 
 
@@ -213,14 +212,14 @@ def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
 
 
 def test_probe_machinery_on_cpu():
-    from ftenv.report import shape_probe
+    from ftenv.report import probe
 
-    r = shape_probe.probe("cpu", heads=2, head_dim=16)
+    r = probe.probe("cpu", heads=2, head_dim=16)
     rows = r["modes"]["current"]["rows"]
-    assert [(x["batch"], x["padded_len"]) for x in rows] == shape_probe.SHAPES["current"]
+    assert [(x["batch"], x["padded_len"]) for x in rows] == probe.SHAPES["current"]
     assert all(x["fwd1"] > 0 and x["bwd2"] > 0 for x in rows)
     assert "cudnn-first" not in r["modes"]  # forcing cuDNN means nothing on a CPU
-    assert "per-new-shape cost" in shape_probe.render(r)
+    assert "per-new-shape cost" in probe.render(r)
 
 
 def _cuda():

@@ -33,8 +33,8 @@ from pathlib import Path
 import pytest
 
 from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
 
@@ -180,7 +180,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from ftenv.train import tinymodel
+    from ftenv.selfcheck import tinymodel
 
     out = tmp_path_factory.mktemp("tiny")
     return tinymodel.build(out)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ftenv import cli
-from ftenv.train import tinymodel
+from ftenv.selfcheck import tinymodel
 
 
 @pytest.fixture(scope="module")

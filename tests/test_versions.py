@@ -8,17 +8,16 @@ import threading
 import tomllib
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from ftenv.build import versions
 from ftenv.report import render
+from ftenv.stack import versions
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
-#: versions.toml as TOML reads it, to check what ftenv.build.versions derives from it.
+#: versions.toml as TOML reads it, to check what ftenv.stack.versions derives from it.
 RAW = tomllib.loads((ROOT / "versions.toml").read_text())
 LOCKS = ROOT / "docker/locks"
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)")
@@ -193,7 +192,7 @@ def test_the_versions_file_is_found_from_the_variable_the_checkout_or_the_image(
     monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "v.toml"))
     assert versions.default_path() == tmp_path / "v.toml"
     monkeypatch.delenv("FTENV_VERSIONS_FILE")
-    installed = tmp_path / "site-packages/ftenv/build/versions.py"  # no versions.toml three levels up
+    installed = tmp_path / "site-packages/ftenv/stack/versions.py"  # no versions.toml three levels up
     monkeypatch.setattr(versions, "__file__", str(installed))
     assert versions.default_path() == versions.IMAGE_VERSIONS_FILE
 

@@ -1,7 +1,7 @@
 """`ftenv watch`: pass-through (byte for byte, prompt, both streams, 100 MB), the hint (where, when,
 what it says, how often), exit codes, signals (directly and under tini), FTENV_WATCH=0, and that
 the watchdog never imports torch. Children are real processes printing real FunASR lines with
-real delays (tests/fake_trainer.py); nothing here measures time."""
+real delays (tests/support/fake_trainer.py); nothing here measures time."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 
 from ftenv.report import attention, sdpa
-from ftenv.steps import funasr_log, hints, stats
-from steplogs import ddp_log, field_report_run, flood
+from ftenv.steps import funasr_log, stats
+from ftenv.steps.watcher import Watcher
+from support.steplogs import ddp_log, field_report_run, flood
 
 HERE = Path(__file__).parent
-FAKE = [sys.executable, str(HERE / "fake_trainer.py")]
+FAKE = [sys.executable, str(HERE / "support/fake_trainer.py")]
 WATCH = [sys.executable, "-m", "ftenv.cli", "watch"]
 MARKED = re.compile(rb"(?m)^\[ftenv-watch\][^\n]*\n")
 TIMEOUT = 120
@@ -82,7 +83,7 @@ CHILD = textwrap.dedent(
     r"""
     import sys, time
     sys.path.insert(0, {here!r})
-    from steplogs import field_report_log
+    from support.steplogs import field_report_log
     out, err = sys.stdout.buffer, sys.stderr.buffer
     lines, _ = field_report_log(ranks=2)
     err.write(b"\xff\xfe not utf-8 \xc3\x28\n")
@@ -502,7 +503,7 @@ def test_settings_come_from_the_training_process_environment():
                 break
             time.sleep(0.05)
         assert values == {sdpa.ENV_VAR: "0", "CUDNN_VERSION": "9.19.0.56"} and source == "training process"
-        s = attention.probe(proc.pid)
+        s = attention.read_live_settings(proc.pid)
         assert s.env.state == "prefer-cudnn" and s.cudnn_version == 91900
     finally:
         proc.kill()
@@ -512,29 +513,29 @@ def test_settings_come_from_the_training_process_environment():
 def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
     monkeypatch.setattr(attention, "gpu_arches", lambda: ((), "none"))
     monkeypatch.setenv(sdpa.ENV_VAR, "1")
-    assert attention.probe(None).cudnn_first is False
+    assert attention.read_live_settings(None).cudnn_first is False
     monkeypatch.setenv(sdpa.ENV_VAR, "0")
-    s = attention.probe(None)
+    s = attention.read_live_settings(None)
     assert s.cudnn_first is None and "GPU arch unknown" in s.line() and "first: unknown" in s.line()
     monkeypatch.setattr(attention, "gpu_arches", lambda: (((10, 0),), "nvml"))
     monkeypatch.setenv("CUDNN_VERSION", "9.19.0.56")
     monkeypatch.setattr(attention, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
-    assert attention.probe(None).cudnn_first is True
+    assert attention.read_live_settings(None).cudnn_first is True
     monkeypatch.setattr(attention, "_proc_environ", lambda pid: None)
-    assert attention.probe(12345).env_source == "environment"
+    assert attention.read_live_settings(12345).env_source == "environment"
 
 
 def test_cudnn_version_text():
-    assert attention.cudnn_int("9.19.0.56") == 91900
-    assert attention.cudnn_int("9.10.2.21") == 91002
-    assert attention.cudnn_int("") is None and attention.cudnn_int(None) is None
+    assert attention.cudnn_int_or_none("9.19.0.56") == 91900
+    assert attention.cudnn_int_or_none("9.10.2.21") == 91002
+    assert attention.cudnn_int_or_none("") is None and attention.cudnn_int_or_none(None) is None
 
 
 # --- DDP: a rank waiting for another rank's new shape ------------------------------------------
 
 
-def _watch_lines(lines: list[str]) -> tuple[list[str], hints.Watcher]:
-    watcher = hints.Watcher(repeat=1000, settings=lambda: None)
+def _watch_lines(lines: list[str]) -> tuple[list[str], Watcher]:
+    watcher = Watcher(repeat=1000, settings=lambda: None)
     out = []
     for line in lines:
         out += watcher.observe_values(*funasr_log.fast_fields(line.encode()))
@@ -563,7 +564,7 @@ def test_a_first_slow_step_that_waits_says_so_in_its_short_line():
 
 @pytest.mark.parametrize("repeat", [2, 3, 4])
 def test_repeat_prints_short_lines_up_to_the_pattern_line(repeat):
-    watcher = hints.Watcher(repeat=repeat, settings=lambda: None)
+    watcher = Watcher(repeat=repeat, settings=lambda: None)
     said = []
     for i in range(1, 31):  # steady seen-shape steps, then slow ones on new shapes
         said += watcher.observe(stats.Step(i, 0.125, 8, 100))

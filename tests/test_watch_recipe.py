@@ -18,7 +18,8 @@ import pytest
 
 # Plain imports: funasr and torch are in the host venv's lock, and an import error in our own
 # modules is a failure, not a reason to skip.
-from ftenv.train import selfcheck_recipe, stall, tinymodel
+from ftenv.selfcheck import mode_recipe, tinymodel
+from ftenv.train import stall
 from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 
 SCRIPTS = str(Path(__file__).resolve().parents[1] / "scripts")
@@ -36,7 +37,7 @@ def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
     env.pop("TORCH_CUDNN_SDPA_DEPRIORITIZED", None)
     if stall_s:
         env[stall.ENV] = str(stall_s)
-    cmd = selfcheck_recipe.command(tiny, out, "cpu", 2, True)
+    cmd = mode_recipe.command(tiny, out, "cpu", 2, True)
     r = subprocess.run(
         # K=4: the stall makes new-shape steps about 8x; a busy shared CPU must not make a clean
         # step look slow.

@@ -1,25 +1,19 @@
-"""The `ftenv` command: one subcommand per module, each module adds its own parser."""
+"""The `ftenv` command: each subcommand lives in the module of its name, which adds its own parser."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from ftenv import __version__
+from ftenv.report import probe, report
+from ftenv.selfcheck import selfcheck, tinymodel
+from ftenv.stack import buildcheck, versions
+from ftenv.steps import analyze, watch
+from ftenv.train import finetune
 
-#: Modules (dotted, below ftenv) that provide `add_parser(subparsers)`; the order is the help's order.
-COMMANDS = [
-    "report.render",
-    "build.versions_cli",
-    "build.buildcheck",
-    "train.finetune",
-    "steps.watch",
-    "steps.analyze",
-    "train.selfcheck",
-    "report.shape_probe",
-    "train.tinymodel",
-]
+#: The subcommands' modules, in the help's order.
+COMMANDS = (report, versions, buildcheck, finetune, watch, analyze, selfcheck, probe, tinymodel)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,8 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--version", action="version", version=f"ftenv {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        importlib.import_module(f"ftenv.{name}").add_parser(sub)
+    for command in COMMANDS:
+        command.add_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,4 +1,4 @@
 """Host-side tooling for the images, never installed in them: the bake file, tags and release checks.
 
-Imports ftenv.build (versions) and the standard library.
+Imports ftenv.stack (versions) and the standard library.
 """

@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools.tags import commit_tag
 
 BAKE_FILE = Path("docker/docker-bake.json")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import generated, locks, workflow_rules
 from imagetools.bake import (
     ATTEST,

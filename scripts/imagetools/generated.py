@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ftenv.build import versions
+from ftenv.stack import versions
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where versions may be spelled only in generated parts (paths relative to the repository).

@@ -27,7 +27,8 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
-import gpu_checks
+from ftenv.report import sdpa
+from imagetools import gpu_run, gpu_setup
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINE_FILE = Path(__file__).with_name("gpu_machine.toml")
@@ -57,11 +58,11 @@ def target_environment(python: str) -> dict[str, str]:
     }
 
 
-def kit_entries(python: str, present: set[str], lock: Path = gpu_checks.LOCK) -> list[dict]:
+def kit_entries(python: str, present: set[str], lock: Path = gpu_run.LOCK) -> list[dict]:
     """The lock's entries for `python` on Linux x86-64 whose package is not in `present`."""
     env = target_environment(python)
     kit = []
-    for entry in gpu_checks.lock_entries(lock):
+    for entry in gpu_setup.lock_entries(lock):
         requirement, _, marker = entry["requirement"].partition(";")
         if marker.strip() and not Marker(marker.strip()).evaluate(env):
             continue
@@ -189,7 +190,7 @@ def run_call() -> dict:
     return {
         "command": f'python3 scripts/gpu_checks.py --wheels {KIT_DIR} --out "$OUT"',
         "carry": [str(KIT_DIR)],
-        "timeout_s": gpu_checks.TOTAL_BUDGET_S + CALL_MARGIN_S,
+        "timeout_s": gpu_run.TOTAL_BUDGET_S + CALL_MARGIN_S,
     }
 
 
@@ -212,7 +213,7 @@ def render_results(summary: dict) -> str:
         )
     f = summary["facts"]
     sm = "sm_{}{}".format(*gpu["sm"])
-    cudnn = gpu_checks.sdpa.cudnn_name(f.get("cudnn_version"))
+    cudnn = sdpa.cudnn_name(f.get("cudnn_version"))
     lines = [
         "<!-- quoted: the environment this run had (not the current pins) -->",
         f"### {summary.get('date', 'date unknown')}: {gpu['name']} ({sm})",
@@ -223,7 +224,7 @@ def render_results(summary: dict) -> str:
         f"`scripts/gpu_checks.py` ran in {summary['total_seconds']:.0f} s "
         f"(budget {summary['budget_seconds']} s).",
         "",
-        gpu_checks.render_table([gpu_checks.Result(**s) for s in summary["steps"]]),
+        gpu_run.render_table([gpu_run.Result(**s) for s in summary["steps"]]),
         "<!-- /quoted -->",
         "",
     ]

@@ -124,7 +124,7 @@ def write(root: Path, variants) -> None:
 
 
 def run(args) -> int:
-    from ftenv.build import versions
+    from ftenv.stack import versions
 
     names = list(versions.load(args.file).variants) if not args.variant else [args.variant]
     if args.write:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import bake, checks, manifest, tags
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ EXISTS, NOT_FOUND, PROBE_FAILED = 0, 3, 1
 _NOT_FOUND_MARKERS = (": not found", "manifest unknown", "MANIFEST_UNKNOWN")
 
 
-def probe(ref: str, inspect: list[str] | None = None) -> tuple[int, str]:
+def query_registry(ref: str, inspect: list[str] | None = None) -> tuple[int, str]:
     """Does `ref` exist in its registry? (code, digest or the registry's error)."""
     cmd = inspect or ["docker", "buildx", "imagetools", "inspect"]
     try:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         pip, dpkg = Path(args.pip).read_text(), Path(args.dpkg).read_text()
         print(manifest.manifest(args.image, args.platform, labels, pip, dpkg))
     elif args.action == "exists":
-        code, detail = probe(args.ref)
+        code, detail = query_registry(args.ref)
         if code == EXISTS:
             print(detail)
         else:

@@ -2,8 +2,8 @@
 
 - `<stack>-<commit>`: one build of one commit, never pushed twice (`<commit>` is the first 12 hex
   digits of the git SHA, as docker-stacks tags its images). Every build pushes it.
-- `<stack>`: the newest release of exactly that stack; `<stack>` is `Variant.tag`,
-  `funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56`, and spells every version that matters.
+- `<stack>`: the newest release of exactly that stack; `<stack>` is `Variant.tag`
+  (`funasr<V>-torch<V>-cu<NNN>-cudnn<V>`, read from versions.toml) and spells every version that matters.
 - `<variant>` (`cu130`, `cu128`): the newest release of that variant; the stack may change.
 - `latest`: the newest release of the default variant.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ftenv.build import versions
+from ftenv.stack import versions
 
 #: Hex digits of the commit in `<stack>-<commit>` (docker-stacks uses 12 too).
 COMMIT_LEN = 12

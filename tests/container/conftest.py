@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
+
 IMAGE = os.environ.get("FTENV_TEST_IMAGE")
 
 

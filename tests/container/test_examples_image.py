@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
+
 EXAMPLES = ROOT / "docs/examples/docker"
 VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
 
@@ -104,7 +105,7 @@ def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tm
     the watchdog and FunASR's funasr-train-ds (through `python -m ftenv.train.funasr_entry` with
     FTENV_FUNASR_CPU_SHIM=1, which maps the trainer's hard-coded CUDA calls to the CPU), until the
     checkpoint is written."""
-    from ftenv.train import tinymodel
+    from ftenv.selfcheck import tinymodel
 
     base = tmp_path_factory.mktemp("tinyrun")
     os.chmod(base, 0o755)

@@ -4,14 +4,13 @@ import json
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import local
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 V = versions.load(ROOT / "versions.toml")
 ECHO_ARGS = ["python3", "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
 

@@ -23,7 +23,7 @@ def test_torch_stack_then_rest_then_ftenv(image):
 
 
 def test_a_rest_of_lock_change_keeps_the_torch_layer(image):
-    from ftenv.build import versions
+    from ftenv.stack import versions
 
     label = '{{index .Config.Labels "ftenv.variant"}}'
     out = subprocess.run(

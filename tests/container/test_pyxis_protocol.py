@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT
+
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
 #: pyxis's start command, verbatim.
 PYXIS_START = ["sh", "-c", "kill -STOP $$ ; exit 0"]

@@ -1,6 +1,6 @@
 """`ftenv watch` and `ftenv analyze` inside the built image: through its entrypoint with tini as
 PID 1, the image's own TORCH_CUDNN_SDPA_DEPRIORITIZED=1, an override to 0, exit codes and SIGTERM
-from the engine (`podman kill`). The command is tests/fake_trainer.py (mounted read-only): the
+from the engine (`podman kill`). The command is tests/support/fake_trainer.py (mounted read-only): the
 pattern of FunASR issue #3704 in the trainer's real line format. No GPU: the arch is unknown here."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import time
 import uuid
 
 from conftest import ROOT
-from ftenv.build import versions
+from ftenv.stack import versions
 
 V = versions.load(ROOT / "versions.toml")
-MOUNT = ["-v", f"{ROOT / 'tests'}:/t:ro"]
+MOUNT = ["-v", f"{ROOT / 'tests/support'}:/t:ro"]
 FAKE = ["python3", "/t/fake_trainer.py"]
 QUIET = {"FTENV_REPORT": "0"}
 

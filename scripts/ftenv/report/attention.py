@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv import text
-from ftenv.build import versions
 from ftenv.report import sdpa
 from ftenv.report.facts import package_version
+from ftenv.stack import versions
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def gpu_arches() -> tuple[tuple[tuple[int, int], ...], str]:
     return (), "no NVML or nvidia-smi answer"
 
 
-def cudnn_int(version: str | None) -> int | None:
+def cudnn_int_or_none(version: str | None) -> int | None:
     """'9.10.2.21' -> 91002 (torch.backends.cudnn.version()'s form); None when unreadable."""
     try:
         return versions.cudnn_int(version)
@@ -198,7 +198,7 @@ def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str
     return {n: os.environ.get(n) for n in names}, "environment"
 
 
-def probe(pid: int | None = None) -> AttentionSettings:
+def read_live_settings(pid: int | None = None) -> AttentionSettings:
     """Read the settings once (cheap: no CUDA, no torch import). pid: the watched command."""
     try:
         arches, arch_source = gpu_arches()
@@ -213,9 +213,9 @@ def probe(pid: int | None = None) -> AttentionSettings:
         )
     env = sdpa.interpret_env(values[sdpa.ENV_VAR])
     torch_version = package_version("torch")
-    cudnn = cudnn_int(values.get("CUDNN_VERSION") or os.environ.get("CUDNN_VERSION"))
+    cudnn = cudnn_int_or_none(values.get("CUDNN_VERSION") or os.environ.get("CUDNN_VERSION"))
     if cudnn is None:
-        cudnn = cudnn_int(package_version(*cudnn_packages()))
+        cudnn = cudnn_int_or_none(package_version(*cudnn_packages()))
     firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, env) for a in arches}
     if not arches:
         # The variable alone can already say no.

@@ -15,7 +15,7 @@ _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 
 
-def enabled(environ=os.environ) -> bool:
+def compile_requested(environ=os.environ) -> bool:
     """Whether FTENV_COMPILE asks for the compiled decoder; a value that is neither on nor off is
     an error that names the fix, not a silent default."""
     raw = environ.get(ENV, "").strip().lower()
@@ -29,7 +29,9 @@ def enabled(environ=os.environ) -> bool:
 def report_line(environ=os.environ) -> str:
     raw = environ.get(ENV)
     try:
-        state = "on: the decoder forward is compiled (GPU batches of 2+)" if enabled(environ) else "off"
+        state = (
+            "on: the decoder forward is compiled (GPU batches of 2+)" if compile_requested(environ) else "off"
+        )
     except ValueError as exc:
         state = f"off ({exc})"
     return f"compile {state} ({text.assignment(ENV, raw)}; ftenv finetune --compile)"

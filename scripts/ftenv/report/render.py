@@ -7,16 +7,14 @@ everything it reads is guarded in facts.py, and what it concludes is computed in
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 
 from ftenv import text
-from ftenv.build import versions
 from ftenv.report import compile_setting, sdpa
 from ftenv.report import facts as facts_mod
+from ftenv.stack import versions
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
 #: Set (to the stand-in's name) only in images built on a local stand-in base instead of the real one.
@@ -45,7 +43,7 @@ def _variant_for_driver(driver_cuda: int) -> str:
 @dataclass
 class Assessment:
     env: sdpa.EnvSetting
-    verdict: sdpa.Verdict
+    exposure: sdpa.Exposure
     notes: list[str] = field(default_factory=list)  # WARNING/ERROR/NOTE lines, most severe first
 
 
@@ -75,7 +73,7 @@ def _driver_notes(f: facts_mod.Facts) -> list[str]:
 
 def assess(f: facts_mod.Facts) -> Assessment:
     env = sdpa.interpret_env(f.env_raw)
-    verdict = sdpa.verdict(
+    exposure = sdpa.exposure(
         gpus=[g.sm for g in f.gpus],
         torch_version=f.torch_version,
         cudnn_version=f.cudnn_version,
@@ -100,7 +98,7 @@ def assess(f: facts_mod.Facts) -> Assessment:
             "may die with 'Bus error'. Use `docker run --ipc=host` or `--shm-size=16g` (Kubernetes: "
             "an emptyDir with medium: Memory mounted at /dev/shm)."
         )
-    return Assessment(env, verdict, notes)
+    return Assessment(env, exposure, notes)
 
 
 def _gib(n: int) -> str:
@@ -134,9 +132,9 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
             f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
         )
     lines.append(compile_setting.report_line())
-    lines.append(f"verdict {a.verdict.line}")
-    if a.verdict.risk:
-        lines.append(f"        also: {a.verdict.risk}")
+    lines.append(f"verdict {a.exposure.line}")
+    if a.exposure.risk:
+        lines.append(f"        also: {a.exposure.risk}")
     lines.extend(a.notes)
     return "\n".join(lines)
 
@@ -149,28 +147,12 @@ def render_json(f: facts_mod.Facts, a: Assessment) -> str:
             "live_order_names": [sdpa.backend_name(b) for b in f.live_order or []],
             "padded_choice_name": sdpa.backend_name(f.padded_choice),
             "verdict": {
-                "level": a.verdict.level,
-                "reason": a.verdict.reason,
-                "fix": a.verdict.fix,
-                "risk": a.verdict.risk,
+                "level": a.exposure.level,
+                "reason": a.exposure.reason,
+                "fix": a.exposure.fix,
+                "risk": a.exposure.risk,
             },
             "notes": a.notes,
         },
         indent=2,
     )
-
-
-def run(args: argparse.Namespace) -> int:
-    f = facts_mod.collect(live=not args.no_gpu_probe)
-    a = assess(f)
-    out = render_json(f, a) if args.json else render_text(f, a)
-    print(out, file=sys.stdout if args.json or args.stdout else sys.stderr)
-    return 0
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="GPU, stack and attention-backend report (exit 0 always)")
-    p.add_argument("--json", action="store_true", help="machine-readable, to stdout")
-    p.add_argument("--stdout", action="store_true", help="print the text block to stdout, not stderr")
-    p.add_argument("--no-gpu-probe", action="store_true", help="skip the tiny SDPA call on the GPU")
-    p.set_defaults(func=run)

@@ -30,8 +30,6 @@ CUDNN = 3
 PREFERRING_SM = frozenset({(9, 0), (10, 0), (10, 3)})
 #: torch.backends.cudnn.version() must be above this (9.15.0) for the preference to apply.
 CUDNN_PREFERRED_ABOVE = 91500
-#: The first torch release that reads ENV_VAR (and checks the runtime cuDNN).
-FIRST_PREFERRING_TORCH = (2, 10)
 #: torch 2.9: the release, its GPUs, and the compile-time cuDNN it needs (PR #162073).
 TORCH_2_9 = (2, 9)
 PREFERRING_SM_2_9 = frozenset({(9, 0), (10, 0)})
@@ -97,7 +95,7 @@ def cudnn_name(version: int | None) -> str:
 
 def torch_release(version: str | None) -> tuple[int, int] | None:
     """'2.11.0+cu130' -> (2, 11); None when it cannot be read. PEP 440 as packaging reads it,
-    called here rather than through ftenv.build.versions so that the rule imports nothing of
+    called here rather than through ftenv.stack.versions so that the rule imports nothing of
     ftenv (it sits on the lowest floor: every wing above reads it)."""
     from packaging.version import InvalidVersion, Version  # in the lock; only callers pay the import
 
@@ -221,7 +219,7 @@ def nan_risk(torch_version: str | None, env: EnvSetting, cudnn_version: int | No
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Exposure:
     """One line for the report: exposed to per-shape cuDNN plan builds, or not, and why."""
 
     level: str  # "ok", "exposed", "unknown", "no-gpu"
@@ -242,7 +240,7 @@ class Verdict:
         return f"{text}. Fix: {self.fix}" if self.fix else text
 
 
-def verdict(
+def exposure(
     *,
     gpus: list[tuple[int, int]],
     torch_version: str | None,
@@ -252,29 +250,29 @@ def verdict(
     padded_choice: int | None,
     cudnn_compiled: int | None = None,
     preferred_raw: str | None = None,
-) -> Verdict:
+) -> Exposure:
     """Combine the measured choice (best), the live order, and the rule (fallback).
 
     live_order and padded_choice come from the first GPU, as torch fixes the order once per process.
     """
     if not gpus:
-        return Verdict("no-gpu", "no GPU visible, so attention never runs on cuDNN here")
+        return Exposure("no-gpu", "no GPU visible, so attention never runs on cuDNN here")
     fix = fix_text(torch_version, env)
     if fix is None:  # the variable is already 1: whatever puts cuDNN first, it is not the default
         fix = already_deprioritized_text()
     risk = nan_risk(torch_version, env, cudnn_version)
 
-    def exposed(reason: str) -> Verdict:
-        return Verdict("exposed", f"{reason}: {EXPOSED_SYMPTOM}", fix, risk)
+    def exposed(reason: str) -> Exposure:
+        return Exposure("exposed", f"{reason}: {EXPOSED_SYMPTOM}", fix, risk)
 
     if padded_choice is not None:
         if padded_choice == CUDNN:
             return exposed("a padded-mask bf16 attention takes cudnn")
-        return Verdict("ok", f"a padded-mask bf16 attention takes {backend_name(padded_choice)}, not cuDNN")
+        return Exposure("ok", f"a padded-mask bf16 attention takes {backend_name(padded_choice)}, not cuDNN")
     if live_order:
         if live_order[0] == CUDNN:
             return exposed("cuDNN is first in the live SDPA order")
-        return Verdict("ok", f"cuDNN is not first in the live SDPA order ({backend_name(live_order[0])} is)")
+        return Exposure("ok", f"cuDNN is not first in the live SDPA order ({backend_name(live_order[0])} is)")
     by_rule = {
         sm: cudnn_first_by_rule(
             torch_version, cudnn_version, sm, env, cudnn_compiled=cudnn_compiled, preferred_raw=preferred_raw
@@ -286,11 +284,11 @@ def verdict(
         return exposed(f"by torch's rule cuDNN goes first on {', '.join(first_on)}")
     unknown_on = sorted(sm_name(sm) for sm, first in by_rule.items() if first is None)
     if unknown_on:
-        return Verdict(
+        return Exposure(
             "unknown",
             f"possibly affected on {', '.join(unknown_on)}: the live order could not be read and a fact "
             f"the rule needs is unknown ({RULE_TEXT})",
             fix,
             risk,
         )
-    return Verdict("ok", "by torch's rule cuDNN is not first on these GPUs (live order not readable)")
+    return Exposure("ok", "by torch's rule cuDNN is not first on these GPUs (live order not readable)")

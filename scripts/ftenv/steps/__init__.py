@@ -1,10 +1,11 @@
 """Step-time wing: FunASR's per-step log lines, step statistics and verdicts, slow-step hints, the
 watchdog, the step timer for custom loops and the offline log analyzer.
 
-Modules, lowest first: thresholds (every threshold and default), model (Step, the causes' names),
-detector (what a slow step is put down to, DDP waits, live detection), fixes (what to do, in
-words), stats (summary and verdict; the wing's entry point), funasr_log (parsing), messages (the
-hint's words), hints (printing policy), options (shared CLI types), watch, timer, analyze.
+Modules, lowest first: thresholds (every threshold and default), step (the Step type, the
+causes' names), detector (what a slow step is put down to, DDP waits, live detection), fixes (what
+to do, in words), stats (summary and verdict; the wing's entry point), funasr_log (parsing),
+messages (the hint's words), watcher (the live Watcher: when to print a hint), options (shared CLI
+types), watch, timer, analyze.
 
-May import ftenv.report and ftenv.build; never ftenv.train.
+May import ftenv.report and ftenv.stack; never ftenv.train or ftenv.selfcheck.
 """

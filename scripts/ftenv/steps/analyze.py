@@ -20,9 +20,9 @@ import sys
 
 from ftenv import text
 from ftenv.steps import funasr_log, stats
-from ftenv.steps.model import waits_text
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.stats import Step, Summary, Thresholds
+from ftenv.steps.step import waits_text
 
 BAR = 40
 

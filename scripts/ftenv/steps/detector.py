@@ -10,7 +10,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ftenv.steps.model import ANY_RANK, DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, Step
+from ftenv.steps.step import ANY_RANK, DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, Step
 from ftenv.steps.thresholds import (
     DATA_SHARE,
     DDP_BACKWARD_SHARE,
@@ -153,7 +153,7 @@ class Detector:
         return None
 
     def event(self, step: Step, baseline: float, earlier: int = 0, earlier_new: int = 0) -> SlowEvent:
-        """The SlowEvent for a step judge() found slow (its new_shape set)."""
+        """The SlowEvent for a step classify() found slow (its new_shape set)."""
         waits = waits_for(step, baseline, self._new_at.get(step.index, ()), use_signature=True)
         cause = cause_of(step, baseline, waits)
         return SlowEvent(step, baseline, step.seconds / baseline, cause, earlier, earlier_new, waits)
@@ -161,14 +161,14 @@ class Detector:
     def observe(self, step: Step) -> tuple[bool | None, SlowEvent | None]:
         """Whether the step's shape is new to its rank (its own new_shape if set, else worked out
         here; None without a shape), and an event if the step is slow (its step has new_shape)."""
-        new, baseline, earlier, earlier_new = self.judge(
+        new, baseline, earlier, earlier_new = self.classify(
             step.rank, step.seconds, step.batch, step.padded_len, step.new_shape, index=step.index
         )
         if baseline is None:
             return new, None
         return new, self.event(step.with_changes(new_shape=new), baseline, earlier, earlier_new)
 
-    def judge(
+    def classify(
         self,
         rank: int,
         seconds: float,

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.steps.model import Step
+from ftenv.steps.step import Step
 
 TRAIN = b"train, rank: "
 VAL = b"val, rank: "

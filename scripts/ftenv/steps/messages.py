@@ -15,7 +15,7 @@ from ftenv.report import sdpa
 from ftenv.report.attention import AttentionSettings
 from ftenv.steps import fixes
 from ftenv.steps.detector import SlowEvent
-from ftenv.steps.model import DATA, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, waits_text
+from ftenv.steps.step import DATA, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, waits_text
 
 PREFIX = "[ftenv-watch]"
 INDENT = f"{PREFIX}   "

@@ -3,7 +3,7 @@ on new batch shapes, and PASS/FAIL/INCONCLUSIVE. Pure Python (standard library a
 pure rule only), no I/O, no torch.
 
 Used by `ftenv watch` and the step timer (their summary), `ftenv analyze` and the self-check.
-The step model is ftenv.steps.model, the live detector ftenv.steps.detector, the thresholds
+The step model is ftenv.steps.step, the live detector ftenv.steps.detector, the thresholds
 ftenv.steps.thresholds and the fix wording ftenv.steps.fixes; their public names are re-exported
 here, the wing's one entry point.
 
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from ftenv.report.sdpa import EnvSetting
 from ftenv.steps.detector import Detector, SlowEvent, cause_of, waits_for
 from ftenv.steps.fixes import DATA_FIX, SHAPE_FIX, shape_fix
-from ftenv.steps.model import (
+from ftenv.steps.step import (
     ANY_RANK,
     DATA,
     NEW_SHAPE,
@@ -217,11 +217,11 @@ def summarize(
         total_seconds=sum(secs),
         waits=waits,
     )
-    _judge(summary, thresholds, env)
+    _apply_rules(summary, thresholds, env)
     return summary
 
 
-def _judge(s: Summary, t: Thresholds, env: EnvSetting | None) -> None:
+def _apply_rules(s: Summary, t: Thresholds, env: EnvSetting | None) -> None:
     failed, reasons = [], []
     comparable = s.n_new >= max(t.min_new, 1) and s.n_seen >= max(t.min_seen, 1)
     if comparable:

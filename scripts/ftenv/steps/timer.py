@@ -25,7 +25,7 @@ import time
 from typing import TextIO
 
 from ftenv.report import attention
-from ftenv.steps import hints, stats
+from ftenv.steps import stats, watcher
 from ftenv.steps.thresholds import LIVE_WARMUP, SLOW_FACTOR
 
 
@@ -40,7 +40,9 @@ class StepTimer:
     ):
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
         self.stream, self.clock = stream, clock
-        self.watcher = hints.Watcher(factor=factor, warmup=warmup, settings=lambda: attention.probe(None))
+        self.watcher = watcher.Watcher(
+            factor=factor, warmup=warmup, settings=lambda: attention.read_live_settings(None)
+        )
         self._last = clock()
         self._index = 0
 

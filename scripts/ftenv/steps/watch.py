@@ -17,7 +17,7 @@ never initialises CUDA (see ftenv.report.attention). A failure inside the watchd
 watching, never the pass-through or the command.
 
 Long because the pumps, the process and signal handling and the summary placement share one
-piece of state and are only correct together; the words are in messages, the policy in hints.
+piece of state and are only correct together; the words are in messages, the policy in watcher.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import threading
 import time
 
 from ftenv.report import attention
-from ftenv.steps import funasr_log, hints
-from ftenv.steps.hints import PREFIX
+from ftenv.steps import funasr_log
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
+from ftenv.steps.watcher import PREFIX, RECOMPILE_MARK, Watcher
 
 ENV_SWITCH = "FTENV_WATCH"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -55,7 +55,7 @@ def _write_all(fd: int, data: bytes) -> None:
 class _Core:
     """The shared state of both pumps: parsing, the Watcher, and where hints go."""
 
-    def __init__(self, watcher: hints.Watcher, summary_every: int, time_field: str):
+    def __init__(self, watcher: Watcher, summary_every: int, time_field: str):
         self.watcher = watcher
         self.summary_every = summary_every
         self.time_field = time_field
@@ -115,7 +115,7 @@ class _Pump(threading.Thread):
                     extra = self.core.handle(line, self.out_fd)
                     if extra:
                         inserts.append((end, "".join(f"{x}\n" for x in extra).encode()))
-                elif hints.RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
+                elif RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
                     with self.core.lock:
                         self.core.watcher.note_line(line)
         except Exception as exc:  # never let the watching break the pass-through
@@ -200,8 +200,8 @@ def watch(
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED:
             previous[sig] = signal.signal(sig, forward)
-    probe = settings or (lambda: attention.probe(proc.pid))
-    watcher = hints.Watcher(factor=factor, warmup=warmup, repeat=repeat, settings=probe)
+    read_settings = settings or (lambda: attention.read_live_settings(proc.pid))
+    watcher = Watcher(factor=factor, warmup=warmup, repeat=repeat, settings=read_settings)
     core = _Core(watcher, summary_every, time_field)
     out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
     sys.stdout.flush()
@@ -249,7 +249,7 @@ def watch(
     return 128 - rc if rc < 0 else rc
 
 
-def enabled(environ=None) -> bool:
+def watch_enabled(environ=None) -> bool:
     return (environ if environ is not None else os.environ).get(ENV_SWITCH, "1") != "0"
 
 
@@ -259,7 +259,7 @@ def run_watched(argv: list[str], **options) -> int:
     if not argv:
         print("ftenv watch: no command given", file=sys.stderr)
         return 2
-    if not enabled():
+    if not watch_enabled():
         sys.stdout.flush()
         sys.stderr.flush()
         try:

@@ -8,7 +8,7 @@ but:
   PyTorchJob, torchrun's own PET_* variables; see cluster_env.py), and `--dry-run` prints them;
 - it checks the inputs first and says exactly what is wrong (inputs.py: missing model dir or files,
   a JSONL line that is not the recipe's ChatML format, an output dir it cannot write, bad numbers);
-- it prints the start-up report once per node before torchrun (startup_report.py), as not every
+- it prints the start-up report once per node before torchrun (startup.py), as not every
   launcher runs the image's entrypoint;
 - it stays offline (HF_HUB_OFFLINE=1, no update check) unless `--allow-hub` is given;
 - it becomes `ftenv watch -- <the torchrun command>`: the trainer runs under the step-time
@@ -26,8 +26,8 @@ import os
 import shlex
 import sys
 
-from ftenv.report import sdpa
-from ftenv.train import cluster_env, startup_report
+from ftenv.report import sdpa, startup
+from ftenv.train import cluster_env
 from ftenv.train.inputs import InputError
 from ftenv.train.launch_plan import plan
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     if not args.dry_run:
-        startup_report.show_once(PROG)
+        startup.show_once(PROG)
     raw = os.environ.get(sdpa.ENV_VAR)
     setting = sdpa.interpret_env(raw)
     info = [

@@ -34,7 +34,7 @@ def main() -> int:
     ep = entry_point()
     notes = []
     try:
-        compile_on = compile_setting.enabled()
+        compile_on = compile_setting.compile_requested()
     except ValueError as exc:
         raise SystemExit(f"ftenv.train.funasr_entry: {exc}") from None
     if compile_on:

@@ -148,7 +148,7 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
     overrides = merge_overrides(recipe, extra)
 
     try:  # --compile: the trainer entry installs the compiled decoder forward (FTENV_COMPILE=1)
-        compile_on = getattr(args, "compile", False) or compile_setting.enabled(env)
+        compile_on = getattr(args, "compile", False) or compile_setting.compile_requested(env)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     if compile_on:

@@ -51,11 +51,6 @@ def parse(item: str):
     return override
 
 
-def override_key(item: str) -> str:
-    """'++a.b=1' -> 'a.b'; '~a.b' -> 'a.b'."""
-    return parse(item).key_or_group
-
-
 def merge_overrides(defaults: list[tuple[str, str]], extra: list[str]) -> list[str]:
     """The recipe's `++key=value`s with every key the user overrides left out, then the user's."""
     taken = {parse(item).key_or_group for item in extra}

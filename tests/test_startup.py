@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli
-from ftenv.train import finetune, startup_report
-from ftenv.train.startup_report import show_once, wanted
+from ftenv.report import startup
+from ftenv.report.startup import show_once, wanted
+from ftenv.train import finetune
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def launcher(monkeypatch, tmp_path):
         monkeypatch.delenv(key, raising=False)
     for key in ("MASTER_ADDR", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
-    monkeypatch.setattr(startup_report, "_subprocess", lambda env: ("== ftenv report: fake ==\n", None))
+    monkeypatch.setattr(startup, "_subprocess", lambda env: ("== ftenv report: fake ==\n", None))
     monkeypatch.setattr(finetune, "_run_watched", lambda argv: print("TRAINER STARTS", file=sys.stderr) or 0)
     (tmp_path / "model").mkdir()
     (tmp_path / "model/config.yaml").write_text("model: FunASRNano\n")
@@ -122,7 +123,7 @@ def test_finetune_leaves_it_out_when_shown_skipped_other_rank_or_dry_run(launche
 
 
 def test_the_entrypoint_marks_the_report_as_shown(tmp_path):
-    """docker/entrypoint.sh exports the variable startup_report reads, after printing the report."""
+    """docker/entrypoint.sh exports the variable ftenv.report.startup reads, after printing the report."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "ftenv").write_text("#!/bin/sh\necho '== ftenv report: fake ==' >&2\n")
@@ -131,12 +132,12 @@ def test_the_entrypoint_marks_the_report_as_shown(tmp_path):
 
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     proc = subprocess.run(
-        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup_report.SHOWN_VAR}"],
+        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup.SHOWN_VAR}"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout.strip() == "1" and "== ftenv report: fake ==" in proc.stderr
     skipped = subprocess.run(
-        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup_report.SHOWN_VAR}"],
+        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup.SHOWN_VAR}"],
         capture_output=True, text=True, env={**env, "FTENV_REPORT": "0"},
     )  # fmt: skip
     assert skipped.stdout.strip() == "" and "fake" not in skipped.stderr

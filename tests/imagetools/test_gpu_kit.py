@@ -25,11 +25,10 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-import gpu_checks
-from imagetools import gpukit
+from imagetools import gpu_run, gpu_setup, gpu_steps, gpukit
 from imagetools.__main__ import main as imagetools_main
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 GPU_STEPS = {"selfcheck-1", "selfcheck-0", "recipe-1", "recipe-0", "probe", "selfcheck-compile"}
 #: Left out of the kit to show the rehearsal fails: FunASR's config layer, imported by its trainer.
@@ -71,7 +70,7 @@ def test_gpu_test_files_lists_every_file_with_gpu_tests():
     mark = re.compile(r"pytest\.mark\.gpu\b")
     files = (ROOT / "tests").rglob("test_*.py")
     marked = {str(p.relative_to(ROOT)) for p in files if mark.search(p.read_text())}
-    assert marked == set(gpu_checks.GPU_TEST_FILES)
+    assert marked == set(gpu_run.GPU_TEST_FILES)
 
 
 def test_the_documented_call_is_the_one_make_gpu_kit_prints():
@@ -94,14 +93,14 @@ def test_the_results_page_says_what_ran_on_which_gpu():
 
 
 def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path):
-    ctx = gpu_checks.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=0)
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=0)
     ctx.deadline = time.monotonic() + 2  # the whole run's end comes first: it cuts the step's 60 s
     start = time.monotonic()
-    rc, output = gpu_checks.run_logged(ctx, "sleeper", ["sh", "-c", "sleep 30 & sleep 30"], budget_s=60)
+    rc, output = gpu_run.run_logged(ctx, "sleeper", ["sh", "-c", "sleep 30 & sleep 30"], budget_s=60)
     assert rc is None and re.search(r"budget of [12] s ran out", output)
     assert time.monotonic() - start < 10  # the background child, holding the pipe, was stopped too
     assert "sleeper: timed out" in ctx.log.read_text()
-    rc, output = gpu_checks.run_logged(ctx, "late", ["true"], budget_s=60)  # the run's time is gone
+    rc, output = gpu_run.run_logged(ctx, "late", ["true"], budget_s=60)  # the run's time is gone
     assert rc is None and "not started" in output
 
 
@@ -115,19 +114,19 @@ def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path):
     ],
 )
 def test_expectations_on_a_gpu_follow_the_sdpa_rule(sm, cudnn, at_1, at_0, unset, selfcheck_at_0):
-    ctx = gpu_checks.Context(Path("."), Path("log"), {}, deadline=0, gpu={"name": "GPU", "sm": list(sm)})
+    ctx = gpu_run.Context(Path("."), Path("log"), {}, deadline=0, gpu={"name": "GPU", "sm": list(sm)})
     ctx.facts = {"torch_version": "2.11.0+cu130", "cudnn_version": cudnn}
-    got = [gpu_checks.expected_verdict(ctx, v) for v in ("1", "0", None)]
+    got = [gpu_steps.expected_verdict(ctx, v) for v in ("1", "0", None)]
     assert got == [at_1, at_0, unset]
-    assert [gpu_checks.expected_selfcheck(ctx, v) for v in ("1", "0")] == ["PASS", selfcheck_at_0]
+    assert [gpu_steps.expected_selfcheck(ctx, v) for v in ("1", "0")] == ["PASS", selfcheck_at_0]
     ctx.gpu = None
-    assert gpu_checks.expected_verdict(ctx, "0") == "no-gpu"
+    assert gpu_steps.expected_verdict(ctx, "0") == "no-gpu"
 
 
 def test_json_is_found_among_warnings():
     noisy = 'W: {not json}\n{\n  "verdict": "PASS"\n}\nWarning at exit {x}\n'
-    assert gpu_checks.json_tail(noisy) == {"verdict": "PASS"}
-    assert gpu_checks.json_tail("Traceback: ImportError") == {}
+    assert gpu_run.json_tail(noisy) == {"verdict": "PASS"}
+    assert gpu_run.json_tail("Traceback: ImportError") == {}
 
 
 # --- the rehearsal -----------------------------------------------------------------------------
@@ -230,21 +229,21 @@ def test_the_whole_gpu_run_rehearsed_without_a_gpu(kit, machine_python, tmp_path
     proc, summary = rehearse(machine_python, kit, tmp_path / "out")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     steps = {s["step"]: s for s in summary["steps"]}
-    assert list(steps) == gpu_checks.STEPS
+    assert list(steps) == gpu_steps.STEPS
     assert summary["gpu"] is None and summary["python"].startswith(PYTHON)
     for name, s in steps.items():
         if name in GPU_STEPS:
-            assert (s["got"], s["ok"]) == (gpu_checks.NO_GPU, None), s
+            assert (s["got"], s["ok"]) == (gpu_run.NO_GPU, None), s
         elif name == "steptime-compiled":
-            assert s["got"] in ("not present", gpu_checks.NO_GPU), s
+            assert s["got"] in ("not present", gpu_run.NO_GPU), s
         else:
             assert s["ok"] is True, s
     assert re.search(r"\d+ wheels installed", steps["install"]["got"])
     assert steps["report-1"]["got"].startswith("verdict no-gpu")
     assert "skipped" in steps["pytest-gpu"]["got"] and "passed" not in steps["pytest-gpu"]["got"]
-    assert summary["total_seconds"] <= gpu_checks.TOTAL_BUDGET_S
+    assert summary["total_seconds"] <= gpu_run.TOTAL_BUDGET_S
     table = (tmp_path / "out" / "summary.md").read_text()
-    assert all(f"| {name} |" in table for name in gpu_checks.STEPS)
+    assert all(f"| {name} |" in table for name in gpu_steps.STEPS)
     # A CPU rehearsal is never written up as a GPU result.
     with pytest.raises(SystemExit, match="no GPU result"):
         gpukit.render_results(summary)
@@ -272,7 +271,7 @@ def _gpu_summary() -> dict:
     return {
         "date": "2030-01-01",
         "total_seconds": 301.2,
-        "budget_seconds": gpu_checks.TOTAL_BUDGET_S,
+        "budget_seconds": gpu_run.TOTAL_BUDGET_S,
         "python": "3.12.3",
         "gpu": {"name": "Test GPU", "sm": [9, 0], "index": 0, "memory_bytes": 1, "driver": "580.1"},
         "facts": {"torch_version": "2.99.0+cu199", "torch_cuda": "19.9", "cudnn_version": 99901}
@@ -311,8 +310,8 @@ def test_a_gpu_the_driver_lists_but_the_report_misses_fails_the_environment(tmp_
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     env = dict(os.environ) | {"PYTHONPATH": str(ROOT / "scripts")}
-    ctx = gpu_checks.Context(tmp_path, tmp_path / "steps.log", env, deadline=time.monotonic() + 120)
-    r = gpu_checks.step_environment(ctx)  # this machine: torch sees no GPU
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", env, deadline=time.monotonic() + 120)
+    r = gpu_setup.step_environment(ctx)  # this machine: torch sees no GPU
     assert not r.ok and "nvidia-smi lists 1" in r.got
     smi.write_text("#!/bin/sh\nexit 0\n")  # the driver lists none: no GPU is the right answer
-    assert gpu_checks.step_environment(ctx).ok
+    assert gpu_setup.step_environment(ctx).ok

@@ -18,7 +18,7 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
-from ftenv.build.versions import cudnn_int, major_minor, public
+from ftenv.stack.versions import cudnn_int, major_minor, public
 
 
 def _expected_from_env() -> dict[str, str]:
@@ -55,7 +55,9 @@ def mismatches(expected: dict[str, str]) -> list[str]:
         ("funasr", installed("funasr"), expected["funasr"]),
         ("modelscope", installed("modelscope"), expected["modelscope"]),
     ]
-    if public(expected["torch"]) != expected["torch"]:  # an index build: the local tag (+cuNNN) must match too
+    if (
+        public(expected["torch"]) != expected["torch"]
+    ):  # an index build: the local tag (+cuNNN) must match too
         checks.append(("torch build tag", torch.__version__, expected["torch"]))
     return [
         f"{what}: installed {got}, versions.toml says {want}" for what, got, want in checks if got != want
@@ -149,7 +151,9 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print("ftenv buildcheck: torch.compile works (Inductor C++ on CPU; C compiler, Python.h)", file=sys.stderr)
+    print(
+        "ftenv buildcheck: torch.compile works (Inductor C++ on CPU; C compiler, Python.h)", file=sys.stderr
+    )
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Stands in for `uv pip compile` in tests/test_version_bump.py, which has no network: it reads the
+"""Stands in for `uv pip compile` in tests/imagetools/test_version_bump.py, which has no network: it reads the
 top-level pins on stdin and rewrites those pins in the lock named by `-o`, keeping everything else
 (hashes included) as it was. Never used to make a real lock."""
 

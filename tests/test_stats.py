@@ -10,7 +10,8 @@ import random
 import pytest
 
 from ftenv.report import sdpa
-from ftenv.steps import detector, model, stats
+from ftenv.steps import detector, stats
+from ftenv.steps import step as step_types
 from ftenv.steps.stats import (
     DATA,
     FAIL,
@@ -22,7 +23,7 @@ from ftenv.steps.stats import (
     Step,
     Thresholds,
 )
-from steplogs import FAST, SHAPES, SLOW, STEPS, ddp_run, field_report_run, fixed_run
+from support.steplogs import FAST, SHAPES, SLOW, STEPS, ddp_run, field_report_run, fixed_run
 
 
 def as_steps(gen, rank=None) -> list[Step]:
@@ -326,11 +327,11 @@ def test_shape_fix_when_the_variable_is_already_1_does_not_say_set_it():
 
 
 def test_the_selfcheck_uses_that_wording():
-    from ftenv.train.selfcheck_base import Measured
-    from ftenv.train.selfcheck_verdict import judge
+    from ftenv.selfcheck.base import Measured
+    from ftenv.selfcheck.verdict import verdict_of
 
     steps = as_steps(field_report_run())
-    r = judge(Measured("in-process", steps, Thresholds(), extra={"environment": {sdpa.ENV_VAR: "1"}}))
+    r = verdict_of(Measured("in-process", steps, Thresholds(), extra={"environment": {sdpa.ENV_VAR: "1"}}))
     assert r["verdict"] == FAIL and r["summary"]["fix"] == sdpa.already_deprioritized_text()
 
 
@@ -405,4 +406,4 @@ def test_a_stall_in_forward_too_is_not_a_ddp_wait():
     step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=phases)
     assert detector.waits_for(step, B, (), use_signature=True) is None
     calm = Step(5, B + 1.0, 8, 100, new_shape=False, phases=(("forward_time", 0.1), ("backward_time", 0.9)))
-    assert detector.waits_for(calm, B, (), use_signature=True) == model.ANY_RANK
+    assert detector.waits_for(calm, B, (), use_signature=True) == step_types.ANY_RANK

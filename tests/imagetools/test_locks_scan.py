@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import locks, scan
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 LOCK = (ROOT / "docker/locks/cu130.txt").read_text()
 
 

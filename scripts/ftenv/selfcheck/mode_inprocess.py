@@ -1,5 +1,5 @@
 """`ftenv selfcheck` (the default mode): the tiny model's steps trained in this process
-(selfcheck_loop), optionally with a test stall per new shape, measured for the verdict."""
+(ftenv.selfcheck.loop), optionally with a test stall per new shape, measured for the verdict."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import time
 from pathlib import Path
 
-from ftenv.train.selfcheck_base import (
+from ftenv.selfcheck.base import (
     Measured,
     environment,
     llm_dtype,
@@ -15,7 +15,7 @@ from ftenv.train.selfcheck_base import (
     thresholds_from,
     tiny_dir,
 )
-from ftenv.train.selfcheck_loop import prepare, timed_steps, train
+from ftenv.selfcheck.loop import prepare, timed_steps, train
 
 
 def run_inprocess(args: argparse.Namespace, workdir: Path) -> Measured:

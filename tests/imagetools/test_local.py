@@ -11,16 +11,15 @@ import argparse
 import itertools
 import json
 import os
-from pathlib import Path
 
 import pytest
 
-from ftenv.build import versions
 from ftenv.report import render
+from ftenv.stack import versions
 from imagetools import bake as bake_file
-from imagetools import local
+from imagetools import local, machine
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
 
 DOCKER_GPU = ("--gpus", "all", "--ipc=host")
@@ -49,15 +48,15 @@ ENGINES = {(True, True): "docker", (True, False): "docker", (False, True): "podm
     "docker, podman, registry, smi, cdi", list(itertools.product([True, False], repeat=5))
 )
 def test_every_combination_of_engine_registry_and_gpu(docker, podman, registry, smi, cdi):
-    m = local.Machine(docker, podman, registry, smi, cdi)
+    m = machine.Machine(docker, podman, registry, smi, cdi)
     engine = ENGINES[(docker, podman)]
     flags = GPU_FLAGS.get(engine, {}).get((smi, cdi))
     if REFUSED in (engine, flags):
-        with pytest.raises(local.Refusal) as e:
-            local.choose(m)
+        with pytest.raises(machine.Refusal) as e:
+            machine.choose(m)
         assert ("make engine" if engine == REFUSED else "nvidia-ctk cdi generate") in str(e.value)
         return
-    plan = local.choose(m)
+    plan = machine.choose(m)
     assert (plan.engine, plan.standin, plan.run_flags) == (engine, not registry, flags)
     said = "\n".join(plan.said)
     assert ("stand-in" in said) == (not registry)
@@ -75,12 +74,12 @@ def test_every_combination_of_engine_registry_and_gpu(docker, podman, registry, 
     ],
 )
 def test_requests_override_the_detection(gpus, base, registry, expected):
-    m = local.Machine(False, True, registry, True, gpus != "all")
+    m = machine.Machine(False, True, registry, True, gpus != "all")
     if expected == REFUSED:
-        with pytest.raises(local.Refusal, match="cannot be pulled"):
-            local.choose(m, local.Request(base=base, gpus=gpus))
+        with pytest.raises(machine.Refusal, match="cannot be pulled"):
+            machine.choose(m, machine.Request(base=base, gpus=gpus))
         return
-    plan = local.choose(m, local.Request(base=base, gpus=gpus))
+    plan = machine.choose(m, machine.Request(base=base, gpus=gpus))
     assert (plan.standin, plan.run_flags) == expected
 
 
@@ -94,16 +93,16 @@ def test_requests_override_the_detection(gpus, base, registry, expected):
     ],
 )
 def test_an_engine_asked_for(engine, docker, podman, expected):
-    m = local.Machine(docker, podman, False, False, False)
+    m = machine.Machine(docker, podman, False, False, False)
     if expected in ENGINES.values():
-        assert local.choose(m, local.Request(engine=engine)).engine == expected
+        assert machine.choose(m, machine.Request(engine=engine)).engine == expected
     else:
-        with pytest.raises(local.Refusal, match=expected):
-            local.choose(m, local.Request(engine=engine))
+        with pytest.raises(machine.Refusal, match=expected):
+            machine.choose(m, machine.Request(engine=engine))
 
 
 def test_a_run_does_not_speak_of_the_base():
-    plan = local.choose(local.Machine(False, True, None, False, False))
+    plan = machine.choose(machine.Machine(False, True, None, False, False))
     assert not plan.standin and [line.split()[0] for line in plan.said] == ["engine", "GPUs"]
 
 
@@ -126,7 +125,7 @@ def test_the_standin_has_a_local_name_of_its_own():
 )
 def test_tags_stay_under_localhost(tag, expected):
     if expected == REFUSED:
-        with pytest.raises(local.Refusal, match="localhost/ only"):
+        with pytest.raises(machine.Refusal, match="localhost/ only"):
             local.local_name(tag)
     else:
         assert local.local_name(tag) == expected
@@ -136,29 +135,29 @@ def test_cdi_spec_detection(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     (a / "other.yaml").write_text('cdiVersion: "0.5.0"\nkind: example.com/fpga\n')
-    assert not local.cdi_spec_names_gpu((a, b))
+    assert not machine.cdi_spec_names_gpu((a, b))
     (a / "nvidia.yaml").write_text('cdiVersion: "0.5.0"\nkind: nvidia.com/gpu\ndevices: []\n')
-    assert local.cdi_spec_names_gpu((a, b))
+    assert machine.cdi_spec_names_gpu((a, b))
     (a / "nvidia.yaml").unlink()
     b.mkdir()
     (b / "nvidia.json").write_text(json.dumps({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu"}))
-    assert local.cdi_spec_names_gpu((a, b))
+    assert machine.cdi_spec_names_gpu((a, b))
 
 
 def test_engine_settings_only_where_needed(monkeypatch):
     monkeypatch.delenv("CONTAINERS_CONF", raising=False)
-    monkeypatch.setattr(local, "needs_engine_conf", lambda: False)
-    assert "CONTAINERS_CONF" not in local.engine_env("podman")
-    monkeypatch.setattr(local, "needs_engine_conf", lambda: True)
-    assert local.engine_env("podman")["CONTAINERS_CONF"] == str(local.ENGINE_CONF)
-    assert "CONTAINERS_CONF" not in local.engine_env("docker")
+    monkeypatch.setattr(machine, "needs_engine_conf", lambda: False)
+    assert "CONTAINERS_CONF" not in machine.engine_env("podman")
+    monkeypatch.setattr(machine, "needs_engine_conf", lambda: True)
+    assert machine.engine_env("podman")["CONTAINERS_CONF"] == str(machine.ENGINE_CONF)
+    assert "CONTAINERS_CONF" not in machine.engine_env("docker")
     monkeypatch.setenv("CONTAINERS_CONF", "/elsewhere.conf")  # a setting of the user's (or CI's) wins
-    assert local.engine_env("podman")["CONTAINERS_CONF"] == "/elsewhere.conf"
+    assert machine.engine_env("podman")["CONTAINERS_CONF"] == "/elsewhere.conf"
 
 
 def test_a_non_root_user_never_gets_the_build_machine_settings(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert not local.needs_engine_conf()
+    assert not machine.needs_engine_conf()
 
 
 def test_report_line_only_on_a_standin(monkeypatch):
@@ -215,7 +214,7 @@ def fake_engines(tmp_path, monkeypatch):
     log = tmp_path / "calls.log"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_LOG", str(log))
-    monkeypatch.setenv("CONTAINERS_CONF", str(local.ENGINE_CONF))
+    monkeypatch.setenv("CONTAINERS_CONF", str(machine.ENGINE_CONF))
     for name in ("DAEMON", "PULL_OK", "FAKE_LOCAL_IMAGE"):
         monkeypatch.delenv(name, raising=False)
 

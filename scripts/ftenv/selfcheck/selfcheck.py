@@ -4,7 +4,7 @@ The stall it guards against: with cuDNN first in torch's attention order (torch 
 sm_100, sm_103 unless TORCH_CUDNN_SDPA_DEPRIORITIZED=1), a training step is slow the FIRST time its
 (batch, padded length) appears in the process, and fast when that shape recurs. So the check
 
-1. loads the tiny offline Fun-ASR-Nano (ftenv.train.tinymodel: FunASR's packaged `FunASRNano`, a Qwen3
+1. loads the tiny offline Fun-ASR-Nano (ftenv.selfcheck.tinymodel: FunASR's packaged `FunASRNano`, a Qwen3
    LLM in bf16 with transformers' sdpa attention and the padding mask) through FunASR's AutoModel;
 2. builds batches with FunASR's own dataset class and collator from the tiny ChatML JSONL, on a
    schedule in which every (batch, padded length) first appears and then recurs;
@@ -13,12 +13,9 @@ sm_100, sm_103 unless TORCH_CUDNN_SDPA_DEPRIORITIZED=1), a training step is slow
 4. compares the steps on new shapes with the steps on seen shapes (ftenv.steps.stats) and says
    PASS or FAIL, why, and what to do.
 
-`--recipe` runs the real `funasr-train-ds` through torchrun instead (selfcheck_recipe.py);
-`--compile` runs the steps with the compiled decoder forward beside an eager run (selfcheck_compile.py).
-This module is the command line: it runs one mode (selfcheck_inprocess, selfcheck_recipe,
-selfcheck_compile; their shared parts in selfcheck_base.py, the schedule in selfcheck_schedule.py,
-the training loop in selfcheck_loop.py), has what it measured judged (selfcheck_verdict.py) and
-prints the result (selfcheck_render.py).
+`--recipe` runs the real `funasr-train-ds` through torchrun instead (mode_recipe.py);
+`--compile` runs the steps with the compiled decoder forward beside an eager run (mode_compile.py).
+This module is the command line; the package docstring says how the wing's modules divide the work.
 Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 could not run.
 """
 
@@ -32,19 +29,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ftenv.train import (
-    selfcheck_compile,
-    selfcheck_inprocess,
-    selfcheck_recipe,
-    selfcheck_render,
-    startup_report,
-)
-from ftenv.train.selfcheck_base import IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV
-from ftenv.train.selfcheck_verdict import EXIT, EXIT_ERROR, judge
+from ftenv.report import startup
+from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
+from ftenv.selfcheck.base import IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV
+from ftenv.selfcheck.verdict import EXIT, EXIT_ERROR, verdict_of
 
 
 def run(args: argparse.Namespace) -> int:
-    startup_report.show_once("ftenv selfcheck", in_process=True)  # unless the entrypoint showed it
+    startup.show_once("ftenv selfcheck", in_process=True)  # unless the entrypoint showed it
     if not args.compile and (args.force_recompiles or args.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)
         return EXIT_ERROR
@@ -68,12 +60,12 @@ def _run_in(args: argparse.Namespace, workdir: Path) -> int:
         # FunASR prints to stdout (its version, tables): keep stdout for the result alone.
         with contextlib.redirect_stdout(sys.stderr):
             if args.recipe:
-                measured = selfcheck_recipe.run_recipe(args, workdir)
+                measured = mode_recipe.run_recipe(args, workdir)
             elif args.compile:
-                measured = selfcheck_compile.run_compiled(args, workdir)
+                measured = mode_compile.run_compiled(args, workdir)
             else:
-                measured = selfcheck_inprocess.run_inprocess(args, workdir)
-            result = judge(measured)
+                measured = mode_inprocess.run_inprocess(args, workdir)
+            result = verdict_of(measured)
     except Exception as exc:  # say what went wrong in one line, keep the traceback for --json
         import traceback
 
@@ -87,7 +79,7 @@ def _run_in(args: argparse.Namespace, workdir: Path) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(selfcheck_render.render(result))
+        print(render.render(result))
     return EXIT.get(result["verdict"], EXIT_ERROR)
 
 
@@ -143,7 +135,7 @@ def add_parser(sub) -> None:
         "--loss-rtol",
         type=float,
         help="--compile: largest relative loss difference to eager (defaults: CPU "
-        f"{selfcheck_compile.LOSS_RTOL['cpu']:g}, GPU {selfcheck_compile.LOSS_RTOL['cuda']:g})",
+        f"{mode_compile.LOSS_RTOL['cpu']:g}, GPU {mode_compile.LOSS_RTOL['cuda']:g})",
     )
     p.add_argument(
         "--force-recompiles",

@@ -2,8 +2,8 @@
 the environment it ran in, and what a mode hands back (`Measured`: the timed steps and what the
 mode found, before any verdict).
 
-The modes (selfcheck_inprocess, selfcheck_recipe, selfcheck_compile) import this and return a
-Measured; the command (selfcheck) has it judged (selfcheck_verdict). No mode imports another mode
+The modes (mode_inprocess, mode_recipe, mode_compile) import this and return a
+Measured; the command (selfcheck) has it judged (verdict). No mode imports another mode
 or the verdict, so each sits one floor below the command.
 """
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ftenv.report.sdpa import ENV_VAR
+from ftenv.selfcheck import tinymodel
 from ftenv.steps import thresholds
-from ftenv.steps.model import Step
-from ftenv.train import tinymodel
+from ftenv.steps.step import Step
 
 #: Where the image keeps the tiny model (built at image build time, read-only for the user).
 IMAGE_TINY_DIR = "/opt/ftenv/tiny"

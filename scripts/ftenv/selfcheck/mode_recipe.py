@@ -24,12 +24,12 @@ import sys
 import time
 from pathlib import Path
 
+from ftenv.selfcheck import tinymodel
+from ftenv.selfcheck.base import Measured, environment, pick_device, thresholds_from, tiny_dir
 from ftenv.steps import funasr_log
-from ftenv.train import tinymodel
 from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS
-from ftenv.train.selfcheck_base import Measured, environment, pick_device, thresholds_from, tiny_dir
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900
@@ -54,7 +54,7 @@ def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) ->
     ]
     if device == "cpu":
         # fp32 LLM on a CPU: bf16 matmuls there build a oneDNN primitive per new shape (see
-        # selfcheck_base.llm_dtype), a CPU-only per-shape cost.
+        # base.llm_dtype), a CPU-only per-shape cost.
         mine += ["++device=cpu", "++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32"]
     return merge_overrides(RECIPE_DEFAULTS, mine)
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import __main__ as imagetools_main
 from imagetools import bake, checks, release, tags
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
 SHA = "0123456789abcdef0123456789abcdef01234567"
 DIGEST = "sha256:" + "a" * 64

@@ -23,8 +23,8 @@ from ftenv.report.attention import AttentionSettings
 from ftenv.steps import stats
 from ftenv.steps.funasr_log import PHASES
 from ftenv.steps.messages import PREFIX, first_lines, short_line
-from ftenv.steps.model import RECOMPILE
 from ftenv.steps.stats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
+from ftenv.steps.step import RECOMPILE
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
 __all__ = ["PREFIX", "Watcher"]
@@ -59,13 +59,11 @@ class Watcher:
         self.bad_lines = 0
         self.events: dict[str, list[SlowEvent]] = {}
         self.seen_steps = 0
-        self.recompile_lines = 0
         self._recompiled = False  # a recompile line since the last step line
 
     def note_line(self, line: bytes) -> None:
         """A log line that is not a step line: remember Dynamo's recompile lines for the next step."""
         if RECOMPILE_MARK in line:
-            self.recompile_lines += 1
             self._recompiled = True
 
     def _recompile_cause(self, event: SlowEvent | None) -> SlowEvent | None:
@@ -121,7 +119,7 @@ class Watcher:
         """observe() for the watchdog's hot path (ftenv.steps.funasr_log.fast_fields): phase_values are
         FunASR's (data_load, forward_time, backward_time, optim_time); a Step is built only for a
         slow step."""
-        judged = self.detector.judge(rank, seconds, batch, padded_len, index=index)
+        judged = self.detector.classify(rank, seconds, batch, padded_len, index=index)
         new, baseline, earlier, earlier_new = judged
         data, backward = (phase_values[0], phase_values[2]) if len(phase_values) > 2 else (None, None)
         self._count(index, seconds, batch, padded_len, rank, new, data, backward)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from ftenv.steps.timer import StepTimer
-from steplogs import field_report_run, fixed_run
+from support.steplogs import field_report_run, fixed_run
 
 
 class Clock:

@@ -17,9 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-from ftenv.steps import fixes
-from ftenv.train import compiled_decoder
-from ftenv.train.selfcheck_base import (
+from ftenv.selfcheck.base import (
     Measured,
     environment,
     llm_dtype,
@@ -27,7 +25,9 @@ from ftenv.train.selfcheck_base import (
     thresholds_from,
     tiny_dir,
 )
-from ftenv.train.selfcheck_loop import prepare, timed_steps, train
+from ftenv.selfcheck.loop import prepare, timed_steps, train
+from ftenv.steps import fixes
+from ftenv.train import compiled_decoder
 
 #: Recompiles allowed after the first compile, over the new shapes of the schedule.
 MAX_RECOMPILES = 2

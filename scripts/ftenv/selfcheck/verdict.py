@@ -5,14 +5,14 @@ code of each verdict."""
 from __future__ import annotations
 
 from ftenv.report.sdpa import ENV_VAR, FIX, interpret_env
+from ftenv.selfcheck.base import Measured
 from ftenv.steps import stats
-from ftenv.train.selfcheck_base import Measured
 
 EXIT = {stats.PASS: 0, stats.FAIL: 1, stats.INCONCLUSIVE: 3}
 EXIT_ERROR = 2
 
 
-def judge(measured: Measured) -> dict:
+def verdict_of(measured: Measured) -> dict:
     """The result of one self-check run: the step-time verdict with its reasons and fix, the
     thresholds, every step, what the mode adds (`extra`), and its own checks' FAIL/INCONCLUSIVE
     reasons ahead of the step-time ones."""

@@ -1,7 +1,7 @@
-"""A stand-in for FunASR's trainer: prints its per-step log lines (tests/steplogs.py) with real
+"""A stand-in for FunASR's trainer: prints its per-step log lines (tests/support/steplogs.py) with real
 delays, the way Hydra's console handler does (to stdout by default), plus noise on stderr.
 
-    python tests/fake_trainer.py [--fixed] [--ranks N] [--steps N] [--scale S] [--stream err]
+    python tests/support/fake_trainer.py [--fixed] [--ranks N] [--steps N] [--scale S] [--stream err]
         [--pause-after STEP] [--exit CODE] [--kill]
 
 --scale S sleeps S x each step's logged time before printing it (0: no sleep).

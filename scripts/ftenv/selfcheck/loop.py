@@ -1,6 +1,6 @@
 """The self-check's training loop: load the tiny Fun-ASR-Nano with FunASR's AutoModel, collate the
 planned batches with FunASR's own dataset class, and train them as the recipe does, timing every
-step. The in-process mode (selfcheck_inprocess) and the compiled mode (selfcheck_compile) run it;
+step. The in-process mode (mode_inprocess) and the compiled mode (mode_compile) run it;
 benchmarks/compile_speedup.py trains with it too."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.steps.model import Step
-from ftenv.train import tinymodel
-from ftenv.train.selfcheck_schedule import PlannedStep, plan_schedule
+from ftenv.selfcheck import tinymodel
+from ftenv.selfcheck.schedule import PlannedStep, plan_schedule
+from ftenv.steps.step import Step
 
 
 @dataclass

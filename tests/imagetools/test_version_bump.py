@@ -1,6 +1,6 @@
 """A version bump is one edit of versions.toml plus `make generate`: on a copy of the repository,
 funasr and transformers are bumped, the regeneration runs (its lock step stubbed by
-tests/lock_stub.py: no network here), and only versions.toml, generated files and the locks change,
+tests/support/lock_stub.py: no network here), and only versions.toml, generated files and the locks change,
 no file still spells the old versions, and the tests that check the pins pass unedited. A version
 planted by hand is shown to fail both checks."""
 
@@ -17,12 +17,16 @@ from pathlib import Path
 import pytest
 
 from imagetools import generated
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-LOCK_STUB = f"{sys.executable} {ROOT / 'tests/lock_stub.py'}"
+LOCK_STUB = f"{sys.executable} {ROOT / 'tests/support/lock_stub.py'}"
 BUMPED = ("funasr", "transformers")
 #: The tests that check tags, labels, bake targets and locks against the pins.
-PIN_TESTS = ("tests/test_release.py", "tests/test_locks_scan.py", "tests/test_versions.py")
+PIN_TESTS = (
+    "tests/imagetools/test_release.py",
+    "tests/imagetools/test_locks_scan.py",
+    "tests/test_versions.py",
+)
 
 
 def git(repo: Path, *args: str) -> str:

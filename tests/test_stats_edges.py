@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from ftenv.steps import detector, model, stats
+from ftenv.steps import detector, stats
+from ftenv.steps import step as step_types
 from ftenv.steps.stats import (
     FAIL,
     NEW_SHAPE,
@@ -159,8 +160,8 @@ def test_backward_only_shares_scale_with_the_extra_time():
 
 
 def test_waits_text():
-    assert model.waits_text(model.ANY_RANK) == "waits for another rank's new shape (DDP all-reduce)"
-    assert model.waits_text(1) == "waits for rank 1's new shape (DDP all-reduce)"
+    assert step_types.waits_text(step_types.ANY_RANK) == "waits for another rank's new shape (DDP all-reduce)"
+    assert step_types.waits_text(1) == "waits for rank 1's new shape (DDP all-reduce)"
 
 
 # --- the live detector -----------------------------------------------------------------------------
@@ -198,7 +199,7 @@ def test_detector_ddp_wait_for_another_ranks_new_shape():
     assert e.waits is None and e.cause == SEEN_SHAPE
     # One rank in sight: the backward-only signature.
     _, e = d.observe(Step(8, 8 * B, 8, 100, rank=0, phases=(("backward_time", 7 * B),)))
-    assert e.waits == model.ANY_RANK and e.cause == NEW_SHAPE
+    assert e.waits == step_types.ANY_RANK and e.cause == NEW_SHAPE
 
 
 def test_detector_keeps_the_last_window_indices_of_new_shapes():
@@ -215,9 +216,9 @@ def test_detector_keeps_the_last_window_indices_of_new_shapes():
 def test_detector_takes_given_new_shape_flags_and_reads_no_half_shape():
     d = Detector()
     assert d.observe(Step(1, B, 8, 100, new_shape=False))[0] is False
-    assert d.judge(0, B, None, 104) == (None, None, 0, 0)
-    assert d.judge(0, B, 8, None) == (None, None, 0, 0)
-    assert d.judge(0, B, 8, 108) == (True, None, 0, 0)
+    assert d.classify(0, B, None, 104) == (None, None, 0, 0)
+    assert d.classify(0, B, 8, None) == (None, None, 0, 0)
+    assert d.classify(0, B, 8, 108) == (True, None, 0, 0)
 
 
 def test_detector_counts_back_earlier_steps_at_the_factor():

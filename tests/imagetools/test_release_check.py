@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import checks, release, workflow_rules
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("versions.toml", "docker", ".github", "README.md", "docs")
 
 
@@ -268,7 +268,7 @@ def test_exists_probe_rebuilds_only_on_not_found(tmp_path, stdout, stderr, rc, e
     fake = tmp_path / "inspect"
     fake.write_text(f"#!/bin/sh\nprintf '%s' '{stdout}'\nprintf '%s' '{stderr}' >&2\nexit {rc}\n")
     fake.chmod(0o755)
-    code, detail = release.probe("ghcr.io/o/i:t", inspect=[str(fake)])
+    code, detail = release.query_registry("ghcr.io/o/i:t", inspect=[str(fake)])
     assert code == expected, detail
     if code == release.EXISTS:
         assert detail == "sha256:" + "a" * 64

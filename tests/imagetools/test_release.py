@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.build import versions
+from ftenv.stack import versions
 from imagetools import bake as bakefile
 from imagetools import checks, release, tags
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 V = versions.load(ROOT / "versions.toml")
 #: versions.toml as plain TOML: the expected tags are spelled from it here, apart from the code under test.
 PINS = tomllib.loads((ROOT / "versions.toml").read_text())

@@ -27,10 +27,11 @@ import torch
 
 from ftenv import cli
 from ftenv.report import compile_setting
+from ftenv.selfcheck import tinymodel
 from ftenv.steps import fixes
-from ftenv.train import compiled_decoder, tinymodel
+from ftenv.train import compiled_decoder
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).parent
 
 
@@ -99,14 +100,14 @@ def test_install_replaces_this_instances_decoder_forward_only():
 )
 def test_the_variable_and_the_report_line(raw, on):
     env = {} if raw is None else {compile_setting.ENV: raw}
-    assert compile_setting.enabled(env) is on
+    assert compile_setting.compile_requested(env) is on
     line = compile_setting.report_line(env)
     assert line.startswith("compile on" if on else "compile off")
 
 
 def test_a_junk_value_is_an_error_that_names_the_fix():
     with pytest.raises(ValueError, match=r"FTENV_COMPILE=1 \(on\) or FTENV_COMPILE=0"):
-        compile_setting.enabled({compile_setting.ENV: "maybe"})
+        compile_setting.compile_requested({compile_setting.ENV: "maybe"})
     assert "not understood" in compile_setting.report_line({compile_setting.ENV: "maybe"})
 
 
@@ -218,7 +219,7 @@ CHILD = textwrap.dedent(
     r"""
     import sys
     sys.path.insert(0, {here!r})
-    from steplogs import field_report_run, train_line
+    from support.steplogs import field_report_run, train_line
     seen = set()
     for s in field_report_run():
         if {recompile} and (s.batch, s.padded) not in seen and s.index > 0:
@@ -257,11 +258,11 @@ def test_watchdog_names_recompilation_after_dynamo_recompile_lines(tmp_path, rec
 
 
 def test_buildcheck_compile_check_passes_with_the_compilers_and_fails_without():
-    from ftenv.build import buildcheck
+    from ftenv.stack import buildcheck
 
     assert buildcheck.compile_problems() == []
     missing = {"CXX": "/nonexistent/g++", "CC": "/nonexistent/cc"}
-    code = "from ftenv.build import buildcheck; import json; print(json.dumps(buildcheck.compile_problems()))"
+    code = "from ftenv.stack import buildcheck; import json; print(json.dumps(buildcheck.compile_problems()))"
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**_env(), **missing}, timeout=600
     )

@@ -1,0 +1,230 @@
+"""The GPU kit's steps (scripts/gpu_checks.py runs them): each one command with its expectation.
+The checks themselves live in ftenv and benchmarks/; this is the one list of them with what each
+should give on a GPU and on a CPU."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from ftenv.report import sdpa
+from imagetools.gpu_run import (
+    COMPILED_BENCHMARK_GLOB,
+    GPU_TEST_FILES,
+    GPU_TESTS_RUN_AS_STEPS,
+    NO_GPU,
+    ROOT,
+    Context,
+    Result,
+    ended,
+    ftenv,
+    json_tail,
+    run_logged,
+    with_var,
+)
+from imagetools.gpu_setup import step_environment, step_install, step_stack
+
+# --- the steps ---------------------------------------------------------------------------------
+
+
+def step_selfcheck_cpu(ctx: Context) -> Result:
+    """The in-process self-check on the CPU: FunASR's model code runs from the kit, GPU or not."""
+    r = Result("selfcheck-cpu", "PASS (no cuDNN on a CPU)")
+    rc, output = run_logged(ctx, "selfcheck-cpu", ftenv("selfcheck", "--json", "--device", "cpu"), 120)
+    data = json_tail(output)
+    r.ok = rc == 0 and data.get("verdict") == "PASS"
+    r.got = f"{data['verdict']} (exit {rc})" if data.get("verdict") else ended(rc, output)
+    r.data = {"verdict": data.get("verdict"), "summary": data.get("summary")}
+    return r
+
+
+def expected_verdict(ctx: Context, value: str | None) -> str:
+    """The report's verdict level with the variable at `value` (None: unset) on this machine."""
+    if not ctx.gpu:
+        return "no-gpu"
+    return "ok" if sdpa.interpret_env(value).deprioritizes or not ctx.exposed_at_0 else "exposed"
+
+
+def expected_selfcheck(ctx: Context, value: str) -> str:
+    """PASS, or FAIL at 0 where cuDNN goes first (the control: the check sees the real stall)."""
+    return "FAIL" if value == "0" and ctx.exposed_at_0 else "PASS"
+
+
+def step_report(ctx: Context, value: str | None) -> Result:
+    name = f"report-{value if value is not None else 'unset'}"
+    want = expected_verdict(ctx, value)
+    r = Result(name, f"verdict {want}")
+    rc, output = run_logged(ctx, name, ftenv("report", "--json"), 60, with_var(ctx, value))
+    data = json_tail(output)
+    level = data.get("verdict", {}).get("level")
+    r.ok = rc == 0 and level == want
+    r.got = f"verdict {level}: {data['verdict']['reason'][:120]}" if level else ended(rc, output)
+    r.data = {"verdict": data.get("verdict"), "live_order": data.get("live_order_names")}
+    return r
+
+
+def step_pytest(ctx: Context) -> Result:
+    r = Result("pytest-gpu", "all passed" if ctx.gpu else "all skipped (no GPU)")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu"]
+    cmd += ["-k", f"not {GPU_TESTS_RUN_AS_STEPS}", *GPU_TEST_FILES]
+    rc, output = run_logged(ctx, "pytest-gpu", cmd, 120)
+    counts = dict(
+        (word, int(n)) for n, word in re.findall(r"(\d+) (passed|failed|skipped|error|errors)", output)
+    )
+    if ctx.gpu:
+        r.ok = rc == 0 and counts.get("passed", 0) > 0 and not counts.get("skipped")
+    else:
+        r.ok = rc == 0 and counts.get("skipped", 0) > 0 and not counts.get("passed")
+    said = ", ".join(f"{n} {w}" for w, n in counts.items())
+    r.got = f"{said} (exit {rc})" if counts else ended(rc, output)
+    r.data = {"counts": counts}
+    return r
+
+
+def step_selfcheck(ctx: Context, value: str, recipe: bool) -> Result:
+    name = f"{'recipe' if recipe else 'selfcheck'}-{value}"
+    want = expected_selfcheck(ctx, value)
+    r = Result(name, want if ctx.gpu else NO_GPU)
+    if not ctx.gpu:
+        r.got = NO_GPU
+        return r
+    cmd = ftenv("selfcheck", "--json", "--device", "cuda", *(["--recipe"] if recipe else []))
+    rc, output = run_logged(ctx, name, cmd, 90 if recipe else 60, with_var(ctx, value))
+    data = json_tail(output)
+    s = data.get("summary", {})
+    verdict = data.get("verdict")
+    r.ok = verdict == want
+    if verdict:
+        r.got = (
+            f"{verdict}: new-shape step {_s(s.get('new_median'))}, seen {_s(s.get('seen_median'))}, "
+            f"new/seen {_x(s.get('new_over_seen'))}"
+        )
+    else:
+        r.got = ended(rc, output)
+    r.data = {"verdict": verdict, "summary": s}
+    return r
+
+
+def step_probe(ctx: Context) -> Result:
+    if not ctx.gpu:
+        return Result("probe", NO_GPU, NO_GPU)
+    exposed = ctx.exposed_at_0
+    want = "a new shape costs more with cuDNN first" if exposed else "costs measured (cuDNN never first here)"
+    r = Result("probe", want)
+    rc, output = run_logged(ctx, "probe", ftenv("probe", "--json"), 60, with_var(ctx, "1"))
+    modes = json_tail(output).get("modes", {})
+    now, first = (modes.get(m, {}).get("median_cost") for m in ("current", "cudnn-first"))
+    if now is None or first is None:
+        r.got, r.ok = ended(rc, output), False
+    else:
+        r.got = f"per new shape: {_s(first)} cuDNN first, {_s(now)} deprioritized"
+        r.ok = rc == 0 and (first > now if exposed else True)
+    r.data = {"modes": modes}
+    return r
+
+
+def step_report_overhead(ctx: Context) -> Result:
+    r = Result("report-overhead", "ftenv report beyond import torch measured (target: at most 1 s)")
+    rounds = "5" if ctx.gpu else "1"  # without a GPU the number means little: just try the benchmark
+    cmd = [sys.executable, "benchmarks/report_overhead.py", "--inside", "--rounds", rounds]
+    rc, output = run_logged(ctx, "report-overhead", cmd, 60)
+    m = re.search(r"report overhead beyond import torch: ([+-][\d.]+) s \(ratio ([\d.]+)\)", output)
+    r.ok = rc == 0 and m is not None
+    r.got = f"{m.group(1)} s (ratio {m.group(2)})" if m else ended(rc, output)
+    r.data = {"overhead_s": float(m.group(1)) if m else None}
+    return r
+
+
+def step_selfcheck_compiled(ctx: Context) -> Result:
+    """The compiled decoder on the GPU beside eager: few recompiles over the new shapes, same losses."""
+    if not ctx.gpu:
+        return Result("selfcheck-compile", NO_GPU, NO_GPU)
+    r = Result("selfcheck-compile", "PASS: at most 2 recompiles over the new shapes, losses as eager's")
+    cmd = ftenv("selfcheck", "--json", "--device", "cuda", "--compile")
+    rc, output = run_logged(ctx, r.step, cmd, 150, with_var(ctx, "1"))
+    data = json_tail(output)
+    c = data.get("compile", {})
+    diff = c.get("loss_max_rel_diff")
+    diff = f"{diff:.1e}" if isinstance(diff, float) else diff
+    verdict = data.get("verdict")
+    r.ok = verdict == "PASS"
+    r.got = (
+        f"{verdict}: {c.get('recompiles')} recompiles over {c.get('new_shapes')} new shapes, compile "
+        f"{_s(c.get('compile_s'))}, losses within {diff} of eager"
+        if verdict
+        else ended(rc, output)
+    )
+    r.data = {"verdict": verdict, "compile": c}
+    return r
+
+
+def step_compiled(ctx: Context) -> Result:
+    found = sorted((ROOT / "benchmarks").glob(COMPILED_BENCHMARK_GLOB))
+    if not found:
+        return Result("steptime-compiled", "eager+1 vs compiled step times", "not present", None)
+    script = found[0].relative_to(ROOT)
+    r = Result("steptime-compiled", f"{script}: eager+1 vs compiled step times, exit 0")
+    if not ctx.gpu:
+        r.got = NO_GPU
+        return r
+    cmd = [sys.executable, str(script), "--json", str(ctx.out / "compile_speedup.json")]
+    rc, output = run_logged(ctx, "steptime-compiled", cmd, 300, with_var(ctx, "1"))
+    r.ok = rc == 0
+    r.got = ended(rc, output)
+    r.data = {"output_tail": output[-4000:]}
+    return r
+
+
+def _s(v) -> str:
+    return "n/a" if v is None else f"{v:.3f} s"
+
+
+def _x(v) -> str:
+    return "n/a" if v is None else f"{v:.2f}x"
+
+
+STEPS = [
+    "install",
+    "environment",
+    "stack",
+    "selfcheck-cpu",
+    "report-1",
+    "report-0",
+    "report-unset",
+    "pytest-gpu",
+    "selfcheck-1",
+    "selfcheck-0",
+    "recipe-1",
+    "recipe-0",
+    "probe",
+    "report-overhead",
+    "selfcheck-compile",
+    "steptime-compiled",
+]
+
+
+def dispatch(ctx: Context, name: str, wheels: Path | None, site: Path) -> Result:
+    if name == "install":
+        return step_install(ctx, wheels, site)
+    if name == "environment":
+        return step_environment(ctx)
+    if name == "stack":
+        return step_stack(ctx)
+    if name == "selfcheck-cpu":
+        return step_selfcheck_cpu(ctx)
+    if name.startswith("report-") and name != "report-overhead":
+        value = name.removeprefix("report-")
+        return step_report(ctx, None if value == "unset" else value)
+    if name == "pytest-gpu":
+        return step_pytest(ctx)
+    if name == "selfcheck-compile":
+        return step_selfcheck_compiled(ctx)
+    if name.startswith(("selfcheck-", "recipe-")):  # selfcheck-1, recipe-0, ...
+        kind, value = name.split("-")
+        return step_selfcheck(ctx, value, kind == "recipe")
+    if name == "probe":
+        return step_probe(ctx)
+    if name == "report-overhead":
+        return step_report_overhead(ctx)
+    return step_compiled(ctx)
