@@ -168,6 +168,14 @@ def test_modules_are_short_or_say_why():
     assert long_modules(PACKAGE) == []
 
 
+def test_the_host_tools_are_short_or_say_why_too():
+    """imagetools and the scripts beside it (the GPU kit, the build and mutation scripts) keep the
+    same rule, though they never go into the image."""
+    assert long_modules(ROOT / "scripts/imagetools") == []
+    long_scripts = [p for p in (ROOT / "scripts").glob("*.py") if len(p.read_text().splitlines()) > MAX_LINES]
+    assert long_scripts == []
+
+
 def test_the_graph_sees_the_package():
     assert len(EDGES) > 20 and "ftenv.text" in EDGES and EDGES["ftenv.text"] == set()
 

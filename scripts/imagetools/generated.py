@@ -5,7 +5,7 @@ parts). What is generated here, in README.md and every file below docs/:
 - stack tags: each `funasr<v>-torch<v>-cu<NNN>-cudnn<v>` (image refs of the examples, tags quoted
   in prose) is the current tag of the variant that builds cu<NNN>;
 - Markdown blocks between `<!-- generated: NAME -->` and `<!-- /generated -->`, written whole by
-  the function BLOCKS[NAME] (the README's variant table, its sample report);
+  the function BLOCKS[NAME] (the README's variant table, docs/report.md's sample report);
 - inline Markdown values `<!-- v: KEY -->VALUE<!-- /v -->`, KEY being `python.funasr` or
   `VARIANT.FIELD` (`cu130.cudnn`, `cu130.torch_base`, `cu130.base_image`: a Variant attribute).
 
