@@ -80,10 +80,10 @@ def find_python(version: str) -> str | None:
     candidates = [shutil.which(f"python{version}")]
     candidates += sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}*/bin/python{version}")))
     for exe in filter(None, candidates):
-        probe = subprocess.run(
+        found = subprocess.run(
             [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True
         )
-        if probe.returncode == 0 and probe.stdout.decode().strip() == version:
+        if found.returncode == 0 and found.stdout.decode().strip() == version:
             return exe
     return None
 

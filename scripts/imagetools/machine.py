@@ -165,7 +165,7 @@ def cdi_spec_names_gpu(dirs: tuple[Path, ...] = CDI_DIRS) -> bool:
 
 
 def pull(engine: str, image: str) -> tuple[bool, str]:
-    """Pull the real base (that is the registry probe); on failure, the engine's last line."""
+    """Pull the real base (that is how the registry is tried); on failure, the engine's last line."""
     r = _answers([engine, "pull", image], timeout=900)
     if r is None:
         return False, f"{engine} pull {image} did not finish"
@@ -205,7 +205,7 @@ def engine_env(engine: str) -> dict[str, str]:
 
 def detect_machine(variant: versions.Variant | None = None, want: Request = Request()) -> Machine:
     """What this machine offers. With a variant (a build), the engine pulls its real base: that pull
-    is the registry probe (nothing is written when it fails); without one (a run), no pull."""
+    is how the registry is tried (nothing is written when it fails); without one (a run), no pull."""
     docker, podman = docker_daemon_answers(), bool(shutil.which("podman"))
     registry = None
     if variant is not None:

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if code == EXISTS:
             print(detail)
         else:
-            what = "not found" if code == NOT_FOUND else "registry probe failed (not a not-found)"
+            what = "not found" if code == NOT_FOUND else "registry query failed (not a not-found)"
             print(f"release exists: {args.ref}: {what}: {detail}", file=sys.stderr)
         return code
     elif args.action == "check":

@@ -87,7 +87,7 @@ def rules_release(wf: dict) -> list[str]:
     for j in ("scan",):
         if j not in _needs(promote) or (j, "success") not in accepted:
             problems.append(f"promote: must need and require the `{j}` job")
-    # The "already built?" probe: an error other than not-found must fail the job, never rebuild.
+    # The "already built?" query: an error other than not-found must fail the job, never rebuild.
     for name, script in _scripts(jobs):
         for line in script.splitlines():
             if "imagetools inspect" in line and "2>/dev/null" in line.replace(" ", ""):

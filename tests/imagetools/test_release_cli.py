@@ -142,7 +142,7 @@ def test_tags_without_commit_or_an_action_is_a_usage_error(capsys):
     assert code == 2 and "the following arguments are required: action" in err
 
 
-# --- exists: the registry probe, through a stand-in `docker` ------------------------------------------
+# --- exists: the registry query, through a stand-in `docker` ------------------------------------------
 
 FAKE_DOCKER = """#!/bin/sh
 echo "$*" >>"{log}"
@@ -206,7 +206,7 @@ def test_exists_exits_probe_failed_on_any_other_answer(capsys, registry, stdout,
     registry(stdout=stdout, stderr=stderr, rc=rc)
     code, out, err = cli(capsys, "exists", REF)
     assert (code, out) == (release.PROBE_FAILED, "")
-    assert err.startswith(f"release exists: {REF}: registry probe failed (not a not-found): "), err
+    assert err.startswith(f"release exists: {REF}: registry query failed (not a not-found): "), err
     assert detail in err
 
 
@@ -214,7 +214,7 @@ def test_exists_without_docker_is_a_probe_failure_that_names_docker(capsys, tmp_
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker here
     code, out, err = cli(capsys, "exists", REF)
     assert (code, out) == (release.PROBE_FAILED, "")
-    assert "registry probe failed (not a not-found): could not run docker: " in err
+    assert "registry query failed (not a not-found): could not run docker: " in err
 
 
 # --- check ------------------------------------------------------------------------------------------

@@ -202,8 +202,8 @@ def read_live_settings(pid: int | None = None) -> AttentionSettings:
     """Read the settings once (cheap: no CUDA, no torch import). pid: the watched command."""
     try:
         arches, arch_source = gpu_arches()
-    except Exception as exc:  # never let a probe take the watchdog down
-        arches, arch_source = (), f"probe failed: {exc}"
+    except Exception as exc:  # never let the read take the watchdog down
+        arches, arch_source = (), f"read failed: {exc}"
     try:
         values, env_source = process_env(pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
     except Exception:

@@ -69,7 +69,7 @@ def show_once(who: str, environ: Mapping[str, str] | None = None, in_process: bo
     """Print the report to stderr unless `wanted` says no; True when it was attempted.
 
     By default in a process of its own with a time limit: a launcher that stays alive for the
-    whole training must not hold a CUDA context of its own (the report's attention probe makes
+    whole training must not hold a CUDA context of its own (the report's live attention read makes
     one). `in_process=True` is for a command that uses the GPU itself anyway (the self-check)."""
     env = os.environ if environ is None else environ
     if not wanted(env):

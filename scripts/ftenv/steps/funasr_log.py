@@ -222,8 +222,8 @@ class LogScan:
 
 
 def _open(path: Path):
-    with open(path, "rb") as probe:
-        magic = probe.read(2)
+    with open(path, "rb") as head:
+        magic = head.read(2)
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 

@@ -186,7 +186,7 @@ def watch(
     settings=None,
 ) -> int:
     """Run argv under the watchdog; returns its exit code (128+N when signal N ended it).
-    settings: a callable returning AttentionSettings (tests); default probes the live settings."""
+    settings: a callable returning AttentionSettings (tests); default reads the live settings."""
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
     except OSError as exc:

@@ -28,8 +28,8 @@ from ftenv.steps.step import RECOMPILE
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
 __all__ = ["PREFIX", "Watcher"]
-#: How long a slow step's line waits for the settings probe started at the first step.
-PROBE_WAIT_S = 2.0
+#: How long a slow step's line waits for the settings read started at the first step.
+SETTINGS_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
 KEEP_STEPS = 200_000
 #: Dynamo's line when a new shape breaks a compiled graph's guards (ftenv finetune --compile turns
@@ -52,7 +52,7 @@ class Watcher:
         self.detector = stats.Detector(factor=factor, warmup=warmup)
         self.factor, self.repeat = factor, max(repeat, 1)
         self.thresholds = thresholds or stats.Thresholds()
-        self._settings_fn, self._settings, self._probe = settings, None, None
+        self._settings_fn, self._settings, self._reader = settings, None, None
         self.steps: deque[tuple] = deque(maxlen=KEEP_STEPS)
         self.n_steps = 0
         self.val_lines = 0
@@ -75,16 +75,16 @@ class Watcher:
     @property
     def settings(self) -> AttentionSettings | None:
         """The live settings, read once. prefetch() starts the read early, in a thread, so that
-        a slow probe (nvidia-smi on a busy node) never holds the pass-through; a read that has not
+        a slow read (nvidia-smi on a busy node) never holds the pass-through; a read that has not
         finished 2 s after it is needed counts as unknown."""
         self.prefetch()
-        self._probe.join(timeout=PROBE_WAIT_S)
+        self._reader.join(timeout=SETTINGS_WAIT_S)
         return self._settings
 
     def prefetch(self) -> None:
-        if self._probe is None:
-            self._probe = threading.Thread(target=self._read_settings, daemon=True, name="ftenv-probe")
-            self._probe.start()
+        if self._reader is None:
+            self._reader = threading.Thread(target=self._read_settings, daemon=True, name="ftenv-settings")
+            self._reader.start()
 
     def _read_settings(self) -> None:
         try:
@@ -182,7 +182,7 @@ class Watcher:
 
     def summary(self) -> stats.Summary:
         steps = [Step(i, sec, b, p, r, new, _phases(d, bw)) for i, sec, b, p, r, new, d, bw in self.steps]
-        known = self._settings  # only if already read: the summary never waits for the probe
+        known = self._settings  # only if already read: the summary never waits for the read
         return stats.summarize(steps, self.thresholds, self.factor, env=known.env if known else None)
 
     def summary_lines(self, final: bool = True) -> list[str]:
