@@ -64,8 +64,8 @@ def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
     for i, p in enumerate(plan):
         new = p.shape not in seen
         seen.add(p.shape)
-        base = 1.05 if new else 0.098
-        steps.append(stats.Step(i, base * rng.uniform(0.95, 1.05), *p.shape))
+        cost = 1.05 if new else 0.098
+        steps.append(stats.Step(i, cost * rng.uniform(0.95, 1.05), *p.shape))
     s = stats.summarize(steps, base.THRESHOLDS[kind])
     assert s.verdict == stats.FAIL
     flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]

@@ -14,6 +14,7 @@ from ftenv.report import sdpa
 from imagetools.gpu_run import (
     FUNASR_SCRIPT,
     LOCK,
+    SCRIPTS,
     Context,
     Result,
     ended,
@@ -71,7 +72,9 @@ def step_environment(ctx: Context) -> Result:
 
 def step_stack(ctx: Context) -> Result:
     r = Result("stack", f"every package of {LOCK.name} importable; FunASR's {FUNASR_SCRIPT} found")
-    rc, output = run_logged(ctx, "stack", [sys.executable, str(Path(__file__)), "--check-stack"], 90)
+    rc, output = run_logged(
+        ctx, "stack", [sys.executable, str(SCRIPTS / "gpu_checks.py"), "--check-stack"], 90
+    )
     data = json_tail(output)
     r.ok = rc == 0 and not data.get("problems")
     # For the record only: the machine's own packages may disagree among themselves.
