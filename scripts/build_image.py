@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ftenv.stack import versions
-from imagetools import local
+from imagetools import local, machine
 
 
 def main() -> int:
@@ -26,9 +26,9 @@ def main() -> int:
     parser.add_argument("variant", nargs="?", help="variant from versions.toml (default: its default)")
     parser.add_argument("-t", "--tag", action="append", default=[], help="extra tag (under localhost/)")
     parser.add_argument(
-        "--engine", choices=local.ENGINE_CHOICES, default="auto", help="auto: Docker if it answers"
+        "--engine", choices=machine.ENGINE_CHOICES, default="auto", help="auto: Docker if it answers"
     )
-    parser.add_argument("--base", choices=local.BASE_CHOICES, default="auto", help="auto: real if pullable")
+    parser.add_argument("--base", choices=machine.BASE_CHOICES, default="auto", help="auto: real if pullable")
     parser.add_argument(
         "--no-default-tag", action="store_true", help="tag only --tag, not the variant's local tag"
     )
@@ -37,7 +37,7 @@ def main() -> int:
     args = parser.parse_args(argv[:split])
     v = versions.load()
     variant = v.variant(args.variant) if args.variant else v.default
-    want = local.Request(args.engine, args.base)
+    want = machine.Request(args.engine, args.base)
     return local.build(variant, args.tag, argv[split + 1 :], want, default_tag=not args.no_default_tag)
 
 

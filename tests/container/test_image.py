@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from ftenv.stack import versions
-from imagetools import local
+from imagetools import machine
 from support import ROOT
 
 V = versions.load(ROOT / "versions.toml")
@@ -139,21 +139,21 @@ def test_the_base_is_the_standin_and_says_so_or_the_real_one(image, run):
     """Built where the registry cannot be reached (CI, these machines): FROM the stand-in, labelled,
     and the report says it; built where it can: FROM the real base, unmarked."""
     info, report = _inspect(image), run("true").stderr
-    standin = (info["Labels"] or {}).get(local.STANDIN_LABEL)
-    base = _inspect(local.STANDIN_BASE if standin else V.default.base_image)
+    standin = (info["Labels"] or {}).get(machine.STANDIN_LABEL)
+    base = _inspect(machine.STANDIN_BASE if standin else V.default.base_image)
     assert base is not None
     assert info["RootFS"]["Layers"][0] == base["RootFS"]["Layers"][0]  # really built FROM that base
-    line = f"base    built on a stand-in base ({local.STANDIN_BASE}): for tests, not for training"
+    line = f"base    built on a stand-in base ({machine.STANDIN_BASE}): for tests, not for training"
     if standin:
-        assert standin == local.STANDIN_BASE and line in report
+        assert standin == machine.STANDIN_BASE and line in report
     else:  # NVIDIA's image, not a stand-in under its name
-        assert not local.shadowing_standin("podman", V.default.base_image)
+        assert not machine.shadowing_standin("podman", V.default.base_image)
         assert "stand-in" not in report
 
 
 def test_nothing_built_here_is_named_for_a_registry(image):
     """The image and the stand-in live under localhost/ only: neither can shadow a registry's image."""
-    for name in (image, local.STANDIN_BASE):
+    for name in (image, machine.STANDIN_BASE):
         info = _inspect(name)
         if info is not None:
             assert info["RepoTags"] and all(t.startswith("localhost/") for t in info["RepoTags"]), name
