@@ -11,6 +11,8 @@ import argparse
 import itertools
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -350,3 +352,12 @@ def test_run_passes_the_gpus_and_says_so(fake_engines, monkeypatch, capsys, tmp_
         "report",
     ]
     assert "GPUs    passed: --gpus all --ipc=host" in capsys.readouterr().err
+
+
+def test_the_build_script_starts_and_offers_the_machines_choices():
+    """scripts/build_image.py (what `make image` runs) parses its arguments with machine's choices."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/build_image.py"), "--help"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    assert "{auto,docker,podman}" in r.stdout and "{auto,upstream,standin}" in r.stdout
