@@ -261,7 +261,7 @@ def recipe_run(stall: bool, seed: int = 5, rank: int = 0) -> RecipeRun:
     fewer new shapes). Every step is otherwise 0.098 s with 2% jitter."""
     rng = random.Random(seed)
     shapes = shape_sequence(n=EPOCHS * EPOCH_STEPS, distinct=45, seed=seed)
-    lines = ["[2026-11-30 09:00:00,000][root][INFO] - funasr version: 1.4.16."]
+    lines = ["[2026-11-30 09:00:00,000][root][INFO] - funasr version: 0.0.1."]
     seen: set[tuple[int, int]] = set()
     stalled, starts, pauses = [], [], []
     total = 0
