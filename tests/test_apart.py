@@ -162,3 +162,57 @@ def test_apart_reason(nth, in_epoch, before, total, want):
     from ftenv.steps.step import apart_reason
 
     assert apart_reason(nth, in_epoch, before, total) == want
+
+
+# --- in process (a mutation run sees these) ------------------------------------------------------
+
+
+def test_the_pauses_in_process():
+    from ftenv.steps import apart
+    from ftenv.steps.funasr_log import scan_files
+
+    run = recipe_run(stall=False)
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "t.log"
+        path.write_text("\n".join(run.lines) + "\n")
+        steps = scan_files([str(path)]).steps
+    pauses, total = apart.account_pauses(steps, 0.098, 3.0)
+    assert [i for _, i, _, _ in pauses] == run.pauses_after
+    assert all(sec == pytest.approx(4.5, abs=0.01) for _, _, sec, _ in pauses)
+    assert total == pytest.approx(6 * 4.5 + 0.001 * len(steps), abs=0.01)
+    assert apart.pause_text(pauses) == (
+        "6 pauses between steps, 27.0 s in all (validation at steps 40, 80, 160, 200, 280, 320; "
+        "checkpoint saves at steps 40, 80, 160, 200, 280, 320): not step time, never a slow step"
+    )
+    assert apart.pause_text([]) is None
+    # A pause the trainer did not log a reason for is shown when it is at least K x the baseline.
+    odd = [Step(1, 0.1, pause=0.0), Step(2, 0.1, pause=0.29), Step(3, 0.1, pause=0.31)]
+    shown, total = apart.account_pauses(odd, 0.1, 3.0)
+    assert shown == [(0, 2, 0.31, ())] and total == pytest.approx(0.6)
+    assert (
+        apart.pause_text(shown)
+        == "1 pause between steps, 0.3 s in all (1 other): not step time, never a slow step"
+    )
+    assert apart.account_pauses(odd, 0.0, 3.0)[0] == []  # no baseline: only logged pauses
+
+
+def test_the_start_up_line_in_process():
+    from ftenv.steps import apart
+
+    one = [
+        Step(1, 2.5, apart=RUN_START),
+        Step(121, 4.3, apart=EPOCH_START),
+        Step(241, 4.2, apart=EPOCH_START),
+    ]
+    assert apart.apart_text(one) == (
+        "3 start-up steps set apart, not judged: 1 x run start (step 1), 2 x epoch start (steps 121, 241); "
+        "slowest 4.300 s"
+    )
+    ranks = [Step(1, 1.0, rank=0, apart=RUN_START), Step(1, 1.1, rank=1, apart=RUN_START)]
+    assert "2 x run start (rank 0 step 1, rank 1 step 1)" in apart.apart_text(ranks)
+    many = [Step(i, 1.0, apart=EPOCH_START) for i in range(1, 10)]
+    assert "(steps 1, 2, 3, 4, 5, 6 and 3 more)" in apart.apart_text(many)
+    assert apart.apart_text([]) is None
