@@ -6,12 +6,10 @@ Pure logic, no torch import: the facts (versions, GPU arch, the variable, the li
 as arguments so that every case can be tested without a GPU. The rule, read from PyTorch's
 aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (check_prefer_cudnn_attention):
 - torch 2.10 and later: cuDNN moves to the front when the runtime cuDNN is newer than 9.15.0, the
-  device is sm_90, sm_100 or sm_103, and TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1". Still
-  so for 2.12 to 2.15 (their wheels pin nvidia-cudnn-cu13 9.20.0.48 for 2.12 and 2.13, 9.24.0.43
-  for 2.14: pytorch/pytorch PR #177321 and issue #190355; 2.12 and later publish no cu128 build;
-  the cu126 builds pin cuDNN 9.10.2.21, not first unless a newer cuDNN is loaded). On CUDA 13
-  builds, current sources drop the compute-capability minor check (any sm_9x/sm_10x); for the
-  GPUs above the answer is the same.
+  device is sm_90, sm_100 or sm_103, and TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1". So in
+  2.12 to 2.15 (wheels: cuDNN 9.20.0.48 for 2.12/2.13, 9.24.0.43 for 2.14, pytorch/pytorch PR
+  #177321 and issue #190355; no cu128 build from 2.12; cu126 builds on 9.10.2.21). CUDA 13 builds
+  of current sources drop the minor check (any sm_9x/sm_10x): the same answer on those GPUs.
 - torch 2.9 (pytorch/pytorch PR #162073): cuDNN moves to the front on sm_90 and sm_100 when torch
   was COMPILED against cuDNN >= 9.9, with no runtime cuDNN check, unless TORCH_CUDNN_SDPA_PREFERRED
   is "0" (TORCH_CUDNN_SDPA_DEPRIORITIZED is not read there). The cu128 2.9 wheels were compiled
