@@ -51,8 +51,8 @@ TARGETS = [
     # step-statistics tests. steps/thresholds.py holds constants only, which mutmut (it mutates
     # function bodies) leaves alone; the boundary tests pin each of them.
     *(
-        Target(name, (f"ftenv/steps/{name}.py",), ("tests/test_stats*.py", "tests/test_apart.py"))
-        for name in ("stats", "detector", "step", "fixes", "apart")
+        Target(name, (f"ftenv/steps/{name}.py",), ("tests/test_stats*.py",))
+        for name in ("stats", "detector", "step", "fixes")
     ),
     Target(
         "funasr_log",
