@@ -237,6 +237,16 @@ def test_a_time_that_is_not_a_finite_number_of_seconds_makes_a_bad_line(value, l
     assert kind == "bad" and "not a finite number of 0 or more seconds: forward_time" in why
 
 
+@pytest.mark.parametrize("field", [b"total step: 7", b"step_in_epoch: 2", b"('batch_size', 4)", b"rank: 1"])
+def test_an_integer_too_long_for_int_is_no_crash(field):
+    """int() refuses more than 4300 digits: the fast path never sees such a number, the slow path
+    reads it as absent."""
+    key = field.rsplit(b" ", 1)[0]
+    line = LINE.encode().replace(field, key + b" " + b"9" * 5000 + (b")" if field.endswith(b")") else b""))
+    parsed = parse_line(line)
+    assert parsed is not None and parsed[0] in ("train", "bad")
+
+
 def test_a_bad_line_is_counted_with_an_example_and_the_rest_judged_without_it(tmp_path):
     from ftenv.steps import stats
     from support.steplogs import recipe_run
@@ -277,7 +287,9 @@ def _fuzzed(seed: int = 20) -> bytes:
         elif roll < 0.25:
             line = line[: rng.randrange(len(line))]
         elif roll < 0.40:
-            swap = rng.choice([b"inf", b"nan", b"1e309", b"-3", b"9" * 500, b"0." + b"0" * 300 + b"1", b""])
+            swap = rng.choice(
+                [b"inf", b"nan", b"1e309", b"-3", b"9" * 500, b"9" * 5000, b"0." + b"0" * 300 + b"1", b""]
+            )
             line = re_sub_number(line, swap, rng)
         elif roll < 0.42:
             line = line * rng.randrange(100, 400)  # up to ~400 kB on one line

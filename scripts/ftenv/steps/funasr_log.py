@@ -93,11 +93,12 @@ def _tagged(line: bytes, tag: bytes) -> int:
 
 # The fast path: the exact layout Trainer.log writes (one regex search each); anything else goes
 # through the field-by-field path below.
+# Integers of at most 18 digits: a longer one (which int() may refuse) takes the slow path.
 _HEAD = re.compile(
-    rb"train, rank: (\d+), epoch: [^,]*, data_slice: [^,]*, step_in_slice: [^,]*, "
-    rb"step_in_epoch: (\d+), total step: (\d+), "
+    rb"train, rank: (\d{1,18}), epoch: [^,]*, data_slice: [^,]*, step_in_slice: [^,]*, "
+    rb"step_in_epoch: (\d{1,18}), total step: (\d{1,18}), "
 )
-_SHAPE = re.compile(rb"\('batch_size', (\d+)\), \('batch_size_x_tokens', (\d+)\)")
+_SHAPE = re.compile(rb"\('batch_size', (\d{1,18})\), \('batch_size_x_tokens', (\d{1,18})\)")
 _NUM = rb"'(\d{1,9}(?:\.\d{1,9})?)'"
 _SPEED = re.compile(
     rb"\{'data_load': "
