@@ -51,6 +51,12 @@ def test_a_healthy_multi_epoch_run_passes_without_the_fix(tmp_path):
     text = run_ftenv("analyze", _log(tmp_path, run.lines, "t.log")).stdout
     assert "6 pauses between steps, 27.0 s in all (validation at steps 40, 80, 160, 200, 280, 320;" in text
     assert "3 start-up steps set apart, not judged: 1 x run start (step 1), 2 x epoch start" in text
+    # ... and the wall clock adds up to FunASR's total_time summed over the steps
+    total = sum(
+        float(ln.split("'total_time': '")[1].split("'")[0]) for ln in run.lines if "- train, rank" in ln
+    )
+    wall = next(ln for ln in text.splitlines() if ln.startswith("time in all: "))
+    assert wall.endswith(f"= {total:.1f} s") and " s between steps = " in wall
     assert "DataLoader" not in text and FIX not in text
 
 

@@ -20,7 +20,7 @@ import os
 import sys
 
 from ftenv import text
-from ftenv.steps import funasr_log, stats
+from ftenv.steps import apart, funasr_log, stats
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.stats import Step, Summary, Thresholds
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, waits_text
@@ -140,7 +140,8 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
         f"estimated without the slow steps: {_f(s.mean_without_slow)} s "
         f"({s.time_lost:.1f} s lost to them)"
     )
-    for line in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses)):
+    wall = apart.wall_clock_text(s.total_seconds, s.apart_steps, s.pause_seconds)
+    for line in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses), wall):
         if line:
             out.append(line)
     out.append(f"verdict: {s.verdict}")

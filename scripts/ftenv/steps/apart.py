@@ -93,3 +93,15 @@ def apart_text(apart_steps: Sequence[Step]) -> str | None:
     slowest = max(st.seconds for st in apart_steps)
     head = f"{n} start-up {_plural(n, 'step')} set apart, not judged"
     return f"{head}: {', '.join(parts)}; slowest {slowest:.3f} s"
+
+
+def wall_clock_text(judged_s: float, apart_steps: Sequence[Step], pause_s: float) -> str | None:
+    """How the trainer's time adds up: the judged steps, the start-up steps and the pauses (their
+    sum is FunASR's total_time summed over the steps); None when no pause is known."""
+    if not pause_s:
+        return None
+    start_s = sum(st.seconds for st in apart_steps)
+    return (
+        f"time in all: {judged_s:.1f} s in judged steps + {start_s:.1f} s in start-up steps + "
+        f"{pause_s:.1f} s between steps = {judged_s + start_s + pause_s:.1f} s"
+    )
