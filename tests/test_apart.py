@@ -79,6 +79,8 @@ def test_pauses_are_never_slow_steps_with_the_total_time_either(tmp_path):
     assert (rc, s["verdict"], s["n_slow"], s["fix"]) == (0, "PASS", 0, None), s["reasons"]
     carried = sorted(a["index"] for a in s["apart_steps"] if a["apart"] == "carries a pause")
     assert carried == [i + 1 for i in run.pauses_after]
+    text = run_ftenv("analyze", "--time", "total", _log(tmp_path, run.lines, "t.log")).stdout
+    assert "9 steps set apart, not judged: 1 x run start (step 1), 6 x carries a pause (steps 41, 81," in text
 
 
 def test_a_dataloader_falling_behind_mid_epoch_is_still_named(tmp_path):

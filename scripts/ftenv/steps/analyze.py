@@ -117,7 +117,7 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
         values = [st.seconds for st in scan.steps if st.rank == r]
         out.append("")
         out.append(
-            f"rank {r}: {len(values)} steps{f' ({rs.n_apart} start-up)' if rs.n_apart else ''}, "
+            f"rank {r}: {len(values)} steps{f' ({rs.n_apart} set apart)' if rs.n_apart else ''}, "
             f"median {_f(rs.median)} s, p95 {_f(rs.p95)} s, "
             f"max {_f(rs.max)} s, mean {_f(rs.mean)} s; step time histogram:"
         )

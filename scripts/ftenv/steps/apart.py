@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, Step
+from ftenv.steps.step import CHECKPOINT, EPOCH, EPOCH_START, RUN_START, VALIDATION, Step
 
 #: (rank, index of the step before the pause, seconds, what the trainer logged in between).
 Pause = tuple[int, int, float, tuple[str, ...]]
@@ -73,7 +73,8 @@ def pause_text(pauses: Sequence[Pause]) -> str | None:
 
 
 def apart_text(apart_steps: Sequence[Step]) -> str | None:
-    """'N start-up steps set apart, not judged: ... (steps ...); slowest T s', or None."""
+    """'N start-up steps set apart, not judged: ... (steps ...); slowest T s' (just 'steps' when
+    some are set apart for another reason than start-up), or None."""
     if not apart_steps:
         return None
     by_reason: dict[str, list[Step]] = {}
@@ -91,7 +92,8 @@ def apart_text(apart_steps: Sequence[Step]) -> str | None:
     parts = [f"{len(group)} x {reason} ({where(group)})" for reason, group in by_reason.items()]
     n = len(apart_steps)
     slowest = max(st.seconds for st in apart_steps)
-    head = f"{n} start-up {_plural(n, 'step')} set apart, not judged"
+    kind = "start-up " if all(st.apart in (RUN_START, EPOCH_START) for st in apart_steps) else ""
+    head = f"{n} {kind}{_plural(n, 'step')} set apart, not judged"
     return f"{head}: {', '.join(parts)}; slowest {slowest:.3f} s"
 
 
