@@ -271,6 +271,24 @@ def test_the_guide_knows_torch_2_9_and_2_10_cu130():
     assert "decode-only" in scope and "fewer than 8 KV heads" in scope and "#196861" in scope
 
 
+def test_the_guide_knows_torch_2_12_to_2_15_and_torchaudio_with_them():
+    flat = " ".join(section("2.").split())
+    for words in (
+        "`pip install torch==2.12.0` or `2.13.0`",
+        "nvidia-cudnn-cu13 9.20.0.48 ([pytorch#177321]",
+        "`pip install torch==2.14.0`",
+        "nvidia-cudnn-cu13 9.24.0.43 (the build matrix of [pytorch#190355]",
+        "`pip install torch==2.15.0` | not confirmed here",
+        "from 2.12 on there is no cu128 build",
+        "The NaN risk of section 6 follows the cuDNN that is loaded, not the torch version",
+        "2.11.1 declares `torch>=2.11`",
+        "of the same CUDA major version as torch",
+    ):
+        assert words in flat, words
+    scope = " ".join(section("6.").split())
+    assert "fixed in the cuDNN library from 9.26" in scope and "the risk follows the loaded cuDNN" in scope
+
+
 # --- what a mutation run (docs/testing.md) found unchecked ---------------------------------------
 
 
