@@ -108,6 +108,13 @@ def test_the_watchdog_says_nothing_on_the_healthy_run_and_names_the_stall(tmp_pa
     assert healthy.returncode == 0 and "SLOW STEP" not in out and "slow step rank" not in out
     assert "[ftenv-watch] verdict: PASS" in out and "[ftenv-watch] 3 start-up steps set apart" in out
     assert "[ftenv-watch] 6 pauses between steps" in out
+    total = subprocess.run(
+        [*WATCH, "--time", "total", "--", "cat", _log(tmp_path, recipe_run(False).lines, "t.log")],
+        capture_output=True,
+        timeout=60,
+    ).stdout.decode()
+    assert "SLOW STEP" not in total and "[ftenv-watch] verdict: PASS" in total
+    assert "6 x carries a pause (steps 41, 81, 161, 201, 281, 321)" in total
     stalled = subprocess.run(
         [*WATCH, "--", "cat", _log(tmp_path, recipe_run(True).lines, "s.log")],
         capture_output=True,
