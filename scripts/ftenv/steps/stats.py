@@ -137,7 +137,7 @@ class Summary:
     #: Slow steps on seen shapes that waited for another rank's new shape (DDP), counted with the
     #: new-shape cause: (rank, step index) -> the rank waited for (ANY_RANK: not in the log).
     waits: dict[tuple[int, int], int] = field(default_factory=dict)
-    #: Start-up steps, set apart (Step.apart says why), in run order.
+    #: Steps set apart (Step.apart says why: start-up, or a pause held in the step time), in run order.
     apart_steps: list[Step] = field(default_factory=list)
     #: Pauses shown: (rank, index of the step before the pause, seconds, what the trainer logged).
     pauses: list[tuple[int, int, float, tuple[str, ...]]] = field(default_factory=list)
