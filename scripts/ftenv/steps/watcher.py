@@ -76,7 +76,7 @@ class Watcher:
 
     def _apart(self, rank: int, step_in_epoch: int | None) -> tuple[tuple[str, ...], str | None]:
         nth = self._nth[rank] = self._nth.get(rank, 0) + 1
-        before = tuple(self._before.pop(rank, ()))
+        before = tuple(self._before.pop(rank)) if rank in self._before else ()
         return before, apart_reason(nth, step_in_epoch, before, self.time_holds_pause)
 
     def note_line(self, line: bytes) -> None:
