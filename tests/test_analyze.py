@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ftenv import cli
-from ftenv.steps import analyze, funasr_log
+from ftenv.steps import analyze, funasr_log, stats
 from ftenv.steps.funasr_log import MAX_LINE, LineSplitter, parse_line
 from ftenv.steps.step import Step
 from support import run_ftenv as ftenv
@@ -61,7 +61,8 @@ def test_field_order_or_prefix_changes_still_parse_through_the_slow_path():
 
 def test_validation_noise_and_almost_step_lines():
     assert parse_line(val_line(0, 1).encode()) == ("val", None)
-    assert parse_line(NOISE[0].encode()) is None  # "Train epoch: 0, rank: 0"
+    assert parse_line(NOISE[0].encode()) == ("mark", ("epoch", 0))  # "Train epoch: 0, rank: 0"
+    assert parse_line(NOISE[1].encode()) == ("mark", ("validation", 0))  # "Validate epoch: 0, rank: 0"
     assert parse_line(NOISE[4].encode()) == ("bad", "no readable rank")
     assert parse_line(NOISE[5].encode())[0] == "bad"
     assert parse_line(NOISE[6].encode()) is None  # "retrain, rank:" is not a step
@@ -131,15 +132,17 @@ def test_line_splitter_keeps_offsets_and_bounds_memory():
 def test_field_report_log(tmp_path):
     lines, _ = field_report_log()
     r = ftenv("analyze", write(tmp_path / "train.log", lines))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # FAIL
     out = r.stdout
     assert "382 training steps (rank 0), 6 validation lines, 4 step-like lines" in out
     assert "step time histogram" in out and "#" * 40 + " 323" in out and " 59\n" in out
+    # The 59 new shapes: the first on the run's first step, set apart as start-up; 58 slow.
     assert (
         "slow steps (>= 3x the baseline 0.098 s" in out
-        and "59 of 382, 59 on shapes new to their rank (100%)" in out
+        and "58 of 381, 58 on shapes new to their rank (100%)" in out
     )
-    assert "mean step time 0.245 s over 382 steps" in out
+    assert "1 start-up step set apart, not judged: 1 x run start (step 1); slowest 1.060 s" in out
+    assert "mean step time 0.243 s over 381 steps" in out
     assert "estimated without the slow steps: 0.098 s" in out
     assert "verdict: FAIL" in out and "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in out
     assert "Traceback" not in r.stderr
@@ -149,7 +152,7 @@ def test_fixed_run_flags_nothing(tmp_path):
     lines, _ = field_report_log(fixed=True)
     r = ftenv("analyze", "--json", write(tmp_path / "fixed.log", lines))
     s = json.loads(r.stdout)["summary"]
-    assert r.returncode == 0
+    assert r.returncode == 0  # PASS
     assert s["verdict"] == "PASS" and s["n_slow"] == 0 and s["fix"] is None
     assert s["mean"] == pytest.approx(0.100, abs=0.002)
 
@@ -158,8 +161,9 @@ def test_json_numbers(tmp_path):
     lines, _ = field_report_log()
     d = json.loads(ftenv("analyze", "--json", write(tmp_path / "t.log", lines)).stdout)
     s = d["summary"]
-    assert (s["n_steps"], s["n_slow"], s["slow_on_new"], s["verdict"]) == (382, 59, 59, "FAIL")
-    assert s["mean"] == pytest.approx(0.245, abs=0.002) and round(s["mean_without_slow"], 2) == 0.10
+    assert (s["n_steps"], s["n_slow"], s["slow_on_new"], s["verdict"]) == (381, 58, 58, "FAIL")
+    assert s["n_apart"] == 1 and s["apart_steps"][0]["apart"] == "run start"
+    assert s["mean"] == pytest.approx(0.243, abs=0.002) and round(s["mean_without_slow"], 2) == 0.10
     assert d["val_lines"] == 6 and d["bad_lines"] == 4
     assert sum(b["count"] for b in d["per_rank"]["0"]["histogram"]) == 382
 
@@ -169,8 +173,8 @@ def test_ranks_interleaved_and_rotated_files_in_any_order(tmp_path):
     whole = json.loads(ftenv("analyze", "--json", write(tmp_path / "all.log", lines)).stdout)
     assert whole["summary"]["ranks"] == [0, 1, 2]
     for r in ("0", "1", "2"):
-        assert whole["per_rank"][r]["n_slow"] == 59 and whole["per_rank"][r]["slow_on_new"] == 59
-    assert whole["summary"]["n_slow"] == 3 * 59
+        assert whole["per_rank"][r]["n_slow"] == 58 and whole["per_rank"][r]["slow_on_new"] == 58
+    assert whole["summary"]["n_slow"] == 3 * 58
     # Rotated: train.log holds the newest lines; given newest first, one of them gzipped.
     third = len(lines) // 3
     old, mid, new = lines[:third], lines[third : 2 * third], lines[2 * third :]
@@ -192,7 +196,8 @@ def test_text_output_for_several_ranks(tmp_path):
     lines, _ = field_report_log(ranks=2)
     out = ftenv("analyze", "--top", "3", write(tmp_path / "t.log", lines)).stdout
     assert "rank 0: 382 steps" in out and "rank 1: 382 steps" in out
-    assert "... 115 more (--all shows every one)" in out
+    assert "... 113 more (--all shows every one)" in out
+    assert "2 x run start (rank 0 step 1, rank 1 step 1)" in out
 
 
 def test_bad_input_gives_a_message_not_a_traceback(tmp_path):
@@ -206,8 +211,8 @@ def test_bad_input_gives_a_message_not_a_traceback(tmp_path):
         (binary, "binary"),
         (nosteps, "1 validation"),
     ):
-        r = ftenv("analyze", str(path))
-        assert r.returncode == 0 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+        r = ftenv("analyze", str(path))  # nothing to judge: unusable input, never PASS
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
     missing = ftenv("analyze", str(tmp_path / "nope.log"))
     assert missing.returncode == 2 and "cannot read" in missing.stderr and "No such file" in missing.stderr
     folder = ftenv("analyze", str(tmp_path))
@@ -234,7 +239,7 @@ def test_plot_with_matplotlib(tmp_path):
     lines, _ = field_report_log(ranks=2)
     png = tmp_path / "p.png"
     r = ftenv("analyze", write(tmp_path / "t.log", lines), "--plot", str(png))
-    assert r.returncode == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert r.returncode == 1 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # FAIL, plot made
 
 
 def test_histogram_bins():
@@ -264,13 +269,14 @@ def test_ddp_waits_are_named_and_counted_with_new_shapes(tmp_path):
     lines, _ = ddp_log(ranks=2)
     path = write(tmp_path / "ddp.log", lines)
     out = ftenv("analyze", "--all", path).stdout
-    assert "72 of 240, 40 on shapes new to their rank, 32 waiting for another rank's new shape" in out
+    # Each rank's first step (a new shape) is start-up, set apart.
+    assert "70 of 238, 38 on shapes new to their rank, 32 waiting for another rank's new shape" in out
     assert "new-shape: waits for rank 1's new shape (DDP all-reduce)" in out
     assert "new-shape: waits for rank 0's new shape (DDP all-reduce)" in out
     rows = [line for line in out.splitlines() if line.rstrip().endswith("seen-shape")]
     assert rows == []  # no slow step left unexplained
     s = json.loads(ftenv("analyze", "--json", path).stdout)["summary"]
-    assert s["slow_causes"] == {"new-shape": 72} and s["slow_waiting"] == 32
+    assert s["slow_causes"] == {"new-shape": 70} and s["slow_waiting"] == 32
 
 
 def test_ddp_wait_with_one_rank_logged_by_its_backward_only_signature(tmp_path):
@@ -278,3 +284,38 @@ def test_ddp_wait_with_one_rank_logged_by_its_backward_only_signature(tmp_path):
     out = ftenv("analyze", "--all", write(tmp_path / "rank0.log", lines)).stdout
     assert "16 waiting for another rank's new shape" in out
     assert "new-shape: waits for another rank's new shape (DDP all-reduce)" in out
+
+
+# --- exit codes: a CI gate reads them -----------------------------------------------------------
+
+
+def test_exit_codes_pass_fail_unusable_inconclusive(tmp_path):
+    fixed, _ = field_report_log(fixed=True)
+    issue, _ = field_report_log()
+    few = [train_line(s) for s in field_report_log(fixed=True)[1][0][:6]]
+    assert ftenv("analyze", write(tmp_path / "pass.log", fixed)).returncode == stats.EXIT[stats.PASS] == 0
+    assert ftenv("analyze", write(tmp_path / "fail.log", issue)).returncode == stats.EXIT[stats.FAIL] == 1
+    inconclusive = ftenv("analyze", write(tmp_path / "few.log", few))
+    assert "verdict: INCONCLUSIVE" in inconclusive.stdout
+    assert inconclusive.returncode == stats.EXIT[stats.INCONCLUSIVE] == 3
+    assert ftenv("analyze", write(tmp_path / "none.log", ["no steps here"])).returncode == stats.UNUSABLE == 2
+    assert ftenv("analyze", "--json", write(tmp_path / "fail2.log", issue)).returncode == 1
+    assert ftenv("analyze", "--bins", "1", str(tmp_path / "pass.log")).returncode == 2  # usage
+
+
+def test_an_internal_error_is_neither_pass_nor_fail(tmp_path, monkeypatch, capsys):
+    lines, _ = field_report_log(fixed=True)
+    log = write(tmp_path / "t.log", lines)
+
+    def broken(*_args, **_kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(stats, "summarize", broken)
+    monkeypatch.delenv("FTENV_DEBUG", raising=False)
+    rc = cli.main(["analyze", log])
+    err = capsys.readouterr().err
+    assert rc == stats.INTERNAL_ERROR == 4 and rc not in (0, 1)
+    assert "ftenv analyze: internal error (a bug in ftenv, not a verdict): ZeroDivisionError: a bug" in err
+    assert "Traceback" not in err
+    monkeypatch.setenv("FTENV_DEBUG", "1")
+    assert cli.main(["analyze", log]) == 4 and "Traceback" in capsys.readouterr().err

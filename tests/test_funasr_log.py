@@ -43,7 +43,8 @@ def test_both_paths_read_the_same_step(line):
 
 
 def test_fast_fields_returns_plain_values():
-    assert funasr_log.fast_fields(LINE.encode()) == (7, 0.1, 4, 100, 1, (0.01, 0.02, 0.03, 0.04))
+    # ..., step_in_epoch, pause (total_time 0.125 minus the phases' 0.100)
+    assert funasr_log.fast_fields(LINE.encode()) == (7, 0.1, 4, 100, 1, (0.01, 0.02, 0.03, 0.04), 2, 0.025)
     assert funasr_log.fast_fields(LINE.encode(), time="total")[1] == 0.125
     no_shape = LINE.replace("('batch_size', 4), ", "").encode()
     assert funasr_log.fast_fields(no_shape)[2:4] == (None, None)
@@ -86,12 +87,17 @@ def test_slow_path_fields():
     assert no_tokens.shape is None and no_tokens.batch is None
     zero_batch = parse_line(line.replace(b"('batch_size', 4)", b"('batch_size', 0)"))[1]
     assert zero_batch.shape is None and zero_batch.batch is None
-    bad_phase = parse_line(line.replace(b"'0.030'", b"'n/a'"))[1]  # backward unreadable: total
-    assert bad_phase.seconds == 0.125 and [n for n, _ in bad_phase.phases] == [
+    no_phase = parse_line(line.replace(b"'backward_time': '0.030', ", b""))[1]  # a phase missing: total
+    assert no_phase.seconds == 0.125 and [n for n, _ in no_phase.phases] == [
         "data_load",
         "forward_time",
         "optim_time",
     ]
+    # A phase that is there but unreadable is a bad line, not a step on the other timer.
+    assert parse_line(line.replace(b"'0.030'", b"'n/a'")) == (
+        "bad",
+        "a time that is not a finite number of 0 or more seconds: backward_time 'n/a'",
+    )
     unterminated = parse_line(line.split(b"'total_time': '")[0] + b"'total_time': '0.5")
     assert unterminated == (
         "bad",
@@ -215,3 +221,119 @@ def test_order_steps_per_rank_numbers_sorts_and_drops_repeats():
         (1, 2, 0.3),
     ]
     assert [s.shape for s in out[2:4]] == [(8, 100), (8, 104)]
+
+
+# --- bad numbers and fuzzing -------------------------------------------------------------------
+
+BAD_TIMES = ["inf", "nan", "1e309", "-0.5", "1..2", "9" * 400, "-inf"]
+
+
+@pytest.mark.parametrize("value", BAD_TIMES)
+@pytest.mark.parametrize("layout", ["fast", "slow"])
+def test_a_time_that_is_not_a_finite_number_of_seconds_makes_a_bad_line(value, layout):
+    line = (LINE if layout == "fast" else SLOW).replace("'0.020'", f"'{value}'").encode()
+    assert funasr_log.fast_fields(line) is None
+    kind, why = parse_line(line)
+    assert kind == "bad" and "not a finite number of 0 or more seconds: forward_time" in why
+
+
+@pytest.mark.parametrize("field", [b"total step: 7", b"step_in_epoch: 2", b"('batch_size', 4)", b"rank: 1"])
+def test_an_integer_too_long_for_int_is_no_crash(field):
+    """int() refuses more than 4300 digits: the fast path never sees such a number, the slow path
+    reads it as absent."""
+    key = field.rsplit(b" ", 1)[0]
+    line = LINE.encode().replace(field, key + b" " + b"9" * 5000 + (b")" if field.endswith(b")") else b""))
+    parsed = parse_line(line)
+    assert parsed is not None and parsed[0] in ("train", "bad")
+
+
+def test_a_bad_line_is_counted_with_an_example_and_the_rest_judged_without_it(tmp_path):
+    from ftenv.steps import stats
+    from support.steplogs import recipe_run
+
+    lines = recipe_run(stall=True).lines
+    at = next(i for i, x in enumerate(lines) if "total step: 57," in x)
+    bad = [*lines[:at], lines[at].replace("'total_time': '", "'total_time': '1e309"), *lines[at + 1 :]]
+    without = [*lines[:at], *lines[at + 1 :]]
+    (tmp_path / "bad.log").write_text("\n".join(bad) + "\n")
+    (tmp_path / "without.log").write_text("\n".join(without) + "\n")
+    scan = funasr_log.scan_files([str(tmp_path / "bad.log")])
+    assert (
+        scan.bad_lines == 1
+        and "total_time '" in scan.bad_examples[0]
+        and f":{at + 1}:" in scan.bad_examples[0]
+    )
+    clean = funasr_log.scan_files([str(tmp_path / "without.log")])
+    assert stats.summarize(scan.steps).to_dict() == stats.summarize(clean.steps).to_dict()
+
+
+def _fuzzed(seed: int = 20) -> bytes:
+    """A recipe log, damaged line by line: byte flips, cut lines, numbers swapped for huge or
+    unreadable ones, huge lines, glued lines. Seeded: the same bytes every run."""
+    import random
+
+    from support.steplogs import recipe_run
+
+    rng = random.Random(seed)
+    out = []
+    for text in recipe_run(stall=True).lines:
+        line = text.encode()
+        roll = rng.random()
+        if roll < 0.15:
+            flips = bytearray(line)
+            for _ in range(rng.randrange(1, 6)):
+                flips[rng.randrange(len(flips))] = rng.randrange(256)
+            line = bytes(flips)
+        elif roll < 0.25:
+            line = line[: rng.randrange(len(line))]
+        elif roll < 0.40:
+            swap = rng.choice(
+                [b"inf", b"nan", b"1e309", b"-3", b"9" * 500, b"9" * 5000, b"0." + b"0" * 300 + b"1", b""]
+            )
+            line = re_sub_number(line, swap, rng)
+        elif roll < 0.42:
+            line = line * rng.randrange(100, 400)  # up to ~400 kB on one line
+        elif roll < 0.45:
+            line = b"\r" + line + b"\r" + line[::-1]
+        out.append(line)
+    return b"\n".join(out) + b"\n"
+
+
+def re_sub_number(line: bytes, swap: bytes, rng) -> bytes:
+    import re
+
+    spots = [m.span() for m in re.finditer(rb"\d+(?:\.\d+)?", line)]
+    if not spots:
+        return line
+    a, b = rng.choice(spots)
+    return line[:a] + swap + line[b:]
+
+
+def test_fuzzed_logs_never_crash_and_the_watchdog_passes_them_through_byte_for_byte(tmp_path):
+    import subprocess
+    import sys
+
+    from support import run_ftenv
+
+    data = _fuzzed()
+    path = tmp_path / "fuzzed.log"
+    path.write_bytes(data)
+    # In process: every line, both time fields, the splitter in odd chunk sizes.
+    splitter = funasr_log.LineSplitter()
+    for i in range(0, len(data), 777):
+        for line in splitter.feed(data[i : i + 777])[0]:
+            parse_line(line)
+            parse_line(line, time="total")
+    for time in ("phases", "total"):
+        r = run_ftenv("analyze", "--time", time, str(path))
+        assert (
+            r.returncode in (0, 1, 3) and "Traceback" not in r.stderr and "internal error" not in r.stderr
+        ), r.stderr
+        assert "verdict:" in r.stdout and "step-like lines without what a step needs" in r.stdout
+    watched = subprocess.run(
+        [sys.executable, "-m", "ftenv.cli", "watch", "--", "cat", str(path)], capture_output=True, timeout=60
+    )
+    assert watched.returncode == 0 and b"Traceback" not in watched.stderr
+    assert b"internal error" not in watched.stdout + watched.stderr
+    kept = [ln for ln in watched.stdout.split(b"\n") if not ln.startswith(b"[ftenv-watch]")]
+    assert b"\n".join(kept) == data

@@ -148,16 +148,65 @@ def test_torch_2_10_cu130_with_its_cudnn_9_15_1_9_is_affected():
 def test_not_deprioritized_on_an_affected_gpu_names_the_nan_risk(raw):
     v = _exposure([H100], raw=raw)
     assert v.level == "exposed" and v.risk and "NaN gradients" in v.risk and "#196678" in v.risk
-    assert "64 mod 128" in v.risk and "9.25.1" in v.risk
+    assert "64 mod 128" in v.risk and "older than 9.26" in v.risk
 
 
 @pytest.mark.parametrize(
     "cudnn, risky",
-    [(92500, True), (92501, True), (92502, False), (92600, False), (None, True)],
+    [
+        (92500, True),
+        (92501, True),
+        (92502, True),
+        (92599, True),
+        (92600, False),
+        (92700, False),
+        (None, True),
+    ],
 )
-def test_nan_risk_boundary_is_cudnn_9_25_1(cudnn, risky):
+def test_nan_risk_is_fixed_from_cudnn_9_26(cudnn, risky):
     v = _exposure([H100], raw="0", order=[3, 1, 2, 0, 4], cudnn=cudnn)
     assert v.level == "exposed" and (v.risk is not None) is risky
+
+
+# The wheels of torch 2.12 to 2.15 (pins from pytorch/pytorch PR #177321, issue #190355, the 2.13
+# wheel's METADATA); 2.15's is not known: both sides of the NaN fix are tried.
+NEWER = [
+    ("2.12.0", 92000),
+    ("2.13.0", 92000),
+    ("2.13.0+cu130", 92000),
+    ("2.14.0", 92400),
+    ("2.14.0+cu130", 92400),
+    ("2.15.0", 92400),
+    ("2.15.0", 92600),
+]
+
+
+@pytest.mark.parametrize("torch, cudnn", NEWER)
+@pytest.mark.parametrize("sm", [H100, B200, B300])
+def test_torch_2_12_to_2_15_put_cudnn_first_on_the_affected_gpus(torch, cudnn, sm):
+    v = _exposure([sm], torch=torch, cudnn=cudnn)
+    assert v.level == "exposed" and v.fix.startswith(f"set {sdpa.FIX}")
+    assert (v.risk is not None) is (cudnn < 92600)  # keyed on the loaded cuDNN, not on torch
+    assert _exposure([sm], torch=torch, cudnn=cudnn, raw="1").level == "ok"
+    assert _exposure([A100], torch=torch, cudnn=cudnn).level == "ok"
+
+
+@pytest.mark.parametrize("torch", ["2.12.0+cu126", "2.14.0+cu126"])
+def test_the_cu126_builds_with_their_cudnn_9_10_are_not_first(torch):
+    assert _exposure([H100], torch=torch, cudnn=91002).level == "ok"
+    assert _exposure([H100], torch=torch, cudnn=92400).level == "exposed"  # a newer cuDNN loaded
+
+
+@pytest.mark.parametrize("torch, cudnn", NEWER)
+def test_the_report_renders_the_newer_stacks_from_injected_facts(torch, cudnn):
+    from ftenv.report import render
+    from ftenv.report.facts import Facts, Gpu
+
+    f = Facts(torch_version=torch, cudnn_version=cudnn, gpus=[Gpu(0, "NVIDIA H200", H100, 141 * 2**30)])
+    text = render.render_text(f, render.assess(f))
+    verdict = next(ln for ln in text.splitlines() if ln.startswith("verdict "))
+    assert verdict.startswith("verdict EXPOSED: by torch's rule cuDNN goes first on sm_90")
+    assert (sdpa.NAN_RISK_TEXT in text) is (cudnn < 92600)
 
 
 def test_no_nan_risk_when_deprioritized_or_not_exposed():
@@ -220,6 +269,24 @@ def test_the_guide_knows_torch_2_9_and_2_10_cu130():
     assert "minor* filter on CUDA 13 builds" in flat and "keep the cuDNN > 9.15.0 condition" in flat
     scope = " ".join(section("6.").split())
     assert "decode-only" in scope and "fewer than 8 KV heads" in scope and "#196861" in scope
+
+
+def test_the_guide_knows_torch_2_12_to_2_15_and_torchaudio_with_them():
+    flat = " ".join(section("2.").split())
+    for words in (
+        "`pip install torch==2.12.0` or `2.13.0`",
+        "nvidia-cudnn-cu13 9.20.0.48 ([pytorch#177321]",
+        "`pip install torch==2.14.0`",
+        "nvidia-cudnn-cu13 9.24.0.43 (the build matrix of [pytorch#190355]",
+        "`pip install torch==2.15.0` | not confirmed here",
+        "from 2.12 on there is no cu128 build",
+        "The NaN risk of section 6 follows the cuDNN that is loaded, not the torch version",
+        "2.11.1 declares `torch>=2.11`",
+        "of the same CUDA major version as torch",
+    ):
+        assert words in flat, words
+    scope = " ".join(section("6.").split())
+    assert "fixed in the cuDNN library from 9.26" in scope and "the risk follows the loaded cuDNN" in scope
 
 
 # --- what a mutation run (docs/testing.md) found unchecked ---------------------------------------

@@ -180,6 +180,29 @@ def test_text_table(tiny, tmp_path, capsys):
     assert out.strip().splitlines()[-1].startswith("PASS")
 
 
+def test_the_selfchecks_block_is_its_own(tiny, tmp_path, capfd, monkeypatch):
+    """FunASR's AutoModel prints `funasr version: X.`; the self-check keeps that line out of
+    its output (both streams), and passes on anything else FunASR prints, to stderr."""
+    monkeypatch.setenv("FTENV_REPORT_SHOWN", "1")  # no start-up report in front
+    rc = cli.main(["selfcheck", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(tmp_path)])
+    out, err = capfd.readouterr()
+    assert rc == 0 and out.startswith("== ftenv selfcheck (in-process)"), out[:200]
+    assert "funasr version" not in out + err
+
+
+def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
+    from ftenv.selfcheck.loop import without_funasr_banner
+
+    with without_funasr_banner():
+        print("funasr version: 0.0.1.")
+        print("WARNING: a real message")
+    out, err = capsys.readouterr()
+    assert out == "" and err == "WARNING: a real message\n"
+    with pytest.raises(RuntimeError), without_funasr_banner():
+        print("funasr version: 0.0.1.")
+        raise RuntimeError("an error passes as it is")
+
+
 def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     rc, r = _selfcheck(capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path))
     assert r["verdict"] == "PASS", r["summary"]["reasons"]

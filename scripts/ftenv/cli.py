@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 
 from ftenv import __version__
 from ftenv.report import probe, report
 from ftenv.selfcheck import selfcheck, tinymodel
 from ftenv.stack import buildcheck, versions
-from ftenv.steps import analyze, watch
+from ftenv.steps import analyze, stats, watch
 from ftenv.train import finetune
 
 #: The subcommands' modules, in the help's order.
@@ -26,7 +28,17 @@ def main(argv: list[str] | None = None) -> int:
     for command in COMMANDS:
         command.add_parser(sub)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except Exception as exc:  # a bug in ftenv: never exit 0 or 1, which are verdicts
+        if os.environ.get("FTENV_DEBUG") == "1":
+            traceback.print_exc()
+        print(
+            f"ftenv {args.command}: internal error (a bug in ftenv, not a verdict): {type(exc).__name__}: "
+            f"{exc}; FTENV_DEBUG=1 prints the traceback; exit {stats.INTERNAL_ERROR}",
+            file=sys.stderr,
+        )
+        return stats.INTERNAL_ERROR
 
 
 if __name__ == "__main__":

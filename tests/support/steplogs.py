@@ -87,8 +87,17 @@ def fixed_run(rank: int = 0, seed: int = 1234, jitter: float = 0.05, n: int = ST
     return out
 
 
-def train_line(s: GenStep, epoch: int = 0, steps_in_epoch: int = STEPS) -> str:
-    """One training log line exactly as Trainer.log writes it through Hydra's console format."""
+def train_line(
+    s: GenStep,
+    epoch: int = 0,
+    steps_in_epoch: int = STEPS,
+    *,
+    step_in_epoch: int | None = None,
+    total_time: float | None = None,
+    max_epoch: int = 1,
+) -> str:
+    """One training log line exactly as Trainer.log writes it through Hydra's console format.
+    step_in_epoch defaults to the step's index, total_time to its phases plus 1 ms."""
     real_tokens = s.batch * s.padded - s.batch * 3
     frames = s.padded * 6
     stats = [
@@ -110,13 +119,14 @@ def train_line(s: GenStep, epoch: int = 0, steps_in_epoch: int = STEPS) -> str:
         "forward_time": f"{s.forward:0.3f}",
         "backward_time": f"{s.backward:0.3f}",
         "optim_time": f"{s.optim:0.3f}",
-        "total_time": f"{s.seconds + 0.001:0.3f}",
+        "total_time": f"{s.seconds + 0.001 if total_time is None else total_time:0.3f}",
     }
+    in_epoch = s.index if step_in_epoch is None else step_in_epoch
     sec = 15 * 60 + s.index // 10
     return (
         f"[2026-11-29 15:{sec // 60 % 60:02d}:{sec % 60:02d},{(s.index * 37) % 1000:03d}][root][INFO] - "
-        f"train, rank: {s.rank}, epoch: {epoch}/1, data_slice: 0/1, "
-        f"step_in_slice: {s.index}/{steps_in_epoch}, step_in_epoch: {s.index}, total step: {s.index}, "
+        f"train, rank: {s.rank}, epoch: {epoch}/{max_epoch}, data_slice: 0/1, "
+        f"step_in_slice: {in_epoch}/{steps_in_epoch}, step_in_epoch: {in_epoch}, total step: {s.index}, "
         f"(loss_avg_rank: 3.127), (loss_avg_slice: 3.301), (ppl_avg_slice: 2.714e+01), "
         f"(acc_avg_slice: 0.398), (lr: 2.000e-04), {stats}, {speed}, "
         "GPU, memory: usage: 3.412 GB, peak: 9.870 GB, cache: 11.250 GB, cache_peak: 11.250 GB"
@@ -219,3 +229,85 @@ def ddp_log(ranks: int = 2, only_rank: int | None = None) -> tuple[list[str], li
     runs = ddp_run(ranks)
     keep = range(ranks) if only_rank is None else [only_rank]
     return [train_line(runs[r][i]) for i in range(len(runs[0])) for r in keep], runs
+
+
+# --- a multi-epoch run shaped like FunASR's recipe --------------------------------------------
+
+#: The recipe's shape, scaled down: 3 epochs of 120 steps, validation and a checkpoint every 40
+#: steps of an epoch (validate_interval = save_checkpoint_interval), num_workers=4.
+EPOCHS, EPOCH_STEPS, INTERVAL = 3, 120, 40
+#: What the lines around a step cost, as FunASR's trainer measures them (trainer_ds.py): the
+#: DataLoader's start in the data_load of each epoch's first step, CUDA and library warm-up on the
+#: run's first step, and validation + checkpoint saving carried by the total_time of the step
+#: after them.
+WORKER_START_S, CUDA_WARMUP_S, VALIDATION_S, SAVE_S = 4.2, 2.5, 3.1, 1.4
+HEAD_CKPT = "[2026-11-30 09:10:03,000][root][INFO]"
+
+
+@dataclass(frozen=True)
+class RecipeRun:
+    lines: list[str]
+    #: (epoch, step_in_epoch, total step) of the steps that pay the per-shape stall and are not
+    #: start-up (an epoch's first step, the run's first step): what the verdict must count.
+    stalled: list[int]
+    epoch_starts: list[int]
+    pauses_after: list[int]  # total steps after which validation and a checkpoint save ran
+
+
+def recipe_run(stall: bool, seed: int = 5, rank: int = 0) -> RecipeRun:
+    """A healthy multi-epoch run, or (stall=True) the same run with the per-shape stall of FunASR
+    issue #3704: the first step on each (batch, padded length) in the PROCESS pays +0.44 s forward
+    and +0.55 s backward (cuDNN's plan cache lives as long as the process, so later epochs meet
+    fewer new shapes). Every step is otherwise 0.098 s with 2% jitter."""
+    rng = random.Random(seed)
+    shapes = shape_sequence(n=EPOCHS * EPOCH_STEPS, distinct=45, seed=seed)
+    lines = ["[2026-11-30 09:00:00,000][root][INFO] - funasr version: 0.0.1."]
+    seen: set[tuple[int, int]] = set()
+    stalled, starts, pauses = [], [], []
+    total = 0
+    for epoch in range(EPOCHS):
+        lines.append(f"[2026-11-30 09:00:01,000][root][INFO] - Train epoch: {epoch}, rank: {rank}")
+        carried = 0.0
+        for in_epoch in range(1, EPOCH_STEPS + 1):
+            total += 1
+            shape = shapes[total - 1]
+            new = shape not in seen
+            seen.add(shape)
+            slow = stall and new
+            step_total = FAST * (1 + rng.uniform(-0.02, 0.02))
+            d, f, b, o = _split(step_total + (0.99 if slow else 0.0), rng, slow)
+            if in_epoch == 1:
+                d += WORKER_START_S  # the DataLoader's workers start inside the timer
+                starts.append(total)
+                if total == 1:
+                    f += CUDA_WARMUP_S
+            elif slow:
+                stalled.append(total)
+            gen = GenStep(rank, total, *shape, round(d, 3), round(f, 3), round(b, 3), o)
+            total_time = gen.seconds + 0.001 + carried
+            lines.append(
+                train_line(
+                    gen,
+                    epoch,
+                    EPOCH_STEPS,
+                    step_in_epoch=in_epoch,
+                    total_time=total_time,
+                    max_epoch=EPOCHS,
+                )
+            )
+            carried = 0.0
+            if in_epoch % INTERVAL == 0 and in_epoch < EPOCH_STEPS:
+                pauses.append(total)
+                carried = VALIDATION_S + SAVE_S
+                lines.append(f"[2026-11-30 09:10:00,000][root][INFO] - Validate epoch: {epoch}, rank: {rank}")
+                lines.extend(val_line(rank, k, 2) for k in (1, 2))
+                lines.append(f"{HEAD_CKPT} - Save checkpoint: {epoch}, rank: {rank}, local_rank: 0")
+                lines.append("[2026-11-30 09:10:04,000][root][INFO] - ")
+                lines.append(f"Checkpoint saved to /out/model.pt.ep{epoch}.{in_epoch}")
+                lines.append(f"{HEAD_CKPT} - Update best acc: 0.4021, /out/model.pt.best")
+        # At the epoch's end (train_ds.py): validate and save outside train_epoch, in no total_time.
+        lines.append(f"[2026-11-30 09:20:00,000][root][INFO] - Validate epoch: {epoch + 1}, rank: {rank}")
+        lines.extend(val_line(rank, k, 2) for k in (1, 2))
+        lines.append(f"{HEAD_CKPT} - Save checkpoint: {epoch + 1}, rank: {rank}, local_rank: 0")
+        lines.append(f"Checkpoint saved to /out/model.pt.ep{epoch + 1}")
+    return RecipeRun(lines, stalled, starts, pauses)

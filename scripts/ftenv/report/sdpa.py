@@ -6,7 +6,10 @@ Pure logic, no torch import: the facts (versions, GPU arch, the variable, the li
 as arguments so that every case can be tested without a GPU. The rule, read from PyTorch's
 aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (check_prefer_cudnn_attention):
 - torch 2.10 and later: cuDNN moves to the front when the runtime cuDNN is newer than 9.15.0, the
-  device is sm_90, sm_100 or sm_103, and TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1".
+  device is sm_90, sm_100 or sm_103, and TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1". So in
+  2.12 to 2.15 (wheels: cuDNN 9.20.0.48 for 2.12/2.13, 9.24.0.43 for 2.14, pytorch/pytorch PR
+  #177321 and issue #190355; no cu128 build from 2.12; cu126 builds on 9.10.2.21). CUDA 13 builds
+  of current sources drop the minor check (any sm_9x/sm_10x): the same answer on those GPUs.
 - torch 2.9 (pytorch/pytorch PR #162073): cuDNN moves to the front on sm_90 and sm_100 when torch
   was COMPILED against cuDNN >= 9.9, with no runtime cuDNN check, unless TORCH_CUDNN_SDPA_PREFERRED
   is "0" (TORCH_CUDNN_SDPA_DEPRIORITIZED is not read there). The cu128 2.9 wheels were compiled
@@ -37,8 +40,10 @@ CUDNN_COMPILED_MIN_2_9 = 90900
 #: Builds whose compile-time cuDNN is public: 2.9 cu128 was compiled against 9.8 (pytorch#165801).
 CUDNN_COMPILED_BY_BUILD = {(TORCH_2_9, "cu128"): 90800}
 #: pytorch/pytorch#196678: cuDNN backward gives NaN grad_q with an attn_mask when
-#: seq_len % 128 == 64, up to cuDNN 9.25.1 (guards and cuDNN 9.26 came with PR #196861).
-NAN_GRAD_CUDNN_MAX = 92501
+#: seq_len % 128 == 64; the kernel is fixed in the cuDNN library from 9.26 (PR #196861 moved the
+#: wheels to cuDNN 9.26, with guards for <= 9.25.1). Keyed on the LOADED cuDNN: which torch
+#: release carries the guards is not known from outside, and any torch can load any cuDNN.
+NAN_GRAD_FIXED_CUDNN = 92600
 
 # --- the wording, one place ----------------------------------------------------------------------
 PUBLIC_REPORT = "FunASR issue #3704"
@@ -54,7 +59,7 @@ PLAN_BUILD_TEXT = (
 )
 COST_TEXT = f"about 1.05 s against 0.098 s a step on a B200 in {PUBLIC_REPORT}: 59 of 382 steps"
 NAN_RISK_TEXT = (
-    "padded-mask training on cuDNN <= 9.25.1 can produce NaN gradients at lengths = 64 mod "
+    "padded-mask training on cuDNN older than 9.26 can produce NaN gradients at lengths = 64 mod "
     "128 (pytorch/pytorch#196678)"
 )
 EXPOSED_SYMPTOM = (
@@ -209,11 +214,12 @@ def fix_text(torch_version: str | None, env: EnvSetting) -> str | None:
 
 
 def nan_risk(torch_version: str | None, env: EnvSetting, cudnn_version: int | None) -> str | None:
-    """pytorch#196678 applies where cuDNN runs padded-mask backward with cuDNN <= 9.25.1 (or unknown);
-    the variable at 1 keeps cuDNN off the front, except in torch 2.9, which does not read it."""
+    """pytorch#196678 applies where cuDNN runs padded-mask backward with a loaded cuDNN older than
+    9.26 (or unknown), whatever the torch version; the variable at 1 keeps cuDNN off the front,
+    except in torch 2.9, which does not read it."""
     if env.deprioritizes and torch_release(torch_version) != TORCH_2_9:
         return None
-    if cudnn_version is not None and cudnn_version > NAN_GRAD_CUDNN_MAX:
+    if cudnn_version is not None and cudnn_version >= NAN_GRAD_FIXED_CUDNN:
         return None
     return NAN_RISK_TEXT
 

@@ -5,7 +5,11 @@ benchmarks/compile_speedup.py trains with it too."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import re
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +17,24 @@ from pathlib import Path
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.schedule import PlannedStep, plan_schedule
 from ftenv.steps.step import Step
+
+#: FunASR's AutoModel prints its version (funasr/utils/version_checker.py, check_for_update) to
+#: stdout even with disable_update: not the self-check's to print.
+FUNASR_VERSION_LINE = re.compile(r"funasr version: \S+\.")
+
+
+@contextlib.contextmanager
+def without_funasr_banner():
+    """Hold what FunASR prints to stdout; afterwards pass every line on to stderr except its version
+    banner (a warning or an error FunASR prints is never hidden; exceptions pass as they are)."""
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(held):
+            yield
+    finally:
+        rest = [ln for ln in held.getvalue().splitlines() if not FUNASR_VERSION_LINE.fullmatch(ln.strip())]
+        if rest:
+            print("\n".join(rest), file=sys.stderr)
 
 
 @dataclass
@@ -31,13 +53,14 @@ def prepare(tiny: Path, device: str, n_new: int, recur: int, seed: int, dtype: s
     tables = tinymodel.quiet_funasr_import()
     from funasr import AutoModel
 
-    am = AutoModel(
-        model=str(tiny),
-        device=device,
-        disable_update=True,
-        disable_log=True,
-        llm_conf={"llm_dtype": dtype},
-    )
+    with without_funasr_banner():
+        am = AutoModel(
+            model=str(tiny),
+            device=device,
+            disable_update=True,
+            disable_log=True,
+            llm_conf={"llm_dtype": dtype},
+        )
     kw = am.kwargs
     dataset_class = tables.dataset_classes.get(kw.get("dataset", "FunASR"))
     conf = dict(kw.get("dataset_conf", {}))

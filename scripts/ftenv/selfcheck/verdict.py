@@ -8,8 +8,8 @@ from ftenv.report.sdpa import ENV_VAR, FIX, interpret_env
 from ftenv.selfcheck.base import Measured
 from ftenv.steps import stats
 
-EXIT = {stats.PASS: 0, stats.FAIL: 1, stats.INCONCLUSIVE: 3}
-EXIT_ERROR = 2
+EXIT = stats.EXIT
+EXIT_ERROR = stats.UNUSABLE
 
 
 def verdict_of(measured: Measured) -> dict:
@@ -38,7 +38,12 @@ def verdict_of(measured: Measured) -> dict:
             f"step times vary for a reason other than new shapes; if {FIX} is already set, run "
             "again on an idle machine, and read docs/selfcheck.md"
         )
-    s["reasons"] = [*m.fails, *m.unsure, *s["reasons"]]
+    # A FAIL lists what failed first (the mode's own checks, then the step rules), the rest as passed.
+    s["reasons"] = [
+        *m.fails,
+        *m.unsure,
+        *stats.reasons_for(summary, bool(m.fails) or summary.verdict == stats.FAIL),
+    ]
     if m.fails:
         result["verdict"] = s["verdict"] = stats.FAIL
         s["fix"] = m.fix or s.get("fix") or m.default_fix

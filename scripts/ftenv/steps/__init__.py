@@ -3,7 +3,8 @@ watchdog, the step timer for custom loops and the offline log analyzer.
 
 Modules, lowest first: thresholds (every threshold and default), step (the Step type, the
 causes' names), detector (what a slow step is put down to, DDP waits, live detection), fixes (what
-to do, in words), stats (summary and verdict; the wing's entry point), funasr_log (parsing),
+to do, in words), apart (start-up steps and pauses between steps, in words), stats (summary and
+verdict; the wing's entry point), funasr_log (parsing),
 messages (the hint's words), watcher (the live Watcher: when to print a hint), options (shared CLI
 types), watch, timer, analyze.
 

@@ -6,8 +6,9 @@ verdict and the fix. `--json` for machines; `--plot FILE.png` draws the step-tim
 histogram with matplotlib (optional: not in the image; `pip install matplotlib`).
 
 Logs may hold several ranks interleaved and may be given in any order (rotated files, .gz too):
-steps are ordered per rank by FunASR's `total step`. Exit status: 0 when every file was read
-(whatever the verdict), 2 when a file could not be read or a plot could not be made.
+steps are ordered per rank by FunASR's `total step`. Exit status: 0 PASS, 1 FAIL, 3 INCONCLUSIVE;
+2 when the input is unusable (a file cannot be read, no training step lines) or a plot cannot be
+made; 4 when ftenv itself fails (ftenv.cli), so that a CI gate never reads a crash as a verdict.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import os
 import sys
 
 from ftenv import text
-from ftenv.steps import funasr_log, stats
+from ftenv.steps import apart, funasr_log, stats
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.stats import Step, Summary, Thresholds
-from ftenv.steps.step import waits_text
+from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, waits_text
 
 BAR = 40
+_MARK_WORDS = {EPOCH: "Train epoch:", VALIDATION: "Validate epoch:", CHECKPOINT: "Save checkpoint:"}
 
 
 def histogram(values: list[float], bins: int = 12) -> list[tuple[float, float, int]]:
@@ -106,6 +108,7 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
         f"ftenv analyze: {len(scan.files)} file(s), {scan.lines} lines: {len(scan.steps)} training "
         f"steps (rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks)) or 'none'}), "
         f"{scan.val_lines} validation lines, {scan.bad_lines} step-like lines without what a step needs"
+        + "".join(f", {n} `{_MARK_WORDS[k]}`" for k, n in scan.markers.items())
     )
     for example in scan.bad_examples:
         out.append(f"  skipped: {example}")
@@ -114,7 +117,8 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
         values = [st.seconds for st in scan.steps if st.rank == r]
         out.append("")
         out.append(
-            f"rank {r}: {len(values)} steps, median {_f(rs.median)} s, p95 {_f(rs.p95)} s, "
+            f"rank {r}: {len(values)} steps{f' ({rs.n_apart} set apart)' if rs.n_apart else ''}, "
+            f"median {_f(rs.median)} s, p95 {_f(rs.p95)} s, "
             f"max {_f(rs.max)} s, mean {_f(rs.mean)} s; step time histogram:"
         )
         out.extend(render_histogram(histogram(values, args.bins)))
@@ -136,6 +140,10 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
         f"estimated without the slow steps: {_f(s.mean_without_slow)} s "
         f"({s.time_lost:.1f} s lost to them)"
     )
+    wall = apart.wall_clock_text(s.total_seconds, s.apart_steps, s.pause_seconds)
+    for line in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses), wall):
+        if line:
+            out.append(line)
     out.append(f"verdict: {s.verdict}")
     out.extend(f"  - {r}" for r in s.reasons)
     if s.fix:
@@ -153,6 +161,7 @@ def to_json(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], 
             "val_lines": scan.val_lines,
             "bad_lines": scan.bad_lines,
             "bad_examples": scan.bad_examples,
+            "markers": scan.markers,
             "summary": s.to_dict(),
             "per_rank": {
                 str(r): {
@@ -167,6 +176,10 @@ def to_json(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], 
         },
         indent=2,
     )
+
+
+def exit_code(s: Summary) -> int:
+    return stats.EXIT[s.verdict] if s.n_steps or s.n_apart else stats.UNUSABLE
 
 
 def plot(path: str, steps: list[Step], s: Summary) -> str | None:
@@ -218,10 +231,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     scan = funasr_log.scan_files(args.logs, time=args.time)
-    status = 0
+    unusable = False
     for problem in scan.unreadable:
         print(f"ftenv analyze: cannot read {problem}", file=sys.stderr)
-        status = 2
+        unusable = True
     thresholds = Thresholds(warmup=args.warmup)
     steps = stats.mark_new_shapes(scan.steps)
     summary = stats.summarize(steps, thresholds, args.factor)
@@ -229,8 +242,9 @@ def _run(args: argparse.Namespace) -> int:
         r: stats.summarize([st for st in steps if st.rank == r], thresholds, args.factor)
         for r in sorted({st.rank for st in steps})
     }
+    status = stats.UNUSABLE if unusable or not steps else exit_code(summary)
     if not scan.files:
-        return status
+        return stats.UNUSABLE
     if args.json:
         print(to_json(scan, summary, per_rank, args.bins))
     elif not steps:
@@ -240,7 +254,7 @@ def _run(args: argparse.Namespace) -> int:
         print(
             f"ftenv analyze: no training steps found in {scan.lines} lines "
             f"({scan.val_lines} validation lines, {scan.bad_lines} step-like lines without a rank or "
-            "a time); expected lines like `... - train, rank: 0, epoch: ..., total step: N, ..., "
+            "a usable time); expected lines like `... - train, rank: 0, epoch: ..., total step: N, ..., "
             "{'data_load': ..., 'total_time': ...}`",
             file=sys.stderr,
         )
@@ -250,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
         problem = plot(args.plot, steps, summary) if steps else "no training steps to plot"
         if problem:
             print(f"ftenv analyze: {problem}", file=sys.stderr)
-            status = 2
+            status = stats.UNUSABLE
         else:
             print(f"ftenv analyze: plot written to {args.plot}", file=sys.stderr)
     return status

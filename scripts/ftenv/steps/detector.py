@@ -160,9 +160,16 @@ class Detector:
 
     def observe(self, step: Step) -> tuple[bool | None, SlowEvent | None]:
         """Whether the step's shape is new to its rank (its own new_shape if set, else worked out
-        here; None without a shape), and an event if the step is slow (its step has new_shape)."""
+        here; None without a shape), and an event if the step is slow (its step has new_shape).
+        A step set apart (step.apart) is never slow."""
         new, baseline, earlier, earlier_new = self.classify(
-            step.rank, step.seconds, step.batch, step.padded_len, step.new_shape, index=step.index
+            step.rank,
+            step.seconds,
+            step.batch,
+            step.padded_len,
+            step.new_shape,
+            index=step.index,
+            apart=step.apart is not None,
         )
         if baseline is None:
             return new, None
@@ -176,9 +183,11 @@ class Detector:
         padded_len: int | None = None,
         new_shape: bool | None = None,
         index: int | None = None,
+        apart: bool = False,
     ) -> tuple[bool | None, float | None, int, int]:
         """observe() on plain values (the watchdog's hot path builds no Step): (new_shape, the
-        baseline when the step is slow else None, earlier_slow, earlier_slow_new)."""
+        baseline when the step is slow else None, earlier_slow, earlier_slow_new). A step set
+        apart (start-up) has its shape noted and is counted, never judged, never in a baseline."""
         st = self._ranks.get(rank)
         if st is None:
             st = self._ranks[rank] = _Rank(self.window)
@@ -193,6 +202,8 @@ class Detector:
             if len(self._new_at) > self.window:
                 self._new_at.popitem(last=False)
         st.count += 1
+        if apart:
+            return new, None, 0, 0
         baseline = self.baseline(rank) if st.count > self.warmup else None
         early = st.early
         if baseline is not None and baseline > 0 and seconds >= self.factor * baseline:

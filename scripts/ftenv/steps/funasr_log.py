@@ -16,18 +16,28 @@ optim_time (the time inside the step); `total_time` when a phase is missing, or 
 time="total". The batch shape is (batch_size, batch_size_x_tokens / batch_size): the batch and the
 padded token length of the LLM input.
 
+Around the steps the trainer logs `Train epoch: E, rank: R` (an epoch's DataLoader starts),
+`Validate epoch: E, rank: R` and `Save checkpoint: E, rank: R, ...`: parse_line returns them as
+markers, and the next step of that rank carries them (Step.before). A time that is not a finite
+number of 0 or more seconds (`inf`, `nan`, `1e309`, `-0.5`) makes a bad line: counted, one
+example kept, never a step.
+
 Everything works on bytes: a log may hold any bytes, and the watchdog must not decode what it passes
 through.
+
+Long because the fast path, the field-by-field path, the markers and the file scan must read every
+line alike: they are tested as one.
 """
 
 from __future__ import annotations
 
 import gzip
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.steps.step import Step
+from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_apart
 
 TRAIN = b"train, rank: "
 VAL = b"val, rank: "
@@ -61,6 +71,18 @@ def _float(raw: bytes | None) -> float | None:
         return None
 
 
+def _usable(value: float | None) -> bool:
+    """A time the statistics can use: a finite number of 0 or more seconds."""
+    return value is not None and math.isfinite(value) and value >= 0
+
+
+def _pause(total: float | None, phases: tuple[float, ...]) -> float | None:
+    """total_time minus the phases (never below 0: both are rounded to 1 ms in the log)."""
+    if total is None or len(phases) != len(PHASES):
+        return None
+    return round(max(0.0, total - sum(phases)), 6)
+
+
 def _tagged(line: bytes, tag: bytes) -> int:
     """Offset just past `tag` when it starts the log message (not inside a word), else -1."""
     i = line.find(tag)
@@ -71,22 +93,40 @@ def _tagged(line: bytes, tag: bytes) -> int:
 
 # The fast path: the exact layout Trainer.log writes (one regex search each); anything else goes
 # through the field-by-field path below.
+# Integers of at most 18 digits: a longer one (which int() may refuse) takes the slow path.
 _HEAD = re.compile(
-    rb"train, rank: (\d+), epoch: [^,]*, data_slice: [^,]*, step_in_slice: [^,]*, "
-    rb"step_in_epoch: \d+, total step: (\d+), "
+    rb"train, rank: (\d{1,18}), epoch: [^,]*, data_slice: [^,]*, step_in_slice: [^,]*, "
+    rb"step_in_epoch: (\d{1,18}), total step: (\d{1,18}), "
 )
-_SHAPE = re.compile(rb"\('batch_size', (\d+)\), \('batch_size_x_tokens', (\d+)\)")
+_SHAPE = re.compile(rb"\('batch_size', (\d{1,18})\), \('batch_size_x_tokens', (\d{1,18})\)")
+_NUM = rb"'(\d{1,9}(?:\.\d{1,9})?)'"
 _SPEED = re.compile(
-    rb"\{'data_load': '([0-9.]+)', 'forward_time': '([0-9.]+)', 'backward_time': '([0-9.]+)', "
-    rb"'optim_time': '([0-9.]+)', 'total_time': '([0-9.]+)'\}"
+    rb"\{'data_load': "
+    + _NUM
+    + rb", 'forward_time': "
+    + _NUM
+    + rb", 'backward_time': "
+    + _NUM
+    + rb", 'optim_time': "
+    + _NUM
+    + rb", 'total_time': "
+    + _NUM
+    + rb"\}"
+)
+#: The trainer's lines around the steps (train_epoch, validate_epoch, save_checkpoint), as markers.
+_MARKERS = (
+    (re.compile(rb"(?<![A-Za-z0-9_])Train epoch: \d+, rank: (\d+)"), EPOCH),
+    (re.compile(rb"(?<![A-Za-z0-9_])Validate epoch: \d+, rank: (\d+)"), VALIDATION),
+    (re.compile(rb"(?<![A-Za-z0-9_])Save checkpoint: \d+, rank: (\d+)"), CHECKPOINT),
 )
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def fast_fields(line: bytes, time: str = "phases"):
     """The hot path for the watchdog: (index, seconds, batch, padded_len, rank, (data_load,
-    forward, backward, optim)) for a training line in Trainer.log's exact layout, else None (then
-    parse_line decides). No Step is built: a frozen dataclass costs more than the parsing."""
+    forward, backward, optim), step_in_epoch, pause) for a training line in Trainer.log's exact
+    layout, else None (then parse_line decides). No Step is built: a frozen dataclass costs more
+    than the parsing. The numbers it takes (at most 9 digits each side of the point) are finite."""
     head = _HEAD.search(line)
     if head is None:
         return None
@@ -105,23 +145,38 @@ def fast_fields(line: bytes, time: str = "phases"):
             padded = int(shape.group(2)) // batch
         else:
             batch = None
-    seconds = round(d + f + b + o, 6) if time == "phases" else t
-    return int(head.group(2)), seconds, batch, padded, int(head.group(1)), (d, f, b, o)
+    inside = d + f + b + o
+    seconds = round(inside, 6) if time == "phases" else t
+    values = (d, f, b, o)
+    pause = round(t - inside, 6) if t > inside else 0.0  # _pause, inlined: the watchdog's hot path
+    return int(head.group(3)), seconds, batch, padded, int(head.group(1)), values, int(head.group(2)), pause
 
 
 def _fast(line: bytes, time: str) -> Step | None:
     fields = fast_fields(line, time)
     if fields is None:
         return None
-    index, seconds, batch, padded, rank, values = fields
-    return Step(index, seconds, batch, padded, rank, None, tuple(zip(PHASES, values, strict=True)))
+    index, seconds, batch, padded, rank, values, step_in_epoch, pause = fields
+    phases = tuple(zip(PHASES, values, strict=True))
+    return Step(index, seconds, batch, padded, rank, None, phases, step_in_epoch, pause)
 
 
-def parse_line(line: bytes, time: str = "phases") -> tuple[str, Step | str | None] | None:
+def marker(line: bytes) -> tuple[str, int] | None:
+    """(EPOCH | VALIDATION | CHECKPOINT, rank) for the trainer's lines around the steps."""
+    for pattern, kind in _MARKERS:
+        m = pattern.search(line)
+        if m is not None:
+            rank = _int(m.group(1))
+            return None if rank is None else (kind, rank)
+    return None
+
+
+def parse_line(line: bytes, time: str = "phases") -> tuple[str, Step | str | int | None] | None:
     """None for a line that is not a step line; ("val", None) for a validation line;
     ("train", Step) for a training step; ("bad", reason) for a line that starts like a training
-    step but lacks what is needed (rank or a time). Step.index is FunASR's `total step`, or -1
-    when absent (the caller numbers such steps)."""
+    step but lacks what is needed (rank or a usable time); ("mark", (kind, rank)) for the
+    trainer's `Train epoch:`, `Validate epoch:` and `Save checkpoint:` lines. Step.index is
+    FunASR's `total step`, or -1 when absent (the caller numbers such steps)."""
     if len(line) > MAX_LINE:
         return None
     step = _fast(line, time)
@@ -129,12 +184,23 @@ def parse_line(line: bytes, time: str = "phases") -> tuple[str, Step | str | Non
         return ("train", step)
     at = _tagged(line, TRAIN)
     if at < 0:
-        return ("val", None) if _tagged(line, VAL) >= 0 else None
+        if _tagged(line, VAL) >= 0:
+            return ("val", None)
+        found = marker(line) if b"epoch: " in line or b"checkpoint: " in line else None
+        return ("mark", found) if found else None
     comma = line.find(b",", at)
     rank = _int(line[at : comma if comma >= 0 else len(line)].strip())
     if rank is None:
         return ("bad", "no readable rank")
-    times = {name: _float(_field(line, key, b"'")) for name, key in _PHASE_KEYS}
+    raw = {name: _field(line, key, b"'") for name, key in _PHASE_KEYS}
+    times = {name: _float(value) for name, value in raw.items()}
+    unusable = [
+        f"{name} '{value[:24].decode('utf-8', 'replace')}'"
+        for name, value in raw.items()
+        if value is not None and not _usable(times[name])
+    ]
+    if unusable:
+        return ("bad", "a time that is not a finite number of 0 or more seconds: " + ", ".join(unusable))
     phases = tuple((name, times[name]) for name in PHASES if times[name] is not None)
     if time == "phases" and len(phases) == len(PHASES):
         seconds = sum(v for _, v in phases)
@@ -142,10 +208,12 @@ def parse_line(line: bytes, time: str = "phases") -> tuple[str, Step | str | Non
         seconds = times["total_time"]
     else:
         return ("bad", "no total_time and not all of " + ", ".join(PHASES))
+    if not math.isfinite(seconds):
+        return ("bad", "the step time adds up to more than a float holds")
     index = _int(_field(line, b"total step: ", b","))
     batch = _int(_field(line, b"('batch_size', ", b")"))
     tokens = _int(_field(line, b"('batch_size_x_tokens', ", b")"))
-    padded = tokens // batch if batch and tokens is not None else None
+    padded = tokens // batch if batch and batch > 0 and tokens is not None and tokens >= 0 else None
     step = Step(
         index=index if index is not None else -1,
         seconds=round(seconds, 6),
@@ -153,6 +221,8 @@ def parse_line(line: bytes, time: str = "phases") -> tuple[str, Step | str | Non
         padded_len=padded,
         rank=rank,
         phases=phases,
+        step_in_epoch=_int(_field(line, b"step_in_epoch: ", b",")),
+        pause=_pause(times["total_time"], tuple(v for _, v in phases)),
     )
     return ("train", step)
 
@@ -205,15 +275,26 @@ class LogScan:
     files: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # "PATH: why"
     binary: list[str] = field(default_factory=list)
+    #: Trainer lines around the steps: EPOCH / VALIDATION / CHECKPOINT -> how many.
+    markers: dict[str, int] = field(default_factory=dict)
+    time: str = "phases"
+    _pending: dict[int, list[str]] = field(default_factory=dict, repr=False)
 
     def add(self, parsed, line: bytes, where: str) -> None:
         if parsed is None:
             return
         kind, value = parsed
         if kind == "train":
-            self.steps.append(value)
+            before = tuple(self._pending.pop(value.rank, ()))
+            self.steps.append(value.with_changes(before=before) if before else value)
         elif kind == "val":
             self.val_lines += 1
+        elif kind == "mark":
+            mark, rank = value
+            self.markers[mark] = self.markers.get(mark, 0) + 1
+            pending = self._pending.setdefault(rank, [])
+            if mark not in pending:
+                pending.append(mark)
         else:
             self.bad_lines += 1
             if len(self.bad_examples) < 3:
@@ -232,7 +313,7 @@ def scan_files(paths: list[str], time: str = "phases") -> LogScan:
     Steps come back per rank in step order (files may be given in any order, e.g. rotated logs
     `train.log train.log.1`), identical repeats (overlapping files) dropped, and unnumbered steps
     numbered in file order."""
-    scan = LogScan()
+    scan = LogScan(time=time)
     for name in paths:
         path = Path(name)
         try:
@@ -250,13 +331,14 @@ def scan_files(paths: list[str], time: str = "phases") -> LogScan:
                     lineno += 1
                     scan.add(parse_line(last, time), last, f"{name}:{lineno}")
             scan.lines += lineno
+            scan._pending.clear()  # markers never carry over from one file to the next
             scan.files.append(name)
             if nul:
                 scan.binary.append(name)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             scan.unreadable.append(f"{name}: {why}")
-    scan.steps = order_steps(scan.steps)
+    scan.steps = mark_apart(order_steps(scan.steps), time_holds_pause=time == "total")
     return scan
 
 

@@ -17,6 +17,16 @@ Definitions (the same everywhere in ftenv):
   are at least `Thresholds.min_seen` of them, otherwise the median of all steps.
 - slow step: a step that takes at least `slow_factor` times the baseline.
 - time lost: the sum over slow steps of (step time - baseline).
+- start-up steps: set apart (ftenv.steps.step.apart_reason: a rank's first step, each epoch's first
+  step), counted and shown, never in the statistics, never slow, never a reason to FAIL.
+- pauses: the time between steps (FunASR's total_time minus the phases), never part of a step's
+  time; a pause is shown when the trainer validated or saved a checkpoint before the step, or when
+  it is at least slow_factor times the baseline.
+
+A FAIL lists the rules that failed first; the others follow marked PASSED.
+
+Long because the Summary, the rules and their sentences are one unit: every caller reads them
+together, and the texts of what is not step time are in ftenv.steps.apart.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ftenv.report.sdpa import EnvSetting
+from ftenv.steps.apart import account_pauses, apart_text, pause_text
 from ftenv.steps.detector import Detector, SlowEvent, cause_of, waits_for
 from ftenv.steps.fixes import DATA_FIX, SHAPE_FIX, shape_fix
 from ftenv.steps.step import (
@@ -56,14 +67,25 @@ __all__ = [
     "Step",
     "Summary",
     "Thresholds",
+    "apart_text",
     "cause_of",
     "mark_new_shapes",
+    "pause_text",
     "percentile",
+    "reasons_for",
     "summarize",
 ]
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 DEFAULT_THRESHOLDS = Thresholds()
+#: How a rule that held is shown under a FAIL (the failed ones come first, unmarked).
+PASSED = "passed: "
+#: Exit codes of the commands that give a verdict (`ftenv analyze`, `ftenv selfcheck`). A crash
+#: inside ftenv exits INTERNAL_ERROR (ftenv.cli), never 0 or 1, so that a CI gate cannot read a
+#: bug as a verdict.
+EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
+UNUSABLE = 2  # no usable input (unreadable files, no step lines) or a usage error
+INTERNAL_ERROR = 4
 
 
 def percentile(values: Sequence[float], q: int) -> float:
@@ -115,10 +137,27 @@ class Summary:
     #: Slow steps on seen shapes that waited for another rank's new shape (DDP), counted with the
     #: new-shape cause: (rank, step index) -> the rank waited for (ANY_RANK: not in the log).
     waits: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: Steps set apart (Step.apart says why: start-up, or a pause held in the step time), in run order.
+    apart_steps: list[Step] = field(default_factory=list)
+    #: Pauses shown: (rank, index of the step before the pause, seconds, what the trainer logged).
+    pauses: list[tuple[int, int, float, tuple[str, ...]]] = field(default_factory=list)
+    #: Every known pause summed (steps + pauses = the trainer's wall clock between its first and
+    #: last step line).
+    pause_seconds: float = 0.0
+    #: The rules that failed and those that held, each a sentence; `context` (why a rule could
+    #: not be applied) and `notes` (the slow steps) are not rules.
+    failed_rules: list[str] = field(default_factory=list)
+    passed_rules: list[str] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def n_slow(self) -> int:
         return len(self.slow_steps)
+
+    @property
+    def n_apart(self) -> int:
+        return len(self.apart_steps)
 
     @property
     def slow_waiting(self) -> int:
@@ -135,7 +174,12 @@ class Summary:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["slow_steps"] = [s.to_dict() for s in self.slow_steps]
+        d["apart_steps"] = [s.to_dict() for s in self.apart_steps]
+        d["pauses"] = [
+            {"rank": r, "after_step": i, "seconds": sec, "before": list(b)} for r, i, sec, b in self.pauses
+        ]
         d["n_slow"] = self.n_slow
+        d["n_apart"] = self.n_apart
         d["slow_share_on_new"] = self.slow_share_on_new
         d["waits"] = [{"rank": r, "step": i, "waits_for": w} for (r, i), w in self.waits.items()]
         d["slow_waiting"] = self.slow_waiting
@@ -163,15 +207,21 @@ def summarize(
     env: EnvSetting | None = None,
 ) -> Summary:
     """Statistics and verdict over steps of one or several ranks, each rank's steps in run order.
-    Steps whose new_shape is None get it from mark_new_shapes (in the order given). `env`, when
-    known, picks the wording of the per-shape fix (fixes.shape_fix)."""
+    Steps whose new_shape is None get it from mark_new_shapes (in the order given). Steps with
+    `apart` set are counted apart: the source of the steps marks them (the log reader and the
+    watchdog with ftenv.steps.step.apart_reason), as only it knows where a run or an epoch starts.
+    `env`, when known, picks the wording of the per-shape fix (fixes.shape_fix)."""
     steps = list(steps)
     if any(s.new_shape is None and s.shape is not None for s in steps):
         steps = mark_new_shapes(steps)
-    kept, per_rank = [], {}
+    kept, apart, per_rank, warm = [], [], {}, 0
     for s in steps:
         per_rank[s.rank] = per_rank.get(s.rank, 0) + 1
-        if per_rank[s.rank] > thresholds.warmup:
+        if per_rank[s.rank] <= thresholds.warmup:
+            warm += 1
+        elif s.apart:
+            apart.append(s)
+        else:
             kept.append(s)
     secs = [s.seconds for s in kept]
     new = [s.seconds for s in kept if s.new_shape is True]
@@ -209,20 +259,37 @@ def summarize(
         fix=None,
         n_new=len(new),
         n_seen=len(seen),
-        n_warmup=len(steps) - len(kept),
+        n_warmup=warm,
         baseline=baseline,
         slow_factor=slow_factor,
         slow_causes=causes,
         ranks=sorted(per_rank),
         total_seconds=sum(secs),
         waits=waits,
+        apart_steps=apart,
     )
+    summary.pauses, summary.pause_seconds = account_pauses(steps, baseline, slow_factor)
     _apply_rules(summary, thresholds, env)
     return summary
 
 
+def reasons_for(s: Summary, failing: bool) -> list[str]:
+    """The verdict's reasons: under a FAIL (`failing`, which may come from elsewhere, e.g. the
+    self-check's own checks) the failed rules first, then the passed ones marked PASSED; else the
+    rules as they are. Notes come last."""
+    if failing:
+        return [*s.failed_rules, *(PASSED + r for r in s.passed_rules), *s.context, *s.notes]
+    return [*s.context, *s.passed_rules, *s.notes]
+
+
 def _apply_rules(s: Summary, t: Thresholds, env: EnvSetting | None) -> None:
-    failed, reasons = [], []
+    failed: list[str] = []
+
+    def rule(name: str, line: str, fails: bool) -> None:
+        (s.failed_rules if fails else s.passed_rules).append(line)
+        if fails:
+            failed.append(name)
+
     comparable = s.n_new >= max(t.min_new, 1) and s.n_seen >= max(t.min_seen, 1)
     if comparable:
         line = (
@@ -230,32 +297,26 @@ def _apply_rules(s: Summary, t: Thresholds, env: EnvSetting | None) -> None:
             f"already seen (median {s.new_median:.3f} s vs {s.seen_median:.3f} s; FAIL at "
             f"{t.new_over_seen:g}x)"
         )
-        if s.new_over_seen >= t.new_over_seen:
-            failed.append("shape")
-        reasons.append(line)
+        rule("shape", line, s.new_over_seen >= t.new_over_seen)
     elif s.n_steps:
-        reasons.append(
+        s.context.append(
             f"too few steps to compare new and seen shapes ({s.n_new} on new shapes, {s.n_seen} on "
             f"seen shapes; at least {t.min_new} and {t.min_seen} needed)"
         )
     else:
-        reasons.append("no training steps")
+        s.context.append("no training steps")
     if s.n_steps:
         line = f"p95 step time is {s.p95_over_median:.1f}x the median (FAIL at {t.p95_over_median:g}x)"
-        if s.p95_over_median >= t.p95_over_median:
-            failed.append("p95")
-        reasons.append(line)
+        rule("p95", line, s.p95_over_median >= t.p95_over_median)
         line = f"slowest step is {s.max_over_median:.1f}x the median (FAIL at {t.max_over_median:g}x)"
-        if s.max_over_median >= t.max_over_median:
-            failed.append("max")
-        reasons.append(line)
+        rule("max", line, s.max_over_median >= t.max_over_median)
     if s.slow_steps:
         waiting = (
             f" and {s.slow_waiting} waiting for another rank's new shape (DDP all-reduce)"
             if s.slow_waiting
             else ""
         )
-        reasons.append(
+        s.notes.append(
             f"{s.n_slow} slow steps (>= {s.slow_factor:g}x the baseline {s.baseline:.3f} s), "
             f"{s.slow_on_new} of them on new shapes{waiting}; {s.time_lost:.1f} s lost; mean step "
             f"{s.mean:.3f} s, {s.mean_without_slow:.3f} s without them"
@@ -270,4 +331,4 @@ def _apply_rules(s: Summary, t: Thresholds, env: EnvSetting | None) -> None:
         s.verdict = PASS
     else:
         s.verdict = INCONCLUSIVE
-    s.reasons = reasons
+    s.reasons = reasons_for(s, s.verdict == FAIL)

@@ -6,6 +6,18 @@ A step's shape is "new" when its (batch, padded length) has not occurred before 
 gradient all-reduce, so a rank that meets a new shape makes the others' step slow too, on a shape
 they have seen, with the extra time in backward_time only: such a step "waits for rank R's new
 shape" and counts with the new-shape cause.
+
+Some steps are set apart ("start-up"): counted and shown, never judged slow, never in a verdict.
+A rank's first RUN_STARTUP_STEPS steps pay CUDA context creation, kernel loading and allocator
+warm-up; the first step of each epoch pays the DataLoader's start, since FunASR's trainer
+(funasr/train_utils/trainer_ds.py, train_epoch) starts its data_load timer before it creates the
+DataLoader iterator, whose workers then start. An epoch starts where the trainer logs
+`Train epoch: E, rank: R` or where step_in_epoch is 1.
+
+A step's pause is FunASR's total_time minus its phases: the time between the previous step's
+optimizer update and this step's data loading (the logging, and the validation and checkpoint saving
+that the trainer runs after a step's log line). It is never part of the step time (see
+ftenv.steps.funasr_log), and it is accounted apart in the summary.
 """
 
 from __future__ import annotations
@@ -21,6 +33,14 @@ NO_SHAPE = "no-shape"  # the line carries no batch shape
 RECOMPILE = "recompile"  # a new shape right after Dynamo logged a recompile (torch.compile on)
 #: waits_for() when the rank with the new shape is not in the log (one rank logged).
 ANY_RANK = -1
+#: What the trainer logged between a rank's previous step and this one (Step.before).
+EPOCH, VALIDATION, CHECKPOINT = "epoch", "validation", "checkpoint"
+#: Why a step is set apart (Step.apart).
+RUN_START = "run start"
+EPOCH_START = "epoch start"
+AFTER_PAUSE = "carries a pause"  # --time total: its time holds a validation or checkpoint save
+#: A rank's first steps that are start-up (CUDA and library warm-up).
+RUN_STARTUP_STEPS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +56,14 @@ class Step:
     rank: int = 0
     new_shape: bool | None = None
     phases: tuple[tuple[str, float], ...] = ()
+    #: FunASR's step_in_epoch (1 at an epoch's first step), None when the line has none.
+    step_in_epoch: int | None = None
+    #: total_time minus the phases (seconds between steps), None when not both are known.
+    pause: float | None = None
+    #: What the trainer logged since the rank's previous step (EPOCH, VALIDATION, CHECKPOINT).
+    before: tuple[str, ...] = ()
+    #: Why the step is set apart (RUN_START, EPOCH_START, AFTER_PAUSE), None when it is judged.
+    apart: str | None = None
 
     @property
     def shape(self) -> tuple[int, int] | None:
@@ -76,6 +104,34 @@ def mark_new_shapes(steps: Iterable[Step]) -> list[Step]:
         rank_seen = seen.setdefault(s.rank, set())
         out.append(s.with_changes(new_shape=shape not in rank_seen))
         rank_seen.add(shape)
+    return out
+
+
+def apart_reason(
+    nth: int, step_in_epoch: int | None, before: tuple[str, ...] = (), time_holds_pause: bool = False
+) -> str | None:
+    """Why a rank's nth step (1-based) is set apart, or None: the one rule, used by the summary
+    (mark_apart) and by the live watchdog alike."""
+    if nth <= RUN_STARTUP_STEPS:
+        return RUN_START
+    if EPOCH in before or step_in_epoch == 1:
+        return EPOCH_START
+    if time_holds_pause and (VALIDATION in before or CHECKPOINT in before):
+        return AFTER_PAUSE
+    return None
+
+
+def mark_apart(steps: Iterable[Step], time_holds_pause: bool = False) -> list[Step]:
+    """Per rank, in the given order: `apart` set by apart_reason on steps that have none (a step
+    already marked keeps its reason). time_holds_pause: the step times are FunASR's total_time."""
+    nth: dict[int, int] = {}
+    out = []
+    for s in steps:
+        nth[s.rank] = nth.get(s.rank, 0) + 1
+        if s.apart is None:
+            why = apart_reason(nth[s.rank], s.step_in_epoch, s.before, time_holds_pause)
+            s = s.with_changes(apart=why) if why else s
+        out.append(s)
     return out
 
 

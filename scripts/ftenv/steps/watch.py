@@ -82,6 +82,11 @@ class _Core:
                 return []
             if kind == "bad":
                 self.watcher.bad_lines += 1
+                if self.watcher.bad_example is None:
+                    self.watcher.bad_example = f"{value}: {line[:160].decode('utf-8', 'replace')}"
+                return []
+            if kind == "mark":
+                self.watcher.note_marker(*value)
                 return []
             self.last_step_fd = out_fd
             lines = self.watcher.observe(value)
@@ -201,7 +206,13 @@ def watch(
         for sig in FORWARDED:
             previous[sig] = signal.signal(sig, forward)
     read_settings = settings or (lambda: attention.read_live_settings(proc.pid))
-    watcher = Watcher(factor=factor, warmup=warmup, repeat=repeat, settings=read_settings)
+    watcher = Watcher(
+        factor=factor,
+        warmup=warmup,
+        repeat=repeat,
+        settings=read_settings,
+        time_holds_pause=time_field == "total",
+    )
     core = _Core(watcher, summary_every, time_field)
     out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
     sys.stdout.flush()
@@ -225,7 +236,8 @@ def watch(
                 lines = watcher.summary_lines(final=True)
             if watcher.bad_lines:
                 lines.append(
-                    f"{PREFIX} {watcher.bad_lines} lines began like a training step but had no rank or time"
+                    f"{PREFIX} {watcher.bad_lines} lines began like a training step but had no rank or no "
+                    f"usable time (passed through, not judged), e.g. {watcher.bad_example}"
                 )
             if core.broken:
                 lines.append(f"{PREFIX} note: {core.broken}")

@@ -24,7 +24,7 @@ from ftenv.steps import stats
 from ftenv.steps.funasr_log import PHASES
 from ftenv.steps.messages import PREFIX, first_lines, short_line
 from ftenv.steps.stats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
-from ftenv.steps.step import RECOMPILE
+from ftenv.steps.step import RECOMPILE, apart_reason
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
 __all__ = ["PREFIX", "Watcher"]
@@ -48,6 +48,7 @@ class Watcher:
         repeat: int = REPEAT,
         settings: Callable[[], AttentionSettings | None] | None = None,
         thresholds: stats.Thresholds | None = None,
+        time_holds_pause: bool = False,
     ):
         self.detector = stats.Detector(factor=factor, warmup=warmup)
         self.factor, self.repeat = factor, max(repeat, 1)
@@ -60,6 +61,23 @@ class Watcher:
         self.events: dict[str, list[SlowEvent]] = {}
         self.seen_steps = 0
         self._recompiled = False  # a recompile line since the last step line
+        self.bad_example: str | None = None
+        #: --time total: a step's time holds the validation or checkpoint saving before it.
+        self.time_holds_pause = time_holds_pause
+        self._nth: dict[int, int] = {}  # steps seen per rank
+        self._before: dict[int, list[str]] = {}  # markers since the rank's last step
+
+    def note_marker(self, kind: str, rank: int) -> None:
+        """The trainer's `Train epoch:`, `Validate epoch:` or `Save checkpoint:` line for a rank:
+        the rank's next step carries it (Step.before)."""
+        pending = self._before.setdefault(rank, [])
+        if kind not in pending:
+            pending.append(kind)
+
+    def _apart(self, rank: int, step_in_epoch: int | None) -> tuple[tuple[str, ...], str | None]:
+        nth = self._nth[rank] = self._nth.get(rank, 0) + 1
+        before = tuple(self._before.pop(rank)) if rank in self._before else ()
+        return before, apart_reason(nth, step_in_epoch, before, self.time_holds_pause)
 
     def note_line(self, line: bytes) -> None:
         """A log line that is not a step line: remember Dynamo's recompile lines for the next step."""
@@ -93,6 +111,8 @@ class Watcher:
             self._settings = None
 
     def observe(self, step: Step) -> list[str]:
+        before, apart = self._apart(step.rank, step.step_in_epoch)
+        step = step.with_changes(before=before, apart=apart)
         new, event = self.detector.observe(step)
         self._count(
             step.index,
@@ -103,6 +123,9 @@ class Watcher:
             new,
             step.data_load,
             step.phase("backward_time"),
+            step.pause,
+            before,
+            apart,
         )
         event = self._recompile_cause(event)
         return self._say(event) if event is not None else []
@@ -115,14 +138,19 @@ class Watcher:
         padded_len: int | None,
         rank: int,
         phase_values: tuple[float, ...] = (),
+        step_in_epoch: int | None = None,
+        pause: float | None = None,
     ) -> list[str]:
         """observe() for the watchdog's hot path (ftenv.steps.funasr_log.fast_fields): phase_values are
         FunASR's (data_load, forward_time, backward_time, optim_time); a Step is built only for a
         slow step."""
-        judged = self.detector.classify(rank, seconds, batch, padded_len, index=index)
+        before, apart = self._apart(rank, step_in_epoch)
+        judged = self.detector.classify(
+            rank, seconds, batch, padded_len, index=index, apart=apart is not None
+        )
         new, baseline, earlier, earlier_new = judged
         data, backward = (phase_values[0], phase_values[2]) if len(phase_values) > 2 else (None, None)
-        self._count(index, seconds, batch, padded_len, rank, new, data, backward)
+        self._count(index, seconds, batch, padded_len, rank, new, data, backward, pause, before, apart)
         if baseline is None:
             self._recompiled = False
             return []
@@ -130,13 +158,15 @@ class Watcher:
         step = Step(index, seconds, batch, padded_len, rank, new, phases)
         return self._say(self._recompile_cause(self.detector.event(step, baseline, earlier, earlier_new)))
 
-    def _count(self, index, seconds, batch, padded_len, rank, new, data_load, backward) -> None:
+    def _count(self, index, seconds, batch, padded_len, rank, new, data_load, backward, pause, before, apart):
         if not self.n_steps:  # the trainer is up: read its settings now, off the hot path
             self.prefetch()
         self.n_steps += 1
-        self.seen_steps += new is False
+        self.seen_steps += new is False and apart is None
         # A plain tuple, not a Step: cheaper to make and to keep (up to KEEP_STEPS of them).
-        self.steps.append((index, seconds, batch, padded_len, rank, new, data_load, backward))
+        self.steps.append(
+            (index, seconds, batch, padded_len, rank, new, data_load, backward, pause, before, apart)
+        )
 
     def _say(self, event: SlowEvent) -> list[str]:
         same = self.events.setdefault(event.cause, [])
@@ -181,15 +211,23 @@ class Watcher:
         )
 
     def summary(self) -> stats.Summary:
-        steps = [Step(i, sec, b, p, r, new, _phases(d, bw)) for i, sec, b, p, r, new, d, bw in self.steps]
+        steps = [
+            Step(i, sec, b, p, r, new, _phases(d, bw), pause=pause, before=before, apart=apart)
+            for i, sec, b, p, r, new, d, bw, pause, before, apart in self.steps
+        ]
         known = self._settings  # only if already read: the summary never waits for the read
         return stats.summarize(steps, self.thresholds, self.factor, env=known.env if known else None)
 
     def summary_lines(self, final: bool = True) -> list[str]:
         s = self.summary()
         head = "SUMMARY" if final else "summary so far"
-        if not s.n_steps:
+        if not self.n_steps:
             return [f"{PREFIX} {head}: no training step lines seen ({self.val_lines} validation lines)"]
+        if not s.n_steps:
+            return [
+                f"{PREFIX} {head}: {self.n_steps} training steps, nothing to judge yet",
+                *(f"{PREFIX} {t}" for t in (stats.apart_text(s.apart_steps),) if t),
+            ]
         kept = "" if self.n_steps == len(self.steps) else f" (statistics over the last {len(self.steps)})"
         share = f"{s.slow_on_new} on new shapes" + (
             f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else ""
@@ -201,8 +239,13 @@ class Watcher:
             f"p95 {s.p95:.3f} s, max {s.max:.3f} s, mean {s.mean:.3f} s; {s.n_slow} slow steps "
             f"(>= {self.factor:g}x {s.baseline:.3f} s), {share}; {s.time_lost:.1f} s lost to them; "
             f"mean without them {s.mean_without_slow:.3f} s",
-            f"{PREFIX} verdict: {s.verdict}: " + "; ".join(s.reasons[:3]),
+            # A FAIL says only what failed; otherwise the rules as they stand.
+            f"{PREFIX} verdict: {s.verdict}: "
+            + "; ".join(s.failed_rules if s.verdict == stats.FAIL else s.reasons[:3]),
         ]
+        lines.extend(
+            f"{PREFIX} {t}" for t in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses)) if t
+        )
         if s.fix:
             lines.append(f"{PREFIX} fix: {s.fix}")
         return lines
