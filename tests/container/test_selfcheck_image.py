@@ -25,7 +25,7 @@ def test_the_tiny_model_is_in_the_image_and_readable_by_any_uid(run):
     r = run(
         "python3",
         "-c",
-        "from ftenv.train import tinymodel; print(tinymodel.is_built('/opt/ftenv/tiny'))",
+        "from ftenv.selfcheck import tinymodel; print(tinymodel.is_built('/opt/ftenv/tiny'))",
         user="12345:0",
         env={"FTENV_REPORT": "0"},
     )
