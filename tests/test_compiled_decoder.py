@@ -6,7 +6,7 @@
 - `ftenv selfcheck --compile`: PASS with dynamic shapes, FAIL with forced per-shape recompiles;
 - the watchdog puts a slow new-shape step after Dynamo's recompile lines down to recompiling;
 - `ftenv buildcheck`'s compile check fails without a compiler;
-- the GPU benchmark's "no GPU" exit; the report's compile line.
+- the report's compile line.
 
 The selfcheck tests compile on the CPU (Inductor's C++ backend, tens of seconds each).
 """
@@ -270,20 +270,3 @@ def test_buildcheck_compile_check_passes_with_the_compilers_and_fails_without():
     assert len(problems) == 2, problems
     assert "Inductor, C++ compiler" in problems[0] and "/nonexistent/g++" in problems[0]
     assert "/nonexistent/cc" in problems[1] and "Python.h" in problems[1]
-
-
-# --- the GPU benchmark -------------------------------------------------------------------------
-
-
-def test_gpu_benchmark_says_no_gpu_on_a_cpu():
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present: run benchmarks/compile_speedup.py itself")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "compile_speedup.py")],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "no CUDA GPU visible" in proc.stdout
