@@ -12,7 +12,7 @@ touching site-packages, and one step further:
   runs the original eager forward. A batch of 1 would specialise the graph and recompile, and on
   the CPU that recompile hits an Inductor C++ code generation error in torch 2.11: upstream keeps
   it eager too.
-- `install(model, regional=True)`: a Switch on each Qwen3DecoderLayer instead ("regional
+- `install_regional(model)`: a Switch on each Qwen3DecoderLayer instead ("regional
   compilation"): the layers share one code object, so one graph serves all 28 and the compile
   costs one layer's trace, not the whole stack's.
 - Either way the stack runs with `use_cache=False` in training (`no_cache_in_training`): with
