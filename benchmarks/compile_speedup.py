@@ -82,8 +82,11 @@ ARMS = [
 #: The arm the warm start re-runs, on the caches of its cold run.
 WARM_OF = "regional+audio"
 DEFAULT_BUCKETS = "64"
-#: An arm is not started with less than this left of the budget.
+#: An arm is not started with less than this left of the budget, nor with less than
+#: COMPILE_MARGIN times the longest first step (compile) an arm has taken so far: a first step
+#: cannot be cut short, and an arm killed mid-compile leaves nothing.
 MIN_ARM_S = 30
+COMPILE_MARGIN = 1.5
 
 
 def say(text: str) -> None:
@@ -217,7 +220,7 @@ def run_arm(model, initial, arm, batches, args, cache_root: Path, deadline: floa
     result = {"arm": name, "parts": list(parts), "bucketed": bucketed, "fused_adamw": fused}
     if "cudagraphs" in parts and args.device != "cuda":
         return result | {"status": "skipped: CUDA graphs need a CUDA GPU"}
-    if deadline - time.monotonic() < MIN_ARM_S:
+    if deadline - time.monotonic() < max(MIN_ARM_S, COMPILE_MARGIN * args.longest_first_step):
         return result | {"status": "not run: the time budget was spent"}
     model.load_state_dict(initial)
     cache = cache_root / (WARM_OF if name == "warm" else name)
@@ -367,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         initial = copy.deepcopy(model.state_dict())
         arms, eager_losses = [], None
+        args.longest_first_step = 0.0
         for arm in ARMS:
             if args.only and arm[0] != "eager" and arm[0] not in args.only:
                 continue
@@ -375,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
             arms.append(r)
             if arm[0] == "eager":
                 eager_losses = r.get("losses")
+            args.longest_first_step = max(args.longest_first_step, r.get("first_step_s", 0.0))
+            if args.json:  # what ran so far survives a kill
+                Path(args.json).write_text(json.dumps({"partial": True, "arms": arms}, indent=2))
         model.load_state_dict(initial)
         busy = gpu_busy_per_step(model, batches[:5], args.device) if deadline > time.monotonic() else None
     shapes = [tuple(b["input_ids"].shape) for b in batches]

@@ -184,9 +184,13 @@ def step_compiled(ctx: Context) -> Result:
     )
     r.ok = rc == 0
     r.got = ended(rc, output)
-    if rc == 0 and result.is_file():
-        r.got = matrix_summary(json.loads(result.read_text()))
     r.data = {"output_tail": output[-6000:]}
+    try:  # written after each arm: a cut run keeps the arms that ran
+        r.data["matrix"] = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return r
+    if rc == 0:
+        r.got = matrix_summary(r.data["matrix"])
     return r
 
 
