@@ -13,7 +13,8 @@ other random numbers than eager's).
 
 Every arm trains the same seeded batches from the same initial weights, one after the other, in
 one process, with TORCH_CUDNN_SDPA_DEPRIORITIZED=1 (the image's fix; "eager + the variable" in
-FunASR issue #3704); each compiled arm starts with empty Inductor and Triton caches (cold):
+FunASR issue #3704); each compiled arm starts with empty Inductor and Triton caches (cold) unless
+said otherwise:
 
     eager              the reference
     decoder            the decoder stack compiled whole (FunASR PR #3705's path; `--compile`)
@@ -21,7 +22,12 @@ FunASR issue #3704); each compiled arm starts with empty Inductor and Triton cac
     regional+audio     + the encoder blocks and the adaptor compiled
     +buckets+graphs    + bucketed batches and CUDA graphs over the buckets (CUDA only)
     +fused-adamw       regional+audio with torch.optim.AdamW(fused=True)
+    +log_interval=50   regional+audio with the log line's per-statistic syncs every 50th step only
+                       (every other arm logs every step, as the recipe does)
     warm               regional+audio again after torch._dynamo.reset(), on its caches (warm start)
+
+The +fused-adamw and +log_interval=50 arms start on regional+audio's caches too (what they compile
+is the same): their first step is a warm one; compare their steady steps.
 
 Per arm: mean step, steady step (after the warm-up), first step (compile), recompiles after the
 first step, CUDA graph records, peak GPU memory, largest relative loss difference from eager; and
@@ -69,18 +75,21 @@ QWEN3_0_6B = {
 #: Fun-ASR-Nano's audio encoder (SenseVoice-Small) and adaptor sizes.
 ENCODER = {"output_size": 512, "attention_heads": 4, "linear_units": 2048, "num_blocks": 50, "tp_blocks": 20}
 ADAPTOR = {"downsample_rate": 1, "ffn_dim": 2048, "n_layer": 2}
-#: (arm, compile parts, bucketed, fused AdamW). The CUDA-graph arm needs CUDA.
+#: (arm, compile parts, bucketed, fused AdamW, log interval). The CUDA-graph arm needs CUDA. The
+#: recipe logs every step (log_interval=1): each logged step syncs on every statistic.
 ARMS = [
-    ("eager", (), False, False),
-    ("decoder", ("decoder",), False, False),
-    ("regional", ("regional",), False, False),
-    ("regional+audio", ("regional", "audio"), False, False),
-    ("+buckets+graphs", ("regional", "audio", "cudagraphs"), True, False),
-    ("+fused-adamw", ("regional", "audio"), False, True),
-    ("warm", ("regional", "audio"), False, False),
+    ("eager", (), False, False, 1),
+    ("decoder", ("decoder",), False, False, 1),
+    ("regional", ("regional",), False, False, 1),
+    ("regional+audio", ("regional", "audio"), False, False, 1),
+    ("+buckets+graphs", ("regional", "audio", "cudagraphs"), True, False, 1),
+    ("+fused-adamw", ("regional", "audio"), False, True, 1),
+    ("+log_interval=50", ("regional", "audio"), False, False, 50),
+    ("warm", ("regional", "audio"), False, False, 1),
 ]
-#: The arm the warm start re-runs, on the caches of its cold run.
-WARM_OF = "regional+audio"
+#: Arms that compile what regional+audio compiled and start on its caches (their first step is a
+#: warm start, and costs the budget little); the others start cold.
+CACHE_OF = {name: "regional+audio" for name in ("+fused-adamw", "+log_interval=50", "warm")}
 DEFAULT_BUCKETS = "64"
 #: An arm is not started with less than this left of the budget, nor with less than
 #: COMPILE_MARGIN times the longest first step (compile) an arm has taken so far: a first step
@@ -162,9 +171,10 @@ def cudagraph_records() -> int | None:
         return None
 
 
-def train_steps(model, batches, device: str, fused: bool, deadline: float, after_step=None):
+def train_steps(model, batches, device: str, fused: bool, deadline: float, after_step=None, log_interval=1):
     """The recipe's step (forward, backward, clip, AdamW), each timed with the GPU synced, with the
-    trainer's per-step loss `.item()`. Stops at the deadline. Returns (seconds, losses)."""
+    trainer's per-step loss `.item()` and, every `log_interval` steps, its log line's `.item()` of
+    every statistic. Stops at the deadline. Returns (seconds, losses)."""
     import torch
     from funasr.train_utils.device_funcs import to_device
 
@@ -182,12 +192,16 @@ def train_steps(model, batches, device: str, fused: bool, deadline: float, after
         fresh = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}
         sync()
         t0 = time.perf_counter()
-        loss, _stats, _weight = model(**to_device(fresh, device, non_blocking=True))
+        loss, stats, _weight = model(**to_device(fresh, device, non_blocking=True))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=10.0)
         optim.step()
         optim.zero_grad(set_to_none=True)
         losses.append(float(loss.detach()))
+        if len(losses) % log_interval == 0:  # Trainer.log: one `.item()`, one sync, per statistic
+            for value in stats.values():
+                if torch.is_tensor(value):
+                    value.detach().cpu().item()
         sync()
         seconds.append(time.perf_counter() - t0)
         if after_step is not None:
@@ -216,14 +230,15 @@ def run_arm(model, initial, arm, batches, args, cache_root: Path, deadline: floa
 
     from ftenv.train import buckets, compiled_audio, compiled_decoder, fast_path
 
-    name, parts, bucketed, fused = arm
+    name, parts, bucketed, fused, log_interval = arm
     result = {"arm": name, "parts": list(parts), "bucketed": bucketed, "fused_adamw": fused}
+    result["log_interval"] = log_interval
     if "cudagraphs" in parts and args.device != "cuda":
         return result | {"status": "skipped: CUDA graphs need a CUDA GPU"}
     if deadline - time.monotonic() < max(MIN_ARM_S, COMPILE_MARGIN * args.longest_first_step):
         return result | {"status": "not run: the time budget was spent"}
     model.load_state_dict(initial)
-    cache = cache_root / (WARM_OF if name == "warm" else name)
+    cache = cache_root / CACHE_OF.get(name, name)
     for var, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
         os.environ[var] = str(cache / sub)
     torch._dynamo.reset()  # each arm compiles afresh (warm: from its on-disk caches)
@@ -243,6 +258,7 @@ def run_arm(model, initial, arm, batches, args, cache_root: Path, deadline: floa
             fused,
             deadline,
             lambda: graphs.append(compiled_decoder.graphs_compiled()),
+            log_interval,
         )
     finally:
         compiled_decoder.uninstall(model)
