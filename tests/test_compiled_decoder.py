@@ -6,7 +6,7 @@
 - `ftenv selfcheck --compile`: PASS with dynamic shapes, FAIL with forced per-shape recompiles;
 - the watchdog puts a slow new-shape step after Dynamo's recompile lines down to recompiling;
 - `ftenv buildcheck`'s compile check fails without a compiler;
-- the GPU benchmark's "no GPU" exit; the report's compile line.
+- the report's compile line.
 
 The selfcheck tests compile on the CPU (Inductor's C++ backend, tens of seconds each).
 """
@@ -164,10 +164,10 @@ def test_finetune_compile_trains_through_the_real_trainer_on_cpu(tiny, tmp_path)
     )
     log = r.stdout + r.stderr
     assert r.returncode == 0, log[-3000:]
-    assert "compiled decoder forward installed on FunASRNano.llm.model" in log
+    assert "compiled decoder installed on FunASRNano" in log
     steps = len(re.findall(r"train, rank: 0, epoch", log))
     assert steps >= 5
-    calls = re.search(r"compiled decoder: (\d+) calls compiled, (\d+) eager \(compiled: cuda inputs", log)
+    calls = re.search(r"ftenv: compiled: (\d+) calls compiled \(0 with CUDA graphs\), (\d+) eager, ", log)
     assert calls, log[-3000:]
     assert int(calls.group(1)) == 0 and int(calls.group(2)) >= steps
 
@@ -270,20 +270,3 @@ def test_buildcheck_compile_check_passes_with_the_compilers_and_fails_without():
     assert len(problems) == 2, problems
     assert "Inductor, C++ compiler" in problems[0] and "/nonexistent/g++" in problems[0]
     assert "/nonexistent/cc" in problems[1] and "Python.h" in problems[1]
-
-
-# --- the GPU benchmark -------------------------------------------------------------------------
-
-
-def test_gpu_benchmark_says_no_gpu_on_a_cpu():
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is present: run benchmarks/compile_speedup.py itself")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "compile_speedup.py")],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "no CUDA GPU visible" in proc.stdout

@@ -1,10 +1,10 @@
-"""The opt-in compiled decoder forward (`ftenv finetune --compile`, FTENV_COMPILE=1).
+"""The opt-in compiled decoder forward (`ftenv finetune --compile`, FTENV_COMPILE).
 
 After the cuDNN plan stall is gone (FunASR issue #3704), a Fun-ASR-Nano fine-tuning step is bound by
 the CPU launching thousands of small kernels of the Qwen3 decoder. FunASR PR #3705 (upstream, not in
 the funasr wheel these images pin) compiles the decoder stack, `llm.model.forward`, with
 `torch.compile(dynamic=True)`. This module gives the pinned funasr the same, at run time, without
-touching site-packages:
+touching site-packages, and one step further:
 
 - `install(model)` replaces `model.llm.model.forward` on that one instance with a `Switch`, which
   decides per call: inputs on an allowed device (CUDA unless told otherwise) with more than one
@@ -12,9 +12,12 @@ touching site-packages:
   runs the original eager forward. A batch of 1 would specialise the graph and recompile, and on
   the CPU that recompile hits an Inductor C++ code generation error in torch 2.11: upstream keeps
   it eager too.
-- `install_on_build()` makes every FunASR model built in this process get the switch (the trainer
-  entry ftenv.train.funasr_entry calls it when FTENV_COMPILE=1), and turns on Dynamo's recompile
-  log lines, which the watchdog reads to name recompilation as the cause of a slow step.
+- `install_regional(model)`: a Switch on each Qwen3DecoderLayer instead ("regional
+  compilation"): the layers share one code object, so one graph serves all 28 and the compile
+  costs one layer's trace, not the whole stack's.
+- Either way the stack runs with `use_cache=False` in training (`no_cache_in_training`): with
+  Qwen3Config's default `use_cache=True` every training forward builds a DynamicCache nobody reads,
+  and in a per-layer graph the cache's per-layer state forces a recompile per layer.
 - Upstream also runs the decoder under `sdpa_kernel([flash, efficient, math])`; here the image's
   TORCH_CUDNN_SDPA_DEPRIORITIZED=1 keeps cuDNN attention out of the front instead, which also
   holds when a compiled graph picks its attention kernel while it is traced.
@@ -24,34 +27,46 @@ touching site-packages:
 
 from __future__ import annotations
 
-import atexit
 import functools
-import sys
-
-from ftenv.report.compile_setting import ENV
 
 #: Devices whose inputs take the compiled forward in training (upstream: CUDA only).
 TRAIN_DEVICES = ("cuda",)
 
 
 def _lead_tensor(args, kwargs):
-    for name in ("inputs_embeds", "input_ids"):
+    for name in ("inputs_embeds", "input_ids", "hidden_states"):
         if kwargs.get(name) is not None:
             return kwargs[name]
     return args[0] if args else None
 
 
 class Switch:
-    """Callable that stands in for the decoder stack's forward: compiled or eager, per call."""
+    """Callable that stands in for a forward: compiled or eager, per call.
 
-    def __init__(self, eager, devices=TRAIN_DEVICES, dynamic: bool | None = True, backend: str = "inductor"):
+    `graphs_when(lead)`, when given, picks the calls that run the CUDA-graph variant of the same
+    compile (`mode="reduce-overhead"`): the bucketed shapes (ftenv.train.buckets), so that the
+    graphs recorded stay as few as the buckets. Other shapes run compiled without graphs."""
+
+    def __init__(
+        self,
+        eager,
+        devices=TRAIN_DEVICES,
+        dynamic: bool | None = True,
+        backend: str = "inductor",
+        graphs_when=None,
+    ):
         import torch
 
         self.eager = eager
         self.devices = tuple(devices)
         self.dynamic = dynamic
         self.compiled = torch.compile(eager, dynamic=dynamic, backend=backend)
+        self.graphs_when = graphs_when
+        self.graphed = None
+        if graphs_when is not None:
+            self.graphed = torch.compile(eager, dynamic=dynamic, backend=backend, mode="reduce-overhead")
         self.calls = {"compiled": 0, "eager": 0}
+        self.graphed_calls = 0
         functools.update_wrapper(self, eager)
 
     def use_compiled(self, lead) -> bool:
@@ -64,8 +79,12 @@ class Switch:
         )
 
     def __call__(self, *args, **kwargs):
-        if self.use_compiled(_lead_tensor(args, kwargs)):
+        lead = _lead_tensor(args, kwargs)
+        if self.use_compiled(lead):
             self.calls["compiled"] += 1
+            if self.graphed is not None and self.graphs_when(lead):
+                self.graphed_calls += 1
+                return self.graphed(*args, **kwargs)
             return self.compiled(*args, **kwargs)
         self.calls["eager"] += 1
         return self.eager(*args, **kwargs)
@@ -83,21 +102,59 @@ def decoder_of(model):
     return decoder
 
 
-def install(model, devices=TRAIN_DEVICES, dynamic: bool | None = True) -> Switch:
-    """Put a Switch on this model's decoder stack (this instance only); returns it."""
+def no_cache_in_training(decoder, forward):
+    """`forward` with use_cache=False whenever the decoder trains and the caller left it unset
+    (FunASRNano calls the LLM without it; generation passes use_cache explicitly)."""
+
+    @functools.wraps(forward)
+    def train_without_cache(*args, **kwargs):
+        if decoder.training and kwargs.get("use_cache") is None:
+            kwargs["use_cache"] = False
+        return forward(*args, **kwargs)
+
+    train_without_cache.ftenv_no_cache = True
+    return train_without_cache
+
+
+def install(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, **switch) -> Switch:
+    """Put a Switch on this model's decoder stack (this instance only), the stack without a KV
+    cache in training; returns it. `switch` goes to the Switch (backend, graphs_when)."""
     decoder = decoder_of(model)
     current = decoder.forward
     if isinstance(current, Switch):
         return current
-    switch = Switch(current, devices=devices, dynamic=dynamic)
-    decoder.forward = switch  # an instance attribute: nn.Module.__call__ finds it first
-    return switch
+    compiled = Switch(no_cache_in_training(decoder, current), devices=devices, dynamic=dynamic, **switch)
+    decoder.forward = compiled  # an instance attribute: nn.Module.__call__ finds it first
+    return compiled
+
+
+def install_regional(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, **switch) -> list[Switch]:
+    """A Switch on each decoder layer (this instance only), the stack without a KV cache in
+    training; returns the switches."""
+    decoder = decoder_of(model)
+    layers = _layers(decoder)
+    if all(isinstance(layer.forward, Switch) for layer in layers):
+        return [layer.forward for layer in layers]
+    if not getattr(decoder.forward, "ftenv_no_cache", False):
+        decoder.forward = no_cache_in_training(decoder, decoder.forward)
+    for layer in layers:
+        if not isinstance(layer.forward, Switch):
+            layer.forward = Switch(layer.forward, devices=devices, dynamic=dynamic, **switch)
+    return [layer.forward for layer in layers]
+
+
+def _layers(decoder) -> list:
+    layers = getattr(decoder, "layers", None)
+    if layers is None:
+        raise TypeError(f"{type(decoder).__name__} has no `layers`: regional compilation needs them")
+    return list(layers)
 
 
 def uninstall(model) -> None:
     decoder = decoder_of(model)
-    if isinstance(decoder.forward, Switch):
-        del decoder.forward
+    decoder.__dict__.pop("forward", None)
+    for layer in getattr(decoder, "layers", None) or []:
+        layer.__dict__.pop("forward", None)
 
 
 def graphs_compiled() -> int | None:
@@ -121,54 +178,3 @@ def log_recompiles() -> bool:
         return True
     except Exception:
         return False
-
-
-_installed: list[Switch] = []
-
-
-def _say_calls() -> None:
-    """At exit: how many decoder calls went each way, so that a log shows what really ran."""
-    for switch in _installed:
-        print(
-            f"ftenv: compiled decoder: {switch.calls['compiled']} calls compiled, {switch.calls['eager']} "
-            f"eager (compiled: {'/'.join(switch.devices)} inputs with 2+ sequences); "
-            f"graphs compiled: {graphs_compiled()}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
-def install_on_build(devices=TRAIN_DEVICES) -> str:
-    """Give every model FunASR's AutoModel builds in this process the compiled decoder forward.
-
-    FunASR's trainer (funasr/bin/train_ds.py) builds its model through `AutoModel`, whose
-    `build_model` returns (model, kwargs); wrapping that one function reaches the model whichever
-    model class the config names (packaged or remote code). Returns a line for the log."""
-    from funasr.auto.auto_model import AutoModel
-
-    original = AutoModel.build_model
-    if getattr(original, "ftenv_compiled_decoder", False):
-        return "compiled decoder forward already installed"
-
-    @functools.wraps(original)
-    def build_model(*args, **kwargs):
-        model, conf = original(*args, **kwargs)
-        try:
-            _installed.append(install(model, devices=devices))
-        except TypeError as exc:  # not a Fun-ASR-Nano: train it eager, and say so
-            print(f"ftenv: {ENV}: {exc}; this model runs eager", file=sys.stderr, flush=True)
-            return model, conf
-        print(
-            f"ftenv: compiled decoder forward installed on {type(model).__name__}.llm.model "
-            f"(torch.compile dynamic=True; {'/'.join(devices)} batches of 2+ sequences compiled, "
-            "the rest eager)",
-            file=sys.stderr,
-            flush=True,
-        )
-        return model, conf
-
-    build_model.ftenv_compiled_decoder = True
-    AutoModel.build_model = staticmethod(build_model)
-    atexit.register(_say_calls)
-    logs = "with recompile log lines" if log_recompiles() else "recompile log lines unavailable"
-    return f"{ENV}=1: the decoder forward of the model to be built will be compiled ({logs})"

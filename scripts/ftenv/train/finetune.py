@@ -27,7 +27,7 @@ import shlex
 import sys
 
 from ftenv.report import sdpa, startup
-from ftenv.train import cluster_env
+from ftenv.train import cluster_env, speed_options
 from ftenv.train.inputs import InputError
 from ftenv.train.launch_plan import plan
 
@@ -118,12 +118,7 @@ def add_parser(sub) -> None:
         action="store_true",
         help="allow downloads from the model hub (default: offline, a local model dir only)",
     )
-    p.add_argument(
-        "--compile",
-        action="store_true",
-        help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+): faster steps "
-        "after a start-up compile; same as FTENV_COMPILE=1 (docs/finetune.md)",
-    )
+    speed_options.add_arguments(p)  # --compile, --compile-parts, --buckets, --fused-adamw
     p.add_argument("--trainer", help=argparse.SUPPRESS)  # the trainer command (tests: a CPU shim)
     p.add_argument("--cwd", help=argparse.SUPPRESS)  # resolve relative paths here (tests)
     p.add_argument(

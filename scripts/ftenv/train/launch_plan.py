@@ -13,8 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.report import compile_setting
-from ftenv.train import cluster_env
+from ftenv.train import cluster_env, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS
@@ -145,15 +144,12 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
         recipe += OFFLINE_OVERRIDES
         child_env.update(OFFLINE_ENV)
     recipe.append(("output_dir", str(out)))
-    overrides = merge_overrides(recipe, extra)
-
-    try:  # --compile: the trainer entry installs the compiled decoder forward (FTENV_COMPILE=1)
-        compile_on = getattr(args, "compile", False) or compile_setting.compile_requested(env)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    if compile_on:
-        child_env[compile_setting.ENV] = "1"
-    entry = "-m ftenv.train.funasr_entry" if compile_on else _executable("funasr-train-ds")
+    # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py)
+    speed = speed_options.plan(args, env, out, create=not args.dry_run)
+    overrides = merge_overrides(recipe + speed.recipe, extra)
+    child_env.update(speed.env)
+    notes += speed.notes
+    entry = "-m ftenv.train.funasr_entry" if speed.needs_entry else _executable("funasr-train-ds")
     trainer = args.trainer or entry
     argv = [
         _executable("torchrun"),

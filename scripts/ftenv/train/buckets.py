@@ -1,0 +1,145 @@
+"""Bucketing (`ftenv finetune --buckets SPEC`, FTENV_BUCKETS): few (batch, length) shapes a run.
+
+FunASR's recipe batches by tokens (batch_size 6000, sort_size 1024) and its collator pads to the
+longest item, so (batch, padded length) changes almost every step: every new shape is a new cuDNN
+plan (FunASR issue #3704), a guard check or recompile for a compiled graph, a new CUDA graph. This
+pads each collated batch further, to a small set of shapes:
+
+- lengths (the LLM's tokens and the audio's frames) up to the next multiple of one number (`64`)
+  or the next of a list (`256,512,1024,2048`; longer batches keep their length: outside the
+  buckets, they run compiled without CUDA graphs);
+- the batch up to the next of a list of sizes (default powers of two: 1, 2, 4, ... 256).
+
+Padding follows the collator's own conventions and keeps padded rows and positions out of the
+loss: ids, attention mask and labels padded with FunASR's int pad value (-1; the model turns
+labels of -1 into -100, ignored, and masks of -1 into 0), speech with 0.0; a padded row gets one
+real key (attention mask 1 at position 0) so that no attention row is fully masked (a fully masked
+softmax row is NaN, and NaN reaches the gradients through the backward), no audio turn
+(fbank_beg 0), and a padded speech row a length of 1 for the same reason. The loss over the real
+tokens is unchanged: it is the mean over labels != -100.
+
+Padding the frames beyond the longest utterance needs the adaptor's device-side mask
+(ftenv.train.compiled_audio.install_adaptor_forward): FunASR's own mask is as long as the
+longest length, not the padded one. `install_on_dataset` and the trainer entry take care of it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+#: FunASR's collator pads ints with this (datasets/fun_asr_datasets, int_pad_value).
+INT_PAD = -1
+#: Batch sizes padded to when the spec names none.
+DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: The token-dimension keys of a collated Fun-ASR-Nano batch, and the per-row audio-turn keys.
+TOKEN_KEYS = ("input_ids", "attention_mask", "labels_ids")
+TURN_KEYS = ("fbank_beg", "fbank_mask", "fake_token_len")
+#: The dataset class whose collator gets the padding: the one Fun-ASR-Nano's config names.
+DATASET = "FunASR"
+
+
+@dataclass(frozen=True)
+class Buckets:
+    lengths: tuple[int, ...]  # one value: a multiple; several: the list
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+
+    def length(self, n: int) -> int:
+        """The bucketed length of n (n itself when longer than the list)."""
+        if len(self.lengths) == 1:
+            m = self.lengths[0]
+            return -(-n // m) * m
+        return next((b for b in self.lengths if b >= n), n)
+
+    def batch(self, n: int) -> int:
+        return next((b for b in self.batches if b >= n), n)
+
+    def holds(self, batch: int, length: int) -> bool:
+        """Whether (batch, length) is one of the buckets (the CUDA-graph variant runs only those)."""
+        in_lengths = length % self.lengths[0] == 0 if len(self.lengths) == 1 else length in self.lengths
+        return batch in self.batches and in_lengths
+
+    def holds_lead(self, lead) -> bool:
+        """`holds` for the first tensor of a forward call: (batch, length, ...)."""
+        return lead.ndim >= 2 and self.holds(int(lead.shape[0]), int(lead.shape[1]))
+
+    def spec(self) -> str:
+        return ",".join(map(str, self.lengths)) + ":" + ",".join(map(str, self.batches))
+
+
+def parse(spec: str) -> Buckets:
+    """`LENGTHS[:BATCHES]`: `64`, `64:2,4,8,16,32`, `256,512,1024,2048:8,16,32`."""
+    lengths_part, colon, batches_part = spec.strip().partition(":")
+    try:
+        lengths = tuple(int(x) for x in lengths_part.split(","))
+        batches = tuple(int(x) for x in batches_part.split(",")) if colon else DEFAULT_BATCHES
+    except ValueError:
+        lengths, batches = (), ()
+    if not lengths or not batches or min(lengths + batches) < 1:
+        raise ValueError(
+            f"buckets {spec!r} not understood: give LENGTHS[:BATCHES], e.g. `64` (lengths padded to a "
+            "multiple of 64, batch sizes to powers of two) or `256,512,1024,2048:8,16,32`"
+        )
+    return Buckets(tuple(sorted(lengths)), tuple(sorted(batches)))
+
+
+def _pad_dim(t, dim: int, size: int, value):
+    import torch
+
+    if t.shape[dim] >= size:
+        return t
+    shape = list(t.shape)
+    shape[dim] = size - t.shape[dim]
+    return torch.cat([t, torch.full(shape, value, dtype=t.dtype)], dim=dim)
+
+
+def pad_batch(batch: dict, buckets: Buckets) -> dict:
+    """A collated Fun-ASR-Nano batch padded to its bucket (a new dict; tensors on the CPU)."""
+    out = dict(batch)
+    if "input_ids" not in batch:
+        return out
+    rows, length = batch["input_ids"].shape
+    to_rows, to_length = buckets.batch(rows), buckets.length(length)
+    for key in TOKEN_KEYS:
+        if key in out:
+            out[key] = _pad_dim(_pad_dim(out[key], 1, to_length, INT_PAD), 0, to_rows, INT_PAD)
+    if "attention_mask" in out and to_rows > rows:
+        out["attention_mask"][rows:, 0] = 1  # one real key: no fully masked attention row
+    for key in TURN_KEYS:
+        if key in out:
+            out[key] = _pad_dim(out[key], 0, to_rows, 0)
+    if "speech" in out:
+        speech_rows, frames = out["speech"].shape[:2]
+        to_speech_rows, to_frames = buckets.batch(speech_rows), buckets.length(frames)
+        out["speech"] = _pad_dim(_pad_dim(out["speech"], 1, to_frames, 0.0), 0, to_speech_rows, 0.0)
+        if "speech_lengths" in out:
+            out["speech_lengths"] = _pad_dim(out["speech_lengths"], 0, to_speech_rows, 1)
+    return out
+
+
+def distinct_shapes(shapes, buckets: Buckets | None = None) -> int:
+    """How many distinct (batch, length) shapes a run sees, bucketed or not."""
+    if buckets is None:
+        return len(set(shapes))
+    return len({(buckets.batch(b), buckets.length(t)) for b, t in shapes})
+
+
+def install_on_dataset(buckets: Buckets, dataset: str = DATASET) -> str:
+    """Pad every batch FunASR's dataset class `dataset` collates in this process (and in its
+    DataLoader workers, which fork from it) to its bucket. Returns a line for the log."""
+    from funasr.register import tables
+
+    cls = tables.dataset_classes.get(dataset)
+    if cls is None:
+        raise ValueError(f"FunASR has no dataset class {dataset!r}: bucketing is for Fun-ASR-Nano's dataset")
+    original = cls.collator
+    if getattr(original, "ftenv_buckets", None) is not None:
+        return f"buckets already installed on {dataset}.collator"
+
+    @functools.wraps(original)
+    def collator(self, samples=None):
+        return pad_batch(original(self, samples), buckets)
+
+    collator.ftenv_buckets = buckets
+    cls.collator = collator
+    return f"buckets {buckets.spec()}: every batch of the {dataset} dataset padded to its bucket"

@@ -1,0 +1,108 @@
+"""The opt-in compiled audio side of Fun-ASR-Nano (`ftenv finetune --compile-parts audio`).
+
+The frozen SenseVoice-Small encoder (1 + 49 + 20 SAN-M blocks, hand-written masked attention) and
+the Transformer adaptor run eager under the compiled decoder: about 2,000 small kernel launches a
+step, forward only, by a count of the code. This compiles them without touching site-packages:
+
+- regional compilation: each encoder block's forward gets a `Switch` (ftenv.train.compiled_decoder);
+  the blocks share one code object, so Dynamo compiles one graph for the 69 blocks of width 512
+  and one for the first block (its input is 560 wide), whatever the number of blocks;
+- the encoder's own forward stays eager: its in-place `xs_pad *= sqrt(d)` on the batch tensor
+  (an input mutation, which also keeps CUDA graphs off) is outside every compiled region;
+- the adaptor's forward is replaced, on that instance, by `adaptor_forward`: the same linear
+  projection and blocks, with the padding mask built on the device from the lengths tensor.
+  FunASR's `make_pad_mask` calls `lengths.tolist()` (a host sync, and a graph break that makes the
+  mask length data-dependent) and builds the mask on the CPU before copying it over. The mask's
+  length here is the padded length of the adaptor's input, which equals FunASR's (the longest
+  length) whenever the batch is padded to its longest, and stays right when the batch is padded
+  further (bucketing, ftenv.train.buckets).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ftenv.train.compiled_decoder import TRAIN_DEVICES, Switch
+
+
+def encoder_blocks(model) -> list:
+    """The repeated blocks of FunASRNano's SenseVoice encoder, in order."""
+    encoder = getattr(model, "audio_encoder", None)
+    names = ("encoders0", "encoders", "tp_encoders")
+    if encoder is None or not all(hasattr(encoder, n) for n in names):
+        raise TypeError(
+            f"{type(model).__name__} has no SenseVoice `audio_encoder` (encoders0, encoders, tp_encoders): "
+            "the compiled audio side is for Fun-ASR-Nano (FunASRNano); drop `audio` from the compile parts"
+        )
+    return [block for name in names for block in getattr(encoder, name)]
+
+
+def adaptor_of(model):
+    adaptor = getattr(model, "audio_adaptor", None)
+    if adaptor is None or not all(hasattr(adaptor, n) for n in ("k", "linear1", "linear2", "blocks")):
+        raise TypeError(
+            f"{type(model).__name__}.audio_adaptor is not FunASR's Transformer adaptor: the compiled audio "
+            "side is for Fun-ASR-Nano; drop `audio` from the compile parts"
+        )
+    return adaptor
+
+
+def adaptor_forward(adaptor):
+    """FunASR's Transformer adaptor forward (funasr/models/llm_asr/adaptor.py) with a device-side
+    padding mask: no `lengths.tolist()`, no host-built mask. Same outputs for the same inputs."""
+
+    def forward(x, ilens=None):
+        batch, frames, dim = x.shape
+        chunks = (frames - 1) // adaptor.k + 1
+        x = torch.nn.functional.pad(x, (0, 0, 0, chunks * adaptor.k - frames, 0, 0), value=0.0)
+        x = x.contiguous().view(batch, chunks, dim * adaptor.k)
+        x = adaptor.linear2(adaptor.relu(adaptor.linear1(x)))
+        olens = (ilens - 1) // adaptor.k + 1
+        masks = (torch.arange(chunks, device=x.device)[None, :] < olens[:, None].to(x.device))[:, None, :]
+        if adaptor.blocks is not None:
+            for block in adaptor.blocks:
+                x, masks = block(x, masks)
+        return x, olens
+
+    forward.ftenv_adaptor_forward = True
+    return forward
+
+
+def install_adaptor_forward(model) -> None:
+    """Give this model's adaptor the device-side mask forward, eager (bucketing needs it: FunASR's
+    mask would be shorter than a batch padded beyond its longest utterance)."""
+    adaptor = adaptor_of(model)
+    current = adaptor.__dict__.get("forward")
+    if current is None or not (
+        getattr(current, "ftenv_adaptor_forward", False) or isinstance(current, Switch)
+    ):
+        adaptor.forward = adaptor_forward(adaptor)
+
+
+def install(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, backend: str = "inductor", **graphs):
+    """Switches on every encoder block and on the adaptor (this instance only); returns them.
+    `graphs` go to each Switch (CUDA graphs over the buckets, see Switch)."""
+    switches = []
+    for block in encoder_blocks(model):
+        current = block.__dict__.get("forward")
+        if isinstance(current, Switch):
+            switches.append(current)
+            continue
+        block.forward = Switch(block.forward, devices=devices, dynamic=dynamic, backend=backend, **graphs)
+        switches.append(block.forward)
+    adaptor = adaptor_of(model)
+    current = adaptor.__dict__.get("forward")
+    if isinstance(current, Switch):
+        switches.append(current)
+    else:
+        adaptor.forward = Switch(
+            adaptor_forward(adaptor), devices=devices, dynamic=dynamic, backend=backend, **graphs
+        )
+        switches.append(adaptor.forward)
+    return switches
+
+
+def uninstall(model) -> None:
+    for module in (*encoder_blocks(model), adaptor_of(model)):
+        if "forward" in module.__dict__:
+            del module.forward

@@ -1,0 +1,90 @@
+"""The faster-training options of `ftenv finetune`, in one block: their flags, and what they put in
+the trainer's environment and overrides (launch_plan.py calls `plan`).
+
+- `--compile`: FTENV_COMPILE=1, the default combination (ftenv.report.compile_setting.DEFAULT_PARTS),
+  and Inductor's and Triton's caches under the output dir (ftenv.train.compile_cache);
+- `--compile-parts decoder|regional[,audio][,cudagraphs]`: the parts one by one, for comparison;
+- `--buckets SPEC`: FTENV_BUCKETS, batches padded to few shapes (ftenv.train.buckets);
+- `--fused-adamw`: `++optim_conf.fused=true` (FunASR passes optim_conf to torch.optim.AdamW).
+Any of the first three makes torchrun start the trainer entry (ftenv.train.funasr_entry).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftenv.report import compile_setting
+from ftenv.train import buckets, compile_cache
+from ftenv.train.inputs import InputError
+
+FUSED_ADAMW = ("optim_conf.fused", "true")
+
+
+@dataclass
+class SpeedPlan:
+    env: dict[str, str] = field(default_factory=dict)
+    recipe: list[tuple[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    needs_entry: bool = False
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+, no KV cache in "
+        "training), caches kept under the output dir: faster steps after a start-up compile; same as "
+        "FTENV_COMPILE=1 (docs/finetune.md)",
+    )
+    p.add_argument(
+        "--compile-parts",
+        metavar="PARTS",
+        help=f"compile these parts instead (comma-separated: {', '.join(compile_setting.PARTS)}); "
+        "for comparing the levers (docs/finetune.md)",
+    )
+    p.add_argument(
+        "--buckets",
+        metavar="SPEC",
+        help="pad every batch to few shapes: LENGTHS[:BATCHES], e.g. 64 (lengths to multiples of 64, "
+        "batch sizes to powers of two); padded rows and positions stay out of the loss",
+    )
+    p.add_argument(
+        "--fused-adamw",
+        action="store_true",
+        help="the fused AdamW kernel (++optim_conf.fused=true)",
+    )
+
+
+def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> SpeedPlan:
+    """What the options (and FTENV_COMPILE / FTENV_BUCKETS already set) ask of the trainer."""
+    sp = SpeedPlan()
+    wanted = dict(env)
+    if getattr(args, "compile_parts", None):
+        wanted[compile_setting.ENV] = args.compile_parts
+    elif getattr(args, "compile", False):
+        wanted[compile_setting.ENV] = "1"
+    if getattr(args, "buckets", None):
+        wanted[compile_setting.BUCKETS_ENV] = args.buckets
+    spec = wanted.get(compile_setting.BUCKETS_ENV)
+    try:
+        parts = compile_setting.compile_parts(wanted)
+        if spec:
+            buckets.parse(spec)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if parts:
+        sp.env[compile_setting.ENV] = wanted[compile_setting.ENV]
+        caches = compile_cache.cache_env(
+            output_dir, env, mount=env.get(compile_setting.CACHE_ENV), create=create
+        )
+        sp.env.update(caches)
+        where = ", ".join(f"{k}={v}" for k, v in caches.items()) or "as set in the environment"
+        sp.notes.append(f"compiled: {', '.join(parts)}; compile caches: {where} (a re-run starts warm)")
+    if spec:
+        sp.env[compile_setting.BUCKETS_ENV] = spec
+    if getattr(args, "fused_adamw", False):
+        sp.recipe.append(FUSED_ADAMW)
+    sp.needs_entry = bool(parts or spec)
+    return sp

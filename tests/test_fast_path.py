@@ -1,0 +1,88 @@
+"""The compile parts put on one model (ftenv.train.fast_path): the CUDA-graph arm without a GPU
+falls back cleanly to compiled-without-graphs, and says so; parts and bucketing reach the model,
+also through `ftenv finetune --compile-parts ... --buckets ...` and FunASR's own trainer (CPU:
+the compiled regions stay eager there, the batches are padded)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from ftenv.selfcheck import tinymodel
+from ftenv.selfcheck.loop import prepare, train
+from ftenv.train import buckets, compiled_audio, compiled_decoder, fast_path
+from support import ROOT
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny")
+    tinymodel.build(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def prepared(tiny):
+    return prepare(tiny, "cpu", 3, 1, 0, "fp32")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the GPU kit runs the CUDA-graph arm")
+def test_cuda_graphs_without_a_gpu_fall_back_to_compiled_without_graphs(prepared):
+    model = copy.deepcopy(prepared.model)
+    spec = buckets.parse("64")
+    done = fast_path.apply(model, ("regional", "audio", "cudagraphs"), spec)  # CUDA inputs asked for
+    assert done["notes"] == ["no CUDA GPU: compiled without CUDA graphs"]
+    assert done["hooks"] == [] and all(s.graphed is None for s in done["switches"])
+    cpu = fast_path.apply(copy.deepcopy(prepared.model), ("regional", "cudagraphs"), spec, devices=("cpu",))
+    assert cpu["notes"] == ["CUDA graphs are for CUDA inputs only: compiled without graphs"]
+    _, losses = train(model, [buckets.pad_batch(b, spec) for b in prepared.batches], "cpu")  # runs, eager
+    assert all(s.calls["compiled"] == 0 for s in done["switches"]) and len(losses) == len(prepared.batches)
+
+
+def test_parts_and_bucketing_reach_the_model(prepared):
+    model = copy.deepcopy(prepared.model)
+    done = fast_path.apply(model, ("decoder",), None, devices=("cpu",), backend="eager")
+    assert isinstance(model.llm.model.forward, compiled_decoder.Switch) and len(done["switches"]) == 1
+    assert "forward" not in model.audio_adaptor.__dict__
+    bucketed = copy.deepcopy(prepared.model)
+    fast_path.apply(bucketed, (), buckets.parse("64"))
+    assert getattr(bucketed.audio_adaptor.forward, "ftenv_adaptor_forward", False)
+    compiled_audio.uninstall(bucketed)
+    assert "forward" not in bucketed.audio_adaptor.__dict__
+
+
+def test_finetune_with_parts_and_buckets_through_the_real_trainer(tiny, tmp_path):
+    p = tinymodel.paths(tiny)
+    cmd = [
+        sys.executable,
+        "-m",
+        "ftenv.cli",
+        "finetune",
+        "--model-dir",
+        str(p.root),
+        "--train",
+        str(p.train_jsonl),
+    ]
+    cmd += ["--valid", str(p.val_jsonl), "--output-dir", str(tmp_path / "out"), "--gpus-per-node", "1"]
+    cmd += ["--compile-parts", "regional,audio,cudagraphs", "--buckets", "64:4,8", "++device=cpu"]
+    cmd += ["++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32", "++train_conf.max_epoch=1"]
+    cmd += ["++dataset_conf.batch_size=500"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "scripts"), FTENV_FUNASR_CPU_SHIM="1", FTENV_WATCH="0")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    log = r.stdout + r.stderr
+    assert r.returncode == 0, log[-3000:]
+    assert "compiled regional, audio, cudagraphs installed on FunASRNano" in log
+    assert "no CUDA GPU: compiled without CUDA graphs" in log
+    assert "every batch of the FunASR dataset padded to its bucket" in log
+    sizes = re.findall(r"\('batch_size', (\d+)\), \('batch_size_x_tokens', (\d+)\)", log)
+    assert len(sizes) >= 5, log[-3000:]
+    assert {(int(b), int(t) // int(b)) for b, t in sizes} <= {(4, 64), (4, 128), (8, 64), (8, 128)}
+    # 2 decoder layers, 1 + 1 + 1 encoder blocks and the adaptor; every call eager on the CPU.
+    calls = re.search(r"ftenv: compiled: 0 calls compiled \(0 with CUDA graphs\), (\d+) eager, over 6 ", log)
+    assert calls and int(calls.group(1)) >= 6 * len(sizes), log[-3000:]
