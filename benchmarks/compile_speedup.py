@@ -228,7 +228,8 @@ def gpu_busy_per_step(model, batches, device: str) -> float | None:
 def run_arm(model, initial, arm, batches, args, cache_root: Path, deadline: float, eager_losses) -> dict:
     import torch
 
-    from ftenv.train import buckets, compiled_audio, compiled_decoder, fast_path
+    from ftenv.train.fastpath import buckets, compiled_audio, compiled_decoder
+    from ftenv.train.fastpath.parts import apply as apply_parts
 
     name, parts, bucketed, fused, log_interval = arm
     result = {"arm": name, "parts": list(parts), "bucketed": bucketed, "fused_adamw": fused}
@@ -245,7 +246,7 @@ def run_arm(model, initial, arm, batches, args, cache_root: Path, deadline: floa
     spec = buckets.parse(args.buckets) if bucketed else None
     if spec is not None:
         batches = [buckets.pad_batch(b, spec) for b in batches]
-    done = fast_path.apply(model, parts, spec, devices=(args.device,), backend=args.backend)
+    done = apply_parts(model, parts, spec, devices=(args.device,), backend=args.backend)
     if args.device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     graphs: list[int | None] = []
@@ -368,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     from ftenv.selfcheck import tinymodel
-    from ftenv.train import buckets
+    from ftenv.train.fastpath import buckets
 
     start = time.monotonic()
     deadline = start + args.budget_s

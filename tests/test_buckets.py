@@ -4,7 +4,7 @@
 - a bucketed batch trains to the loss and gradients of the unpadded one (eager, the tiny model),
   and the same check sees it when padded labels are not kept out of the loss (the control);
 - no attention row of a padded batch is fully masked.
-`ftenv finetune --buckets` through FunASR's own trainer: tests/test_fast_path.py.
+`ftenv finetune --buckets` through FunASR's own trainer: tests/test_parts.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.loop import prepare
-from ftenv.train import buckets, compiled_audio
+from ftenv.train.fastpath import buckets, compiled_audio
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from ftenv import cli
 from ftenv.report import compile_setting
 from ftenv.selfcheck import tinymodel
 from ftenv.steps import fixes
-from ftenv.train import compiled_decoder
+from ftenv.train.fastpath import compiled_decoder
 from support import ROOT
 
 HERE = Path(__file__).parent

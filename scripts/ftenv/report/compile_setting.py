@@ -3,7 +3,7 @@
 
 The one home of the variables' names, of the compile parts and of how their values read; the
 report prints them, the trainer entry (ftenv.train.funasr_entry) acts on them through
-ftenv.train.fast_path, the launcher (ftenv.train.launch_plan) sets them.
+ftenv.train.fastpath.parts, the launcher (ftenv.train.launch_plan) sets them.
 
 FTENV_COMPILE is `1` (on: DEFAULT_PARTS), `0` (off), or a comma-separated list of PARTS:
 - `decoder`: the Qwen3 decoder stack compiled whole, FunASR PR #3705's path;

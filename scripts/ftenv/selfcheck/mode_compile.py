@@ -1,7 +1,7 @@
 """`ftenv selfcheck --compile`: the in-process steps with the compiled decoder forward, next to an
 eager run of the same seeded steps from the same weights.
 
-Unlike training (ftenv.train.compiled_decoder compiles CUDA batches only, as upstream does), this
+Unlike training (ftenv.train.fastpath.compiled_decoder compiles CUDA batches only, as upstream does), this
 compiles on the CPU too, with Inductor's C++ backend, so that what matters can be proven on any
 machine: the compiled forward must not recompile per new (batch, padded length), its losses must
 match eager, and step times must stay flat (the step-time verdict of the compiled run). A compile
@@ -27,7 +27,7 @@ from ftenv.selfcheck.base import (
 )
 from ftenv.selfcheck.loop import prepare, timed_steps, train
 from ftenv.steps import fixes
-from ftenv.train import compiled_decoder
+from ftenv.train.fastpath import compiled_decoder
 
 #: Recompiles allowed after the first compile, over the new shapes of the schedule.
 MAX_RECOMPILES = 2

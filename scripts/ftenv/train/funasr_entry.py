@@ -3,7 +3,7 @@
 torchrun starts this (`torchrun ... -m ftenv.train.funasr_entry ++...`) in every training process
 where the real script needs something added at run time, without touching site-packages:
 - FTENV_COMPILE (`ftenv finetune --compile`, `--compile-parts`) and FTENV_BUCKETS (`--buckets`):
-  the compiled parts and the bucketed batches (ftenv.train.fast_path) on the model and the dataset
+  the compiled parts and the bucketed batches (ftenv.train.fastpath.parts) on the model and the dataset
   the trainer builds;
 - on a machine without CUDA, FTENV_FUNASR_CPU_SHIM=1 applies ftenv.train.funasr_cpu_shim;
 - a test's per-shape attention stall (FTENV_TEST_SDPA_STALL_S, ftenv.train.stall).
@@ -37,15 +37,15 @@ def main() -> int:
     try:
         parts = compile_setting.compile_parts()
         spec = os.environ.get(compile_setting.BUCKETS_ENV)
-        from ftenv.train import buckets
+        from ftenv.train.fastpath import buckets
 
         bucketing = buckets.parse(spec) if spec else None
     except ValueError as exc:
         raise SystemExit(f"ftenv.train.funasr_entry: {exc}") from None
     if parts or bucketing is not None:
-        from ftenv.train import fast_path
+        from ftenv.train.fastpath.parts import install_on_build
 
-        notes.append(fast_path.install_on_build(parts, bucketing))
+        notes.append(install_on_build(parts, bucketing))
     if bucketing is not None:
         notes.append(buckets.install_on_dataset(bucketing))
     if os.environ.get(funasr_cpu_shim.CPU_SHIM_ENV) == "1":

@@ -4,7 +4,7 @@ the trainer's environment and overrides (launch_plan.py calls `plan`).
 - `--compile`: FTENV_COMPILE=1, the default combination (ftenv.report.compile_setting.DEFAULT_PARTS),
   and Inductor's and Triton's caches under the output dir (ftenv.train.compile_cache);
 - `--compile-parts decoder|regional[,audio][,cudagraphs]`: the parts one by one, for comparison;
-- `--buckets SPEC`: FTENV_BUCKETS, batches padded to few shapes (ftenv.train.buckets);
+- `--buckets SPEC`: FTENV_BUCKETS, batches padded to few shapes (ftenv.train.fastpath.buckets);
 - `--fused-adamw`: `++optim_conf.fused=true` (FunASR passes optim_conf to torch.optim.AdamW).
 Any of the first three makes torchrun start the trainer entry (ftenv.train.funasr_entry).
 """
@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv.report import compile_setting
-from ftenv.train import buckets, compile_cache
+from ftenv.train import compile_cache
+from ftenv.train.fastpath import buckets
 from ftenv.train.inputs import InputError
 
 FUSED_ADAMW = ("optim_conf.fused", "true")

@@ -4,7 +4,7 @@ The frozen SenseVoice-Small encoder (1 + 49 + 20 SAN-M blocks, hand-written mask
 the Transformer adaptor run eager under the compiled decoder: about 2,000 small kernel launches a
 step, forward only, by a count of the code. This compiles them without touching site-packages:
 
-- regional compilation: each encoder block's forward gets a `Switch` (ftenv.train.compiled_decoder);
+- regional compilation: each encoder block's forward gets a `Switch` (ftenv.train.fastpath.compiled_decoder);
   the blocks share one code object, so Dynamo compiles one graph for the 69 blocks of width 512
   and one for the first block (its input is 560 wide), whatever the number of blocks;
 - the encoder's own forward stays eager: its in-place `xs_pad *= sqrt(d)` on the batch tensor
@@ -15,14 +15,14 @@ step, forward only, by a count of the code. This compiles them without touching 
   mask length data-dependent) and builds the mask on the CPU before copying it over. The mask's
   length here is the padded length of the adaptor's input, which equals FunASR's (the longest
   length) whenever the batch is padded to its longest, and stays right when the batch is padded
-  further (bucketing, ftenv.train.buckets).
+  further (bucketing, ftenv.train.fastpath.buckets).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ftenv.train.compiled_decoder import TRAIN_DEVICES, Switch
+from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES, Switch
 
 
 def encoder_blocks(model) -> list:

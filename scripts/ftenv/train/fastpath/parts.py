@@ -1,14 +1,14 @@
 """What FTENV_COMPILE and FTENV_BUCKETS do in the trainer's process (ftenv.train.funasr_entry), and
 in the benchmark: the compile parts (ftenv.report.compile_setting.PARTS) put on one model.
 
-- `decoder`: ftenv.train.compiled_decoder.install (FunASR PR #3705's whole-stack compile);
-- `regional`: ftenv.train.compiled_decoder.install_regional (one Qwen3 layer's graph for all);
-- `audio`: ftenv.train.compiled_audio.install (encoder blocks and adaptor);
+- `decoder`: ftenv.train.fastpath.compiled_decoder.install (FunASR PR #3705's whole-stack compile);
+- `regional`: ftenv.train.fastpath.compiled_decoder.install_regional (one Qwen3 layer's graph for all);
+- `audio`: ftenv.train.fastpath.compiled_audio.install (encoder blocks and adaptor);
 - `cudagraphs`: the same compiles with a CUDA-graph variant for the bucketed shapes only, and a
   `torch.compiler.cudagraph_mark_step_begin()` before each model forward (a training step's
   outputs of the last step are dead by then). Without a CUDA GPU, or outside the buckets, the
   calls run compiled without graphs.
-- bucketing (FTENV_BUCKETS, ftenv.train.buckets) pads the batches FunASR's dataset collates, and
+- bucketing (FTENV_BUCKETS, ftenv.train.fastpath.buckets) pads the batches FunASR's dataset collates, and
   gives the adaptor the device-side mask it needs for frames padded beyond the longest.
 """
 
@@ -19,8 +19,8 @@ import functools
 import sys
 
 from ftenv.report.compile_setting import ENV
-from ftenv.train import compiled_audio, compiled_decoder
-from ftenv.train.compiled_decoder import TRAIN_DEVICES
+from ftenv.train.fastpath import compiled_audio, compiled_decoder
+from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES
 
 
 def cuda_graphs_unavailable(devices=TRAIN_DEVICES) -> str | None:
