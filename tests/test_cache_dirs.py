@@ -77,6 +77,11 @@ def test_a_set_variable_outside_home_moves_under_its_own_name(tmp_path, blocked)
     }
 
 
+def test_no_writable_temporary_directory_moves_nothing(blocked, tmp_path):
+    """Nowhere better to go: the caches stay, and the library that needs one says what failed."""
+    assert cache_dirs.plan_moves(image_env(blocked), tmp=str(blocked.parent / "tmp")) is None
+
+
 def test_dry_run_creates_nothing(blocked, tmp_path):
     moved = cache_dirs.plan_moves(image_env(blocked), tmp=str(tmp_path), create=False)
     assert moved is not None and not moved.base.exists()

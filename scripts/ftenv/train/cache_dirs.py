@@ -81,9 +81,10 @@ def plan_moves(environ: Mapping[str, str] | None = None, tmp: str | None = None,
             path = home / default
         if not writable(path):
             unwritable.append((name, path))
-    if not unwritable:
+    tmp_dir = Path(tmp or tempfile.gettempdir())
+    if not unwritable or not writable(tmp_dir):  # nowhere better: leave them (and the error theirs)
         return None
-    base = _base(Path(tmp or tempfile.gettempdir()), create)
+    base = _base(tmp_dir, create)
     moved: dict[str, str] = {}
     for name, path in unwritable:
         # Under HOME: the same place under the new folder (HF_HOME -> base/.cache/huggingface).
