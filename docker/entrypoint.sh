@@ -1,5 +1,6 @@
 #!/bin/sh
-# The image's entrypoint, run by tini (PID 1). It prints the ftenv report to stderr, then becomes
+# The image's entrypoint, run by tini (PID 1 under Docker, podman and Kubernetes; not under
+# enroot, where tini warns so). It prints the ftenv report to stderr, then becomes
 # the user's command with `exec`: the command's arguments, output, exit code and signals are its
 # own. FTENV_REPORT=0 skips the report; a failing or hanging report never blocks the command.
 # FTENV_REPORT_SHOWN=1 tells `ftenv finetune` and `ftenv selfcheck`, which print the report

@@ -174,6 +174,11 @@ def test_manifests_follow_the_rules(name):
         assert len(shm) == 1
         vol = next(v for v in spec["volumes"] if v["name"] == shm[0]["name"])
         assert vol["emptyDir"]["medium"] == "Memory" and vol["emptyDir"]["sizeLimit"]
+        # The root stays read-only (ftenv writes only to the output dir and /tmp): /tmp is an emptyDir.
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        tmp = [m for m in c["volumeMounts"] if m["mountPath"] == "/tmp"]
+        assert len(tmp) == 1 and "readOnly" not in tmp[0]
+        assert "emptyDir" in next(v for v in spec["volumes"] if v["name"] == tmp[0]["name"])
         mounts = {m["mountPath"] for m in c["volumeMounts"]}
         for path in (args.model_dir, args.train, args.valid, args.output_dir):
             assert any(path.startswith(m + "/") for m in mounts), f"{path} is on no volume"

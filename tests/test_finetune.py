@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -101,6 +102,7 @@ def test_single_node_command_is_upstreams_recipe(work):
         "++llm_conf.freeze=false",
         "++disable_update=true",
         f"++output_dir={work}/out",
+        f"++hydra.run.dir={work}/out/hydra/${{now:%Y-%m-%d}}/${{now:%H-%M-%S}}",
     ]
     assert p.env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
 
@@ -408,7 +410,32 @@ def test_bad_options_exit_2_and_name_the_fix(work, clean_env, capsys, extra, mes
 
 
 def test_hydra_own_settings_pass_as_plain_key_value(work):
-    assert "hydra.run.dir=/x" in plan(work, "--gpus-per-node", "1", "hydra.run.dir=/x").argv
+    argv = plan(work, "--gpus-per-node", "1", "hydra.run.dir=/x").argv
+    assert "hydra.run.dir=/x" in argv
+    assert not [a for a in argv if a.startswith("++hydra.run.dir=")], "the user's run dir replaces ours"
+
+
+def test_hydra_writes_its_run_folder_under_the_output_dir(work, tmp_path_factory):
+    """Hydra's own default is outputs/<date>/<time> in the working directory, which a read-only root
+    (enroot) or another uid:gid cannot write: with the launcher's override, a Hydra app run the way
+    funasr-train-ds is (version_base=None, no config) writes only under the output dir."""
+    app = work / "app.py"
+    app.write_text(
+        "import hydra\n"
+        "@hydra.main(config_name=None, version_base=None)\n"
+        "def main(cfg):\n    print('ran')\n"
+        "main()\n"
+    )
+    cwd = tmp_path_factory.mktemp("cwd")
+    hydra_args = [a for a in plan(work, "--gpus-per-node", "1").argv if a.startswith("++hydra.")]
+    for args, writes_cwd in ((hydra_args, False), ([], True)):  # without it: the cwd is written
+        proc = subprocess.run(
+            [sys.executable, str(app), "++x=1", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0 and "ran" in proc.stdout, proc.stderr
+        assert (cwd / "outputs").exists() == writes_cwd, sorted(p.name for p in cwd.iterdir())
+    records = list((work / "out/hydra").glob("*/*/.hydra/overrides.yaml"))
+    assert len(records) == 1 and "++x=1" in records[0].read_text(), records
 
 
 def test_missing_absolute_audio_path_does_not_mention_relative_paths(work):

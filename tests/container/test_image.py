@@ -103,6 +103,16 @@ def test_arbitrary_uid_with_group_0_and_root_work(run, user):
     assert "verdict NO GPU" in r.stderr
 
 
+@pytest.mark.parametrize(
+    "user", [None, "12345:12345", "0:0"], ids=["default-user", "another-uid-gid", "root"]
+)
+def test_login_shells_find_the_venv(run, user):
+    """enroot runs commands through a login shell (ENROOT_LOGIN_SHELL, on by default), which sources
+    /etc/profile: Debian's resets PATH. The venv's ftenv and python3 must still come first."""
+    r = run("bash", "--login", "-c", "command -v ftenv python3", user=user, env={"FTENV_REPORT": "0"})
+    assert r.stdout.split() == ["/opt/venv/bin/ftenv", "/opt/venv/bin/python3"], r.stdout + r.stderr
+
+
 def test_pip_cannot_replace_the_pinned_torch(run):
     refused = run("pip", "install", "--dry-run", "--no-deps", "torch==2.10.0", env={"FTENV_REPORT": "0"})
     assert refused.returncode != 0

@@ -33,9 +33,11 @@ from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
 from ftenv.selfcheck.base import IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV
 from ftenv.selfcheck.verdict import EXIT, EXIT_ERROR, verdict_of
+from ftenv.train import cache_dirs
 
 
 def run(args: argparse.Namespace) -> int:
+    cache_dirs.redirect("ftenv selfcheck")  # first: the steps import libraries that read them
     startup.show_once("ftenv selfcheck", in_process=True)  # unless the entrypoint showed it
     if not args.compile and (args.force_recompiles or args.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)

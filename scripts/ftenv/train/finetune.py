@@ -11,6 +11,8 @@ but:
 - it prints the start-up report once per node before torchrun (startup.py), as not every
   launcher runs the image's entrypoint;
 - it stays offline (HF_HUB_OFFLINE=1, no update check) unless `--allow-hub` is given;
+- it writes only under --output-dir (Hydra's run folder too, recipe.py) and the temporary
+  directory: caches that cannot be written where the image puts them move there (cache_dirs.py);
 - it becomes `ftenv watch -- <the torchrun command>`: the trainer runs under the step-time
   watchdog (FTENV_WATCH=0: plainly), one process as before (exec), exit code the trainer's;
 - any further `++key=value` Hydra override is passed through and replaces the recipe's default
@@ -27,7 +29,7 @@ import shlex
 import sys
 
 from ftenv.report import sdpa, startup
-from ftenv.train import cluster_env, speed_options
+from ftenv.train import cache_dirs, cluster_env, speed_options
 from ftenv.train.inputs import InputError
 from ftenv.train.launch_plan import plan
 
@@ -54,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    # Before the report and the trainer import anything that reads them (Hugging Face reads HF_HOME
+    # at import): the trainer and everything it starts inherit writable caches.
+    cache_dirs.redirect(PROG, create=not args.dry_run)
     if not args.dry_run:
         startup.show_once(PROG)
     raw = os.environ.get(sdpa.ENV_VAR)

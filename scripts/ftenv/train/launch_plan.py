@@ -16,7 +16,7 @@ from pathlib import Path
 from ftenv.train import cluster_env, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
-from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS
+from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
 
 
 @dataclass
@@ -144,6 +144,7 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
         recipe += OFFLINE_OVERRIDES
         child_env.update(OFFLINE_ENV)
     recipe.append(("output_dir", str(out)))
+    recipe.append(hydra_run_dir(out))
     # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py)
     speed = speed_options.plan(args, env, out, create=not args.dry_run)
     overrides = merge_overrides(recipe + speed.recipe, extra)

@@ -33,3 +33,12 @@ RECIPE_DEFAULTS: list[tuple[str, str]] = [
 #: Set for the trainer unless --allow-hub: no hub download, no PyPI update check.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
 OFFLINE_OVERRIDES: list[tuple[str, str]] = [("disable_update", "true")]
+#: Hydra's run folder (its .hydra/ config record and train_ds.log), under the output dir: Hydra's
+#: default is outputs/<date>/<time> in the working directory, which a read-only root filesystem
+#: (enroot, Kubernetes' readOnlyRootFilesystem) or another uid:gid cannot write.
+HYDRA_RUN_SUBDIR = "hydra/${now:%Y-%m-%d}/${now:%H-%M-%S}"
+
+
+def hydra_run_dir(output_dir) -> tuple[str, str]:
+    """The override that puts Hydra's run folder under `output_dir`."""
+    return ("hydra.run.dir", f"{output_dir}/{HYDRA_RUN_SUBDIR}")

@@ -1,0 +1,110 @@
+"""Where a run's caches go: where the image puts them (under HOME), or under the temporary
+directory when that place is not writable.
+
+enroot starts containers with a read-only root filesystem and a tmpfs on /tmp, and pyxis runs the
+tasks as the job user's own uid AND gid; Kubernetes' `readOnlyRootFilesystem: true`, `runAsGroup`
+and `docker run --user "$(id -u):$(id -g)"` do the same. The image's HOME then cannot be written,
+and a run would die at the first cache a library creates there (Triton's kernel cache on a GPU,
+Hugging Face's or ModelScope's on a download). One rule, used by `ftenv finetune` and
+`ftenv selfcheck`: every cache variable whose folder cannot be written points under one
+folder of the temporary directory instead, and one line says so. A cache the user made writable
+(a mounted volume, a variable set to a writable path) stays where it is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Each cache variable and where its library writes when it is unset (relative to HOME; None:
+#: the library's default is under the temporary directory already, only a set value is checked).
+CACHE_VARS: tuple[tuple[str, str | None], ...] = (
+    ("XDG_CACHE_HOME", ".cache"),
+    ("HF_HOME", ".cache/huggingface"),
+    ("MODELSCOPE_CACHE", ".cache/modelscope"),
+    ("TORCH_HOME", ".cache/torch"),
+    ("TORCH_EXTENSIONS_DIR", ".cache/torch_extensions"),
+    ("TORCHINDUCTOR_CACHE_DIR", None),
+    ("TRITON_CACHE_DIR", ".triton/cache"),
+    ("TRITON_HOME", ""),  # Triton's dumps and overrides: TRITON_HOME/.triton
+    ("CUDA_CACHE_PATH", ".nv/ComputeCache"),  # the driver's JIT cache
+    ("MPLCONFIGDIR", ".config/matplotlib"),
+)
+
+
+@dataclass(frozen=True)
+class Moved:
+    env: dict[str, str]  # the variables to set
+    base: Path  # the folder they now point under
+    line: str  # what to print, once
+
+
+def writable(path: Path) -> bool:
+    """True if `path` is a writable folder, or could be created: its nearest existing ancestor is a
+    writable folder. os.access() says no on a read-only filesystem too."""
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    return existing is not None and existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
+
+
+def _base(tmp: Path, create: bool) -> Path:
+    """This user's cache folder in the temporary directory (created 0700 when `create`); on a /tmp
+    shared with other users whose folder of that name is not ours, a fresh one."""
+    base = tmp / f"ftenv-cache-{os.getuid()}"
+    if not create:
+        return base
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        if base.stat().st_uid == os.getuid() and os.access(base, os.W_OK | os.X_OK):
+            return base
+    except OSError:
+        pass
+    return Path(tempfile.mkdtemp(prefix=f"ftenv-cache-{os.getuid()}-", dir=tmp))
+
+
+def plan_moves(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
+    """The cache variables to repoint, or None when every cache can be written where it is.
+    create=False (a dry run) creates nothing."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    unwritable: list[tuple[str, Path]] = []
+    for name, default in CACHE_VARS:
+        value = env.get(name)
+        if value:
+            path = Path(value)
+        elif default is None:
+            continue
+        else:
+            path = home / default
+        if not writable(path):
+            unwritable.append((name, path))
+    tmp_dir = Path(tmp or tempfile.gettempdir())
+    if not unwritable or not writable(tmp_dir):  # nowhere better: leave them (and the error theirs)
+        return None
+    base = _base(tmp_dir, create)
+    moved: dict[str, str] = {}
+    for name, path in unwritable:
+        # Under HOME: the same place under the new folder (HF_HOME -> base/.cache/huggingface).
+        try:
+            rel = path.relative_to(home)
+        except ValueError:
+            rel = Path(name.lower())
+        moved[name] = str(base / rel)
+    line = (
+        f"caches: {', '.join(moved)} not writable here (HOME {home}; uid {os.getuid()} gid {os.getgid()}, "
+        f"or a read-only root filesystem): they go under {base} instead"
+    )
+    return Moved(env=moved, base=base, line=line)
+
+
+def redirect(prog: str, environ: MutableMapping[str, str] | None = None, create: bool = True) -> None:
+    """Apply the rule to this process's environment (children inherit it) and say so in one line."""
+    env = os.environ if environ is None else environ
+    moved = plan_moves(env, create=create)
+    if moved is None:
+        return
+    env.update(moved.env)
+    print(f"{prog}: {moved.line}", file=sys.stderr, flush=True)
