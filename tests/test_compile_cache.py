@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.train import compile_cache
+from ftenv.train import cache_dirs, compile_cache
 
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="needs root to become another UID")
 
@@ -78,3 +78,16 @@ def test_a_re_run_gets_the_same_dirs_and_set_variables_are_kept(tmp_path):
     mounted = compile_cache.cache_env(tmp_path, environ={}, mount=str(tmp_path / "mnt"), create=False)
     assert all(p.startswith(str(tmp_path / "mnt")) for p in mounted.values())
     assert not (tmp_path / "mnt").exists()  # a dry run creates nothing
+
+
+def test_caches_moved_to_tmp_by_the_read_only_rule_still_go_under_the_output_dir(tmp_path, capsys):
+    """On a read-only root (enroot, pyxis) cache_dirs first points Triton's cache into /tmp; a
+    compiled run then keeps its caches under the output dir, where the next run finds them."""
+    (tmp_path / "ro").write_text("")  # HOME under a file: not writable, even by root
+    env = {"HOME": str(tmp_path / "ro/home"), "TRITON_CACHE_DIR": str(tmp_path / "ro/home/.cache/triton")}
+    cache_dirs.redirect("ftenv finetune", env, create=True)
+    assert env["TRITON_CACHE_DIR"].startswith(tempfile.gettempdir())
+    out = tmp_path / "out"
+    caches = compile_cache.cache_env(out, environ=env)
+    assert set(caches) == {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+    assert all(p.startswith(str(out / compile_cache.CACHE_DIRNAME)) for p in caches.values())

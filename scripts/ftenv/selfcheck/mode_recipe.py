@@ -29,7 +29,7 @@ from ftenv.selfcheck.base import Measured, environment, pick_device, thresholds_
 from ftenv.steps import funasr_log
 from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 from ftenv.train.overrides import merge_overrides
-from ftenv.train.recipe import RECIPE_DEFAULTS
+from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900
@@ -50,7 +50,7 @@ def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) ->
         f"++dataset_conf.batch_size={BATCH_TOKENS}",
         f"++train_conf.max_epoch={epochs}",
         "++disable_update=true",
-        f"hydra.run.dir={out / 'hydra'}",
+        "++{}={}".format(*hydra_run_dir(out)),  # the launcher's rule: Hydra writes under out
     ]
     if device == "cpu":
         # fp32 LLM on a CPU: bf16 matmuls there build a oneDNN primitive per new shape (see

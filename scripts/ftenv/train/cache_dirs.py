@@ -36,6 +36,16 @@ CACHE_VARS: tuple[tuple[str, str | None], ...] = (
 )
 
 
+#: Names the variables this rule repointed, so that a later, better place (a compiled run's cache
+#: under its output dir, ftenv.train.compile_cache) can tell them from ones the user chose.
+MOVED_ENV = "FTENV_CACHES_MOVED"
+
+
+def moved_here(environ: Mapping[str, str]) -> set[str]:
+    """The cache variables that this rule (not the user) set in `environ`."""
+    return set(environ.get(MOVED_ENV, "").split())
+
+
 @dataclass(frozen=True)
 class Moved:
     env: dict[str, str]  # the variables to set
@@ -107,4 +117,5 @@ def redirect(prog: str, environ: MutableMapping[str, str] | None = None, create:
     if moved is None:
         return
     env.update(moved.env)
+    env[MOVED_ENV] = " ".join(sorted(moved_here(env) | set(moved.env)))
     print(f"{prog}: {moved.line}", file=sys.stderr, flush=True)

@@ -21,6 +21,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from ftenv.train import cache_dirs
+
 #: The folder under the output directory.
 CACHE_DIRNAME = "compile-cache"
 #: The variables Inductor and Triton read, and their subfolder.
@@ -53,9 +55,11 @@ def cache_env(
     output_dir: str | os.PathLike, environ=os.environ, mount: str | None = None, create: bool = True
 ) -> dict[str, str]:
     """The cache variables for a run writing to output_dir (or to the mount); those already set in
-    the environment (chosen by the user) are kept as they are."""
+    the environment by the user are kept as they are (not those that ftenv.train.cache_dirs moved
+    to the temporary directory: the output dir is where the next run finds them)."""
     root = cache_root(output_dir, mount)
     wanted = (
         prepare(root) if create else {v: str(root / f"uid-{os.getuid()}" / s) for v, s in CACHE_VARS.items()}
     )
-    return {var: path for var, path in wanted.items() if not environ.get(var)}
+    moved = cache_dirs.moved_here(environ)
+    return {var: path for var, path in wanted.items() if not environ.get(var) or var in moved}
