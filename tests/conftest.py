@@ -40,3 +40,14 @@ def layout(tmp_path) -> dict[str, Path]:
     for p in tmp_path.rglob("*"):
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return {"MODEL_DIR": model, "DATA_DIR": data, "OUT_DIR": tmp_path / "runs/out"}
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    """The tiny offline Fun-ASR-Nano (random weights) and its data, built once for the session;
+    tests read it and write elsewhere."""
+    from ftenv.selfcheck import tinymodel
+
+    out = tmp_path_factory.mktemp("tiny")
+    tinymodel.build(out)
+    return out

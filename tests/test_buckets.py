@@ -14,16 +14,8 @@ import copy
 import pytest
 import torch
 
-from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.loop import prepare
 from ftenv.train.fastpath import buckets, compiled_audio
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny")
-    tinymodel.build(out)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import pytest
 
 from ftenv import cli
 from ftenv.train import cache_dirs
+from support import GOOD_RECORD
 
 
 @pytest.fixture
@@ -113,15 +114,7 @@ def test_redirect_updates_the_environment_and_prints_one_line(blocked, tmp_path,
     assert env["HF_HOME"].startswith(str(tmp_path))
 
 
-GOOD = {
-    "messages": [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "语音转写：<|startofspeech|>!wav/a.wav<|endofspeech|>"},
-        {"role": "assistant", "content": "几点了？"},
-    ],
-    "speech_length": 145,
-    "text_length": 3,
-}
+GOOD = GOOD_RECORD
 
 
 def test_finetune_moves_them_and_says_so_once(blocked, tmp_path, monkeypatch, capsys):

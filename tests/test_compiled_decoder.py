@@ -14,7 +14,6 @@ The selfcheck tests compile on the CPU (Inductor's C++ backend, tens of seconds 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -27,25 +26,11 @@ import torch
 
 from ftenv import cli
 from ftenv.report import compile_setting
-from ftenv.selfcheck import tinymodel
 from ftenv.steps import fixes
 from ftenv.train.fastpath import compiled_decoder
-from support import ROOT
+from support import child_env, finetune_tiny
 
 HERE = Path(__file__).parent
-
-
-def _env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "scripts"), env.get("PYTHONPATH")) if p)
-    return env
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tiny")
-    tinymodel.build(out)
-    return out
 
 
 # --- the switch --------------------------------------------------------------------------------
@@ -114,44 +99,24 @@ def test_a_junk_value_is_an_error_that_names_the_fix():
 # --- ftenv finetune --compile ------------------------------------------------------------------
 
 
-def _finetune(tiny: Path, out: Path, *extra: str, env=None, timeout=900) -> subprocess.CompletedProcess:
-    p = tinymodel.paths(tiny)
-    cmd = [
-        sys.executable,
-        "-m",
-        "ftenv.cli",
-        "finetune",
-        "--model-dir",
-        str(p.root),
-        "--train",
-        str(p.train_jsonl),
-        "--valid",
-        str(p.val_jsonl),
-        "--output-dir",
-        str(out),
-        "--gpus-per-node",
-        "1",
-        *extra,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, env=env or _env(), timeout=timeout)
-
-
 def test_finetune_compile_dry_run_goes_through_the_entry_with_the_variable(tiny, tmp_path):
-    r = _finetune(tiny, tmp_path / "out", "--compile", "--dry-run")
+    r = finetune_tiny(tiny, tmp_path / "out", "--compile", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "-m ftenv.train.funasr_entry" in r.stdout
     assert "FTENV_COMPILE=1" in r.stderr
-    plain = _finetune(tiny, tmp_path / "out", "--dry-run")
+    plain = finetune_tiny(tiny, tmp_path / "out", "--dry-run")
     assert "funasr_entry" not in plain.stdout and "FTENV_COMPILE" not in plain.stderr
-    junk = _finetune(tiny, tmp_path / "out", "--dry-run", env={**_env(), compile_setting.ENV: "maybe"})
+    junk = finetune_tiny(
+        tiny, tmp_path / "out", "--dry-run", env={**child_env(), compile_setting.ENV: "maybe"}
+    )
     assert junk.returncode == 2 and "FTENV_COMPILE=1 (on)" in junk.stderr
 
 
 def test_finetune_compile_trains_through_the_real_trainer_on_cpu(tiny, tmp_path):
     """On a CPU the switch is installed in the trainer's process and every decoder call stays eager
     (the GPU condition): the compiled numerics are the self-check's job (below)."""
-    env = {**_env(), "FTENV_FUNASR_CPU_SHIM": "1", "FTENV_WATCH": "0"}
-    r = _finetune(
+    env = {**child_env(), "FTENV_FUNASR_CPU_SHIM": "1", "FTENV_WATCH": "0"}
+    r = finetune_tiny(
         tiny,
         tmp_path / "out",
         "--compile",
@@ -183,7 +148,7 @@ def _selfcheck(tiny: Path, tmp: Path, *argv: str) -> tuple[int, dict]:
         [*SELFCHECK, "--tiny", str(tiny), "--workdir", str(tmp), *argv],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=1500,
     )
     return proc.returncode, json.loads(proc.stdout)
@@ -241,7 +206,7 @@ def test_watchdog_names_recompilation_after_dynamo_recompile_lines(tmp_path, rec
         [sys.executable, "-m", "ftenv.cli", "watch", "--", sys.executable, str(child)],
         capture_output=True,
         text=True,
-        env={**_env(), "TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"},
+        env={**child_env(), "TORCH_CUDNN_SDPA_DEPRIORITIZED": "1"},
         timeout=120,
     )
     lines = r.stdout.splitlines()
@@ -264,7 +229,11 @@ def test_buildcheck_compile_check_passes_with_the_compilers_and_fails_without():
     missing = {"CXX": "/nonexistent/g++", "CC": "/nonexistent/cc"}
     code = "from ftenv.stack import buildcheck; import json; print(json.dumps(buildcheck.compile_problems()))"
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={**_env(), **missing}, timeout=600
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**child_env(), **missing},
+        timeout=600,
     )
     problems = json.loads(proc.stdout)
     assert len(problems) == 2, problems

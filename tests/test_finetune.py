@@ -16,17 +16,9 @@ import pytest
 from ftenv import cli
 from ftenv.train import finetune, inputs, launch_plan
 from ftenv.train.inputs import InputError, check_line
-from support import ROOT
+from support import GOOD_RECORD, ROOT
 
-GOOD = {
-    "messages": [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "语音转写：<|startofspeech|>!wav/a.wav<|endofspeech|>"},
-        {"role": "assistant", "content": "几点了？"},
-    ],
-    "speech_length": 145,
-    "text_length": 3,
-}
+GOOD = GOOD_RECORD
 
 
 @pytest.fixture

@@ -6,25 +6,14 @@ the compiled regions stay eager there, the batches are padded)."""
 from __future__ import annotations
 
 import copy
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.loop import prepare, train
 from ftenv.train.fastpath import buckets, compiled_audio, compiled_decoder, parts
-from support import ROOT
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny")
-    tinymodel.build(out)
-    return out
+from support import child_env, finetune_tiny
 
 
 @pytest.fixture(scope="module")
@@ -58,23 +47,16 @@ def test_parts_and_bucketing_reach_the_model(prepared):
 
 
 def test_finetune_with_parts_and_buckets_through_the_real_trainer(tiny, tmp_path):
-    p = tinymodel.paths(tiny)
-    cmd = [
-        sys.executable,
-        "-m",
-        "ftenv.cli",
-        "finetune",
-        "--model-dir",
-        str(p.root),
-        "--train",
-        str(p.train_jsonl),
-    ]
-    cmd += ["--valid", str(p.val_jsonl), "--output-dir", str(tmp_path / "out"), "--gpus-per-node", "1"]
-    cmd += ["--compile-parts", "regional,audio,cudagraphs", "--buckets", "64:4,8", "++device=cpu"]
-    cmd += ["++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32", "++train_conf.max_epoch=1"]
-    cmd += ["++dataset_conf.batch_size=500"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "scripts"), FTENV_FUNASR_CPU_SHIM="1", FTENV_WATCH="0")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    env = child_env(FTENV_FUNASR_CPU_SHIM="1", FTENV_WATCH="0")
+    r = finetune_tiny(
+        tiny,
+        tmp_path / "out",
+        *("--compile-parts", "regional,audio,cudagraphs", "--buckets", "64:4,8", "++device=cpu"),
+        *("++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32", "++train_conf.max_epoch=1"),
+        "++dataset_conf.batch_size=500",
+        env=env,
+        timeout=600,
+    )
     log = r.stdout + r.stderr
     assert r.returncode == 0, log[-3000:]
     assert "compiled regional, audio, cudagraphs installed on FunASRNano" in log

@@ -168,8 +168,8 @@ def test_nan_risk_is_fixed_from_cudnn_9_26(cudnn, risky):
     assert v.level == "exposed" and (v.risk is not None) is risky
 
 
-# The wheels of torch 2.12 to 2.15 (pins from pytorch/pytorch PR #177321, issue #190355, the 2.13
-# wheel's METADATA); 2.15's is not known: both sides of the NaN fix are tried.
+# The wheels of torch 2.12 to 2.15, with the cuDNN their PyPI metadata pins (2.15: 9.26.0.51); 2.15
+# with 9.24 too (a newer torch beside an older cuDNN loaded first): both sides of the NaN fix.
 NEWER = [
     ("2.12.0", 92000),
     ("2.13.0", 92000),
@@ -275,10 +275,10 @@ def test_the_guide_knows_torch_2_12_to_2_15_and_torchaudio_with_them():
     flat = " ".join(section("2.").split())
     for words in (
         "`pip install torch==2.12.0` or `2.13.0`",
-        "nvidia-cudnn-cu13 9.20.0.48 ([pytorch#177321]",
+        "nvidia-cudnn-cu13 9.20.0.48 (both wheels pin it",
         "`pip install torch==2.14.0`",
-        "nvidia-cudnn-cu13 9.24.0.43 (the build matrix of [pytorch#190355]",
-        "`pip install torch==2.15.0` | not confirmed here",
+        "nvidia-cudnn-cu13 9.24.0.43 (pinned in the wheels' PyPI metadata",
+        "`pip install torch==2.15.0` (PyPI) | nvidia-cudnn-cu13 9.26.0.51",
         "from 2.12 on there is no cu128 build",
         "The NaN risk of section 6 follows the cuDNN that is loaded, not the torch version",
         "2.11.1 declares `torch>=2.11`",

@@ -14,12 +14,11 @@ import os
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from ftenv import cli
-from ftenv.selfcheck import base, schedule, selfcheck, tinymodel, verdict
+from ftenv.selfcheck import base, schedule, selfcheck, verdict
 from ftenv.steps import funasr_log, stats
 from support import ROOT, steplogs
 
@@ -130,13 +129,6 @@ def test_schedule_every_shape_appears_then_recurs_and_is_padded():
 
 
 # --- real training steps on the tiny model (CPU) -----------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tiny")
-    tinymodel.build(out)
-    return out
 
 
 def _selfcheck(capsys, *argv) -> tuple[int, dict]:

@@ -1,9 +1,11 @@
 """Helpers shared by the tests: the repository root, the `ftenv` command run as a user runs it,
-and (in this package's modules) step-log builders, a stand-in trainer, a lock-compiler stub and
-FunASR issue #3704's figures."""
+`ftenv finetune` on the tiny model, a valid ChatML training record, and (in this package's
+modules) step-log builders, a stand-in trainer, a lock-compiler stub and FunASR issue #3704's
+figures."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,3 +18,33 @@ def run_ftenv(*args: str, timeout: float = 120, **kwargs) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, "-m", "ftenv.cli", *args], capture_output=True, text=True, timeout=timeout, **kwargs
     )
+
+
+#: One valid line of the recipe's ChatML JSONL.
+GOOD_RECORD = {
+    "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "语音转写：<|startofspeech|>!wav/a.wav<|endofspeech|>"},
+        {"role": "assistant", "content": "几点了？"},
+    ],
+    "speech_length": 145,
+    "text_length": 3,
+}
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment with the checkout's scripts/ first on PYTHONPATH (a child runs this ftenv)."""
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "scripts"), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def finetune_tiny(tiny: Path, out: Path, *extra: str, env=None, timeout: float = 900):
+    """`ftenv finetune` on the tiny model built in `tiny` (one GPU per node asked for), EXTRA after."""
+    from ftenv.selfcheck import tinymodel
+
+    p = tinymodel.paths(tiny)
+    cmd = [sys.executable, "-m", "ftenv.cli", "finetune", "--model-dir", str(p.root)]
+    cmd += ["--train", str(p.train_jsonl), "--valid", str(p.val_jsonl), "--output-dir", str(out)]
+    cmd += ["--gpus-per-node", "1", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env or child_env(), timeout=timeout)

@@ -2,7 +2,7 @@
 Fun-ASR-Nano on a B200: one step in six takes 1 s because cuDNN SDPA builds a plan for every new
 batch shape" (https://github.com/modelscope/FunASR/issues/3704).
 
-docs/cudnn-sdpa-guide.md marks the figures it takes from there with **[FR]**, and tests/steplogs.py
+docs/cudnn-sdpa-guide.md marks the figures it takes from there with **[FR]**, and tests/support/steplogs.py
 generates a run with the same shape; tests/test_guide.py checks the guide against the excerpts below
 (short quotes of the issue, each stating the figures it is kept for), so that no test needs anything
 outside the repository.
