@@ -176,6 +176,13 @@ def test_the_host_tools_are_short_or_say_why_too():
     assert long_scripts == []
 
 
+def test_every_folder_of_the_package_is_a_package():
+    """A folder without __init__.py is a namespace package: pytest's and tools' rules for packages
+    (and the package's own docstring) miss it."""
+    folders = [d for d in PACKAGE.rglob("*") if d.is_dir() and d.name != "__pycache__"]
+    assert folders and [d for d in folders if not (d / "__init__.py").exists()] == []
+
+
 def test_the_graph_sees_the_package():
     assert len(EDGES) > 20 and "ftenv.text" in EDGES and EDGES["ftenv.text"] == set()
 
