@@ -55,8 +55,9 @@ def test_analyze_in_the_image(run):
         env=QUIET,
         extra=MOUNT,
     )
-    assert r.returncode == 0, r.stderr
-    assert "59 of 382, 59 on shapes new to their rank (100%)" in r.stdout and "verdict: FAIL" in r.stdout
+    assert r.returncode == 1, r.stderr  # FAIL's exit code (docs/watchdog.md)
+    # FunASR issue #3704's 59 slow steps of 382, the first step set apart as the run's start-up.
+    assert "58 of 381, 58 on shapes new to their rank (100%)" in r.stdout and "verdict: FAIL" in r.stdout
 
 
 def test_sigterm_from_the_engine_reaches_the_command(image):
