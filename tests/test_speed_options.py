@@ -17,7 +17,7 @@ def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(
     p = plan(work, "--gpus-per-node", "1", "--compile")
     assert p.env[compile_setting.ENV] == "1"
     assert compile_setting.compile_parts(p.env) == compile_setting.DEFAULT_PARTS == ("decoder",)
-    for var in compile_cache.CACHE_VARS:
+    for var in compile_cache.COMPILER_CACHE_VARS:
         assert p.env[var].startswith(str(work / "out" / compile_cache.CACHE_DIRNAME))
     assert ENTRY in " ".join(p.argv)
     assert any("a re-run starts warm" in n for n in p.notes)

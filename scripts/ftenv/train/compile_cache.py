@@ -25,8 +25,9 @@ from ftenv.train import cache_dirs
 
 #: The folder under the output directory.
 CACHE_DIRNAME = "compile-cache"
-#: The variables Inductor and Triton read, and their subfolder.
-CACHE_VARS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+#: The variables Inductor and Triton read, and their subfolder (the compiler caches only; every
+#: cache a run may write is ftenv.train.cache_dirs.CACHE_VARS).
+COMPILER_CACHE_VARS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
 
 
 def cache_root(output_dir: str | os.PathLike, mount: str | None = None) -> Path:
@@ -34,20 +35,23 @@ def cache_root(output_dir: str | os.PathLike, mount: str | None = None) -> Path:
     return Path(mount or Path(output_dir) / CACHE_DIRNAME)
 
 
+def cache_paths(root: str | os.PathLike, uid: int | None = None) -> dict[str, str]:
+    """The variables to set for this UID's caches under root (nothing created)."""
+    mine = Path(root) / f"uid-{os.getuid() if uid is None else uid}"
+    return {var: str(mine / sub) for var, sub in COMPILER_CACHE_VARS.items()}
+
+
 def prepare(root: str | os.PathLike, uid: int | None = None) -> dict[str, str]:
     """Create the cache folders for this UID under root; return the variables to set."""
     root = Path(root)
-    uid = os.getuid() if uid is None else uid
     created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
     if created or root.stat().st_uid == os.getuid():
         with contextlib.suppress(OSError):  # a mount we may not chmod: its own permissions decide
             os.chmod(root, 0o1777)
-    mine = root / f"uid-{uid}"
-    env = {}
-    for var, sub in CACHE_VARS.items():
-        (mine / sub).mkdir(parents=True, exist_ok=True)
-        env[var] = str(mine / sub)
+    env = cache_paths(root, uid)
+    for path in env.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
     return env
 
 
@@ -58,8 +62,6 @@ def cache_env(
     the environment by the user are kept as they are (not those that ftenv.train.cache_dirs moved
     to the temporary directory: the output dir is where the next run finds them)."""
     root = cache_root(output_dir, mount)
-    wanted = (
-        prepare(root) if create else {v: str(root / f"uid-{os.getuid()}" / s) for v, s in CACHE_VARS.items()}
-    )
+    wanted = prepare(root) if create else cache_paths(root)
     moved = cache_dirs.moved_here(environ)
     return {var: path for var, path in wanted.items() if not environ.get(var) or var in moved}
