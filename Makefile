@@ -7,7 +7,7 @@ VARIANT ?= $(shell $(FTENV) versions name)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Local builds and runs choose the engine, the base and the GPUs for this machine
-# (scripts/imagetools/local.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
+# (scripts/imagetools/machine.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
 # BASE=standin|upstream force a choice.
 TOOLS := PYTHONPATH=scripts python3 -m imagetools
 LOCAL := $(TOOLS) local

@@ -5,7 +5,7 @@ Docker when its daemon answers (`docker buildx bake`, from docker/docker-bake.js
 podman; the real base when it can be pulled, else a local stand-in (marked as such); the build args
 from versions.toml. The image is tagged `localhost/ftenv:VARIANT` (plus --tag). ARGS go to
 `podman build` or `docker buildx bake` (e.g. `-- --build-arg=FUNASR_VERSION=0`). The choices are
-made in scripts/imagetools/local.py. Callers that may build concurrently hold the build lock
+made in scripts/imagetools/machine.py. Callers that may build concurrently hold the build lock
 (`flock /tmp/ftenv-build.lock`, as the Makefile does).
 """
 

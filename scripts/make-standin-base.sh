@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make the stand-in base for machines that cannot pull the real one (no registry): a Debian
 # minbase root filesystem with Python, imported into ENGINE (podman or docker) under NAME.
-# scripts/imagetools/local.py picks the name, calls this only when the real base cannot be
+# scripts/imagetools/machine.py picks the name, calls this only when the real base cannot be
 # pulled, and passes the stand-in to the build as BASE_IMAGE. The name must be a local one
 # (localhost/...): a stand-in under an upstream name would shadow the real image for every
 # later build on this machine. Debian's Python is 3.11 where Ubuntu 24.04 has 3.12; the locks
