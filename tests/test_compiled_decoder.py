@@ -85,14 +85,14 @@ def test_install_replaces_this_instances_decoder_forward_only():
 )
 def test_the_variable_and_the_report_line(raw, on):
     env = {} if raw is None else {compile_setting.ENV: raw}
-    assert compile_setting.compile_requested(env) is on
+    assert bool(compile_setting.compile_parts(env)) is on
     line = compile_setting.report_line(env)
     assert line.startswith("compile on" if on else "compile off")
 
 
 def test_a_junk_value_is_an_error_that_names_the_fix():
     with pytest.raises(ValueError, match=r"FTENV_COMPILE=1 \(on\) or FTENV_COMPILE=0"):
-        compile_setting.compile_requested({compile_setting.ENV: "maybe"})
+        compile_setting.compile_parts({compile_setting.ENV: "maybe"})
     assert "not understood" in compile_setting.report_line({compile_setting.ENV: "maybe"})
 
 

@@ -58,11 +58,6 @@ def compile_parts(environ=os.environ) -> tuple[str, ...]:
     return tuple(p for p in PARTS if p in parts)
 
 
-def compile_requested(environ=os.environ) -> bool:
-    """Whether FTENV_COMPILE asks for any compiled part (errors as compile_parts)."""
-    return bool(compile_parts(environ))
-
-
 def report_line(environ=os.environ) -> str:
     raw = environ.get(ENV)
     try:
