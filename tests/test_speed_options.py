@@ -40,6 +40,15 @@ def test_each_lever_has_its_own_flag(work):  # noqa: F811
     assert ENTRY in " ".join(b.argv) and compile_setting.ENV not in b.env and "TRITON_CACHE_DIR" not in b.env
 
 
+def test_cuda_graphs_are_planned_without_gradient_accumulation(work):  # noqa: F811
+    flags = ["--gpus-per-node", "1", "--compile-parts", "regional,cudagraphs", "--buckets", "64"]
+    assert compile_setting.compile_parts(plan(work, *flags).env) == ("regional", "cudagraphs")
+    one = plan(work, *flags, "++train_conf.accum_grad=1")
+    assert "++train_conf.accum_grad=1" in overrides_of(one)
+    # Accumulation without graphs is the user's choice, as before.
+    assert plan(work, "--gpus-per-node", "1", "--compile-parts", "regional", "++train_conf.accum_grad=4")
+
+
 def test_off_by_default(work):  # noqa: F811
     p = plan(work, "--gpus-per-node", "1")
     assert ENTRY not in " ".join(p.argv)
@@ -54,6 +63,11 @@ def test_off_by_default(work):  # noqa: F811
         (["--compile-parts", "decoder,regional"], r"exclude each other: choose one"),
         (["--compile-parts", "regional,cudagraphs"], r"CUDA graphs need few shapes: set FTENV_BUCKETS"),
         (["--buckets", "sixty"], r"LENGTHS\[:BATCHES\]"),
+        (
+            ["--compile-parts", "regional,cudagraphs", "--buckets", "64", "++train_conf.accum_grad=2"],
+            r"CUDA graphs with gradient accumulation \(train_conf.accum_grad=2\).*"
+            r"set \+\+train_conf.accum_grad=1",
+        ),
     ],
 )
 def test_bad_values_are_errors_that_name_the_fix(work, flags, message):  # noqa: F811

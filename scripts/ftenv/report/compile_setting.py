@@ -9,8 +9,11 @@ FTENV_COMPILE is `1` (on: DEFAULT_PARTS), `0` (off), or a comma-separated list o
 - `decoder`: the Qwen3 decoder stack compiled whole, FunASR PR #3705's path;
 - `regional`: each Qwen3 decoder layer compiled instead (one graph for all layers, less compile);
 - `audio`: the frozen SenseVoice encoder's blocks and the adaptor compiled too;
-- `cudagraphs`: CUDA graphs (mode="reduce-overhead") for the bucketed shapes; needs FTENV_BUCKETS.
-Every compiled decoder trains without a KV cache (use_cache=False).
+- `cudagraphs`: CUDA graphs (mode="reduce-overhead") for the bucketed shapes; needs FTENV_BUCKETS;
+- `nosync`: FunASRNano's forward without host syncs (ftenv.train.fastpath.sync_free), eager;
+- `lmhead`: that forward with the LM head and the loss over labelled positions only
+  (ftenv.train.fastpath.labelled_head).
+Every compiled decoder runs without a KV cache (use_cache=False), in training and validation.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from ftenv import text
 ENV = "FTENV_COMPILE"
 BUCKETS_ENV = "FTENV_BUCKETS"
 CACHE_ENV = "FTENV_COMPILE_CACHE_DIR"
-PARTS = ("decoder", "regional", "audio", "cudagraphs")
+PARTS = ("decoder", "regional", "audio", "cudagraphs", "nosync", "lmhead")
 #: What `--compile` / FTENV_COMPILE=1 turns on: upstream's path (no KV cache in training) until
 #: the benchmark matrix has measured a faster combination with eager's losses on a GPU.
 DEFAULT_PARTS = ("decoder",)

@@ -21,6 +21,23 @@ from ftenv.train.fastpath import buckets
 from ftenv.train.inputs import InputError
 
 FUSED_ADAMW = ("optim_conf.fused", "true")
+#: FunASR's gradient accumulation setting (trainer_ds.Trainer: accum_grad, default 1).
+ACCUM_GRAD = "train_conf.accum_grad"
+
+
+def accum_grad(overrides) -> int:
+    """The gradient accumulation the user's overrides ask for (1 when none; not a number: 1, the
+    trainer then says what is wrong)."""
+    from ftenv.train.overrides import parse
+
+    for item in overrides or []:
+        o = parse(item)
+        if o.key_or_group == ACCUM_GRAD:
+            try:
+                return int(o.value())
+            except (TypeError, ValueError):
+                return 1
+    return 1
 
 
 @dataclass
@@ -75,6 +92,14 @@ def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> Speed
             buckets.parse(spec)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    accumulation = accum_grad(getattr(args, "overrides", None))
+    if "cudagraphs" in parts and accumulation > 1:
+        raise InputError(
+            f"CUDA graphs with gradient accumulation ({ACCUM_GRAD}={accumulation}): each forward "
+            "starts a new graph step and reuses the previous forward's output buffers, which the "
+            "accumulated backward still needs; drop `cudagraphs` from --compile-parts or set "
+            f"++{ACCUM_GRAD}=1"
+        )
     if parts:
         sp.env[compile_setting.ENV] = wanted[compile_setting.ENV]
         caches = compile_cache.cache_env(

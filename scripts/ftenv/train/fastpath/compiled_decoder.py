@@ -15,9 +15,12 @@ touching site-packages, and one step further:
 - `install_regional(model)`: a Switch on each Qwen3DecoderLayer instead ("regional
   compilation"): the layers share one code object, so one graph serves all 28 and the compile
   costs one layer's trace, not the whole stack's.
-- Either way the stack runs with `use_cache=False` in training (`no_cache_in_training`): with
-  Qwen3Config's default `use_cache=True` every training forward builds a DynamicCache nobody reads,
-  and in a per-layer graph the cache's per-layer state forces a recompile per layer.
+- Either way the stack runs with `use_cache=False` whenever its caller leaves `use_cache` unset,
+  in training AND in evaluation (`without_kv_cache`): FunASRNano calls the LLM without it, so with
+  Qwen3Config's default `use_cache=True` every forward would build a DynamicCache nobody reads, and
+  in a per-layer graph the cache's per-layer state recompiles each layer. FunASR validates in eval
+  mode: a training-only rule let every validation pass recompile the layers up to Dynamo's limit.
+  Generation passes `use_cache` explicitly and keeps its cache.
 - Upstream also runs the decoder under `sdpa_kernel([flash, efficient, math])`; here the image's
   TORCH_CUDNN_SDPA_DEPRIORITIZED=1 keeps cuDNN attention out of the front instead, which also
   holds when a compiled graph picks its attention kernel while it is traced.
@@ -102,41 +105,42 @@ def decoder_of(model):
     return decoder
 
 
-def no_cache_in_training(decoder, forward):
-    """`forward` with use_cache=False whenever the decoder trains and the caller left it unset
-    (FunASRNano calls the LLM without it; generation passes use_cache explicitly)."""
+def without_kv_cache(forward):
+    """`forward` with use_cache=False whenever the caller left it unset, in training and in
+    evaluation (FunASRNano's training and validation forwards call the LLM without it; generation
+    passes use_cache explicitly)."""
 
     @functools.wraps(forward)
-    def train_without_cache(*args, **kwargs):
-        if decoder.training and kwargs.get("use_cache") is None:
+    def forward_without_cache(*args, **kwargs):
+        if kwargs.get("use_cache") is None:
             kwargs["use_cache"] = False
         return forward(*args, **kwargs)
 
-    train_without_cache.ftenv_no_cache = True
-    return train_without_cache
+    forward_without_cache.ftenv_no_cache = True
+    return forward_without_cache
 
 
 def install(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, **switch) -> Switch:
     """Put a Switch on this model's decoder stack (this instance only), the stack without a KV
-    cache in training; returns it. `switch` goes to the Switch (backend, graphs_when)."""
+    cache unless asked for; returns it. `switch` goes to the Switch (backend, graphs_when)."""
     decoder = decoder_of(model)
     current = decoder.forward
     if isinstance(current, Switch):
         return current
-    compiled = Switch(no_cache_in_training(decoder, current), devices=devices, dynamic=dynamic, **switch)
+    compiled = Switch(without_kv_cache(current), devices=devices, dynamic=dynamic, **switch)
     decoder.forward = compiled  # an instance attribute: nn.Module.__call__ finds it first
     return compiled
 
 
 def install_regional(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, **switch) -> list[Switch]:
-    """A Switch on each decoder layer (this instance only), the stack without a KV cache in
-    training; returns the switches."""
+    """A Switch on each decoder layer (this instance only), the stack without a KV cache unless
+    asked for; returns the switches."""
     decoder = decoder_of(model)
     layers = _layers(decoder)
     if all(isinstance(layer.forward, Switch) for layer in layers):
         return [layer.forward for layer in layers]
     if not getattr(decoder.forward, "ftenv_no_cache", False):
-        decoder.forward = no_cache_in_training(decoder, decoder.forward)
+        decoder.forward = without_kv_cache(decoder.forward)
     for layer in layers:
         if not isinstance(layer.forward, Switch):
             layer.forward = Switch(layer.forward, devices=devices, dynamic=dynamic, **switch)

@@ -8,6 +8,9 @@ in the benchmark: the compile parts (ftenv.report.compile_setting.PARTS) put on 
   `torch.compiler.cudagraph_mark_step_begin()` before each model forward (a training step's
   outputs of the last step are dead by then). Without a CUDA GPU, or outside the buckets, the
   calls run compiled without graphs.
+- `nosync`: FunASRNano's forward without host syncs (ftenv.train.fastpath.sync_free), eager;
+- `lmhead`: that forward with the LM head and loss over labelled positions only
+  (ftenv.train.fastpath.labelled_head; `install_on_build` makes the collator add the positions);
 - bucketing (FTENV_BUCKETS, ftenv.train.fastpath.buckets) pads the batches FunASR's dataset collates, and
   gives the adaptor the device-side mask it needs for frames padded beyond the longest.
 """
@@ -19,7 +22,7 @@ import functools
 import sys
 
 from ftenv.report.compile_setting import ENV
-from ftenv.train.fastpath import compiled_audio, compiled_decoder
+from ftenv.train.fastpath import compiled_audio, compiled_decoder, labelled_head, sync_free
 from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES
 
 
@@ -70,7 +73,19 @@ def apply(model, parts, buckets=None, devices=TRAIN_DEVICES, backend: str = "ind
         switches += compiled_audio.install(model, **switch)
     elif buckets is not None:
         compiled_audio.install_adaptor_forward(model)
+    if "nosync" in parts or "lmhead" in parts:
+        why_not = sync_free.install(model, labelled="lmhead" in parts)
+        notes += [why_not] if why_not else []
     return {"switches": switches, "notes": notes, "hooks": hooks}
+
+
+def remove(model, done: dict) -> None:
+    """Take off what `apply` put on (the benchmark trains several arms on one model)."""
+    for hook in done["hooks"]:
+        hook.remove()
+    sync_free.remove(model)
+    compiled_decoder.uninstall(model)
+    compiled_audio.uninstall(model)
 
 
 def calls_line(switches) -> str:
@@ -118,7 +133,7 @@ def install_on_build(parts, buckets=None, devices=TRAIN_DEVICES) -> str:
         what = (
             f"compiled {', '.join(parts)} installed on {type(model).__name__} (torch.compile "
             f"dynamic=True; {'/'.join(devices)} batches of 2+ sequences compiled, the rest eager; no KV "
-            "cache in training)"
+            "cache)"
             if parts
             else f"the adaptor's device-side padding mask installed on {type(model).__name__} (bucketing)"
         )
@@ -131,6 +146,8 @@ def install_on_build(parts, buckets=None, devices=TRAIN_DEVICES) -> str:
     logs = (
         "with recompile log lines" if compiled_decoder.log_recompiles() else "recompile log lines unavailable"
     )
+    if "lmhead" in parts:
+        print(f"ftenv: {labelled_head.install_on_dataset()}", file=sys.stderr, flush=True)
     if not parts:
         return "bucketing: the model to be built gets the adaptor's device-side padding mask"
     return f"{ENV}={','.join(parts)}: the model to be built gets the compiled parts ({logs})"

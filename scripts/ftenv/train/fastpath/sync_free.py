@@ -1,0 +1,172 @@
+"""FunASRNano's training forward without host syncs (`ftenv finetune --compile-parts ...,nosync`).
+
+funasr 1.4.16's `FunASRNano.forward` (funasr/models/fun_asr_nano/model.py) splices the audio
+embeddings into the text embeddings row by row: `fbank_beg[b, t].item()` per batch row and turn,
+and slices bounded by a 0-dim `fake_token_len` tensor (two more scalar reads each); its statistics
+call `.item()` four times and `masked_select` twice (the accuracy). Each of these makes the CPU wait
+for the GPU queue to drain between the forward and the backward; once the decoder is compiled, they
+set the pace of a launch-bound step (FunASR issue #3704).
+
+`forward` here is the same computation with no host sync: the splice is one gather and one
+`torch.where` per audio turn over positions computed on the device (the audio rows are numbered in
+the same row-major order), the masked fills are out-of-place `clamp`/`where`, the statistics stay
+tensors (FunASR's `force_gatherable` makes every statistic a 1-element tensor anyway, and the
+trainer reads them with `.item()` when it logs, after the step), and the accuracy is a masked sum.
+Loss, accuracy and every logged number are those of FunASR's forward (tests/test_fastpath_levers.py
+compares them). Where FunASR's splice falls back to the adaptor's lengths (an audio turn longer than
+the encoder output or the text), this does the same; where FunASR's fallback would raise, this
+clips the turn to the text and the encoder output instead.
+
+`install` puts it on one model instance, only when that model's forward is the packaged
+FunASRNano.forward it was written against: a remote-code model (`trust_remote_code`) keeps its own.
+"""
+
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ftenv.train.fastpath import labelled_head
+
+#: Marks the installed forward (install is idempotent, remove finds it).
+MARK = "ftenv_sync_free"
+#: Set on a model instance whose forward runs the LM head over labelled positions only.
+HEAD_MARK = "ftenv_labelled_head"
+
+
+def packaged_forward():
+    """funasr's FunASRNano.forward, the one this replaces (None when funasr has no such model)."""
+    try:
+        from funasr.models.fun_asr_nano.model import FunASRNano
+    except Exception:
+        return None
+    return FunASRNano.forward
+
+
+def splice(inputs_embeds, encoder_out, encoder_out_lens, fbank_beg, fake_token_len):
+    """FunASRNano's splice of the audio turns into the text embeddings, on the device, no sync.
+
+    Turn (b, t) with fbank_beg > 0 takes encoder row k (the turns with audio, counted row-major),
+    its first fake_token_len[b, t] frames going to positions fbank_beg[b, t] onwards; a later turn
+    overwrites an earlier one where they overlap, as FunASR's loop does."""
+    tokens = inputs_embeds.shape[1]
+    rows, frames = encoder_out.shape[:2]
+    has = fbank_beg > 0
+    row = (has.flatten().cumsum(0) - 1).view_as(fbank_beg).clamp(0, max(rows - 1, 0))
+    lens = encoder_out_lens.to(fake_token_len.device)[row]
+    fits = (fake_token_len <= frames) & (fbank_beg + fake_token_len <= tokens)
+    length = torch.where(fits, fake_token_len, lens)
+    pos = torch.arange(tokens, device=inputs_embeds.device)
+    for turn in range(fbank_beg.shape[1]):
+        rel = pos[None, :] - fbank_beg[:, turn, None]  # (batch, tokens)
+        inside = has[:, turn, None] & (rel >= 0) & (rel < length[:, turn, None]) & (rel < frames)
+        src = encoder_out[row[:, turn, None], rel.clamp(0, frames - 1)]  # (batch, tokens, dim)
+        inputs_embeds = torch.where(inside[..., None], src.to(inputs_embeds.dtype), inputs_embeds)
+    return inputs_embeds
+
+
+def accuracy(logits, labels, ignore_label: int = -100):
+    """funasr.metrics.compute_acc.compute_accuracy of the next-token predictions, without
+    masked_select: the same counts, as tensors."""
+    preds = torch.argmax(logits, -1)[:, :-1]
+    targets = labels[:, 1:]
+    mask = targets != ignore_label
+    return ((preds == targets) & mask).sum().float() / mask.sum().float()
+
+
+def forward(
+    self,
+    speech=None,
+    speech_lengths=None,
+    input_ids=None,
+    attention_mask=None,
+    labels_ids=None,
+    fbank_beg=None,
+    fbank_mask=None,
+    **kwargs,
+):
+    """FunASRNano.forward (funasr 1.4.16) for training and validation, without host syncs."""
+    from funasr.models.fun_asr_nano.device_utils import resolve_autocast_device_type
+    from funasr.models.fun_asr_nano.model import dtype_map
+    from funasr.train_utils.device_funcs import force_gatherable
+
+    batch_size, token_num = input_ids.shape
+    stats = {}
+    input_ids = input_ids.clamp(min=0)
+    inputs_embeds = self.llm.model.get_input_embeddings()(input_ids)
+    fbank_beg = fbank_beg.clamp(min=0)
+    if speech is not None:
+        if len(speech_lengths.size()) > 1:
+            speech_lengths = speech_lengths[:, 0]
+        batch_size_speech, frames, _ = speech.shape
+        if self.audio_encoder_activation_checkpoint:
+            from torch.utils.checkpoint import checkpoint
+
+            encoder_out, encoder_out_lens = checkpoint(
+                self.encode, speech, speech_lengths, use_reentrant=False
+            )
+        else:
+            encoder_out, encoder_out_lens = self.encode(speech, speech_lengths)
+        encoder_out, encoder_out_lens = self.audio_adaptor(encoder_out, encoder_out_lens)
+        fake_token_len = kwargs.get("fake_token_len").clamp(min=0)
+        inputs_embeds = splice(inputs_embeds, encoder_out, encoder_out_lens, fbank_beg, fake_token_len)
+        stats["batch_size_speech"] = batch_size_speech
+        stats["batch_size_x_frames"] = frames * batch_size_speech
+        stats["batch_size_real_frames"] = speech_lengths.sum()
+        stats["padding_frames"] = stats["batch_size_x_frames"] - stats["batch_size_real_frames"]
+
+    device_type = resolve_autocast_device_type(next(self.parameters()).device)
+    with torch.autocast(
+        device_type=device_type, enabled=self.llm_dtype != "fp32", dtype=dtype_map[self.llm_dtype]
+    ):
+        labels_ids = torch.where(labels_ids == -1, -100, labels_ids)
+        attention_mask = attention_mask.clamp(min=0)
+        embeds = inputs_embeds.to(dtype_map[self.llm_dtype])
+        if self.__dict__.get(HEAD_MARK):
+            index = kwargs.get(labelled_head.LABEL_INDEX)
+            loss, acc = labelled_head.loss_and_accuracy(self.llm, embeds, attention_mask, labels_ids, index)
+        else:
+            model_outputs = self.llm(inputs_embeds=embeds, attention_mask=attention_mask, labels=labels_ids)
+            loss = model_outputs.loss
+            with torch.no_grad():
+                acc = accuracy(model_outputs.logits, labels_ids)
+    stats["acc"] = acc
+    stats["loss"] = torch.clone(loss.detach())
+    stats["batch_size"] = batch_size
+    stats["batch_size_x_tokens"] = token_num * batch_size
+    stats["batch_size_real_tokens"] = attention_mask.sum()
+    stats["padding_tokens"] = stats["batch_size_x_tokens"] - stats["batch_size_real_tokens"]
+    dialog_turns = (fbank_beg > 0).sum(-1)
+    stats["dialog_turns_max"] = dialog_turns.max().long()
+    # FunASR divides Python ints (float64) and force_gatherable stores float32: the same rounding.
+    stats["dialog_turns_avg"] = (dialog_turns.sum().double() / batch_size).float()
+    weight = (labels_ids > 1).sum() if self.length_normalized_loss else batch_size
+    return force_gatherable((loss, stats, weight), loss.device)
+
+
+setattr(forward, MARK, True)
+
+
+def install(model, labelled: bool = False) -> str | None:
+    """Give this model instance the sync-free forward, with the LM head over labelled positions
+    only when `labelled` (ftenv.train.fastpath.labelled_head); returns why not (None: installed)."""
+    original = packaged_forward()
+    if labelled:
+        model.__dict__[HEAD_MARK] = True
+    if getattr(model.__dict__.get("forward"), MARK, False):
+        return None
+    if original is None or getattr(type(model), "forward", None) is not original:
+        model.__dict__.pop(HEAD_MARK, None)
+        return (
+            f"nosync/lmhead: {type(model).__name__}.forward is not funasr's packaged FunASRNano.forward "
+            "(a remote-code model?): its forward left as is"
+        )
+    model.forward = types.MethodType(forward, model)
+    return None
+
+
+def remove(model) -> None:
+    model.__dict__.pop(HEAD_MARK, None)
+    if getattr(model.__dict__.get("forward"), MARK, False):
+        del model.forward
