@@ -1,9 +1,13 @@
-"""benchmarks/compile_speedup.py, the GPU kit's first call, on the CPU: its code path with the tiny
-model and the `aot_eager` backend (a smoke test, not a measurement), the CUDA-graph arm skipped,
-and its "no GPU" exit. Its speed targets are docs/benchmarks.md's, measured on a GPU only."""
+"""benchmarks/compile_speedup.py, the GPU kit's first call, on the CPU: its ranking (the steady step,
+never the first step that holds the compile), its gate (each arm on its own estimate: a warm start
+runs after a long cold compile), and its code path with the tiny model and the `aot_eager` backend
+(a smoke test, not a measurement): the floor's profiler passes, the warm start in a fresh process,
+the CUDA-graph arm skipped, the JSON complete; and its "no GPU" exit. Its speed targets are
+docs/benchmarks.md's, measured on a GPU only."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,28 +21,95 @@ from support import ROOT
 SCRIPT = ROOT / "benchmarks" / "compile_speedup.py"
 
 
+def _matrix():
+    spec = importlib.util.spec_from_file_location("compile_speedup", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def _env() -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT / "scripts"))
 
 
-def test_the_matrix_runs_its_arms_on_a_cpu_and_skips_the_cuda_graph_arm(tmp_path):
+def _arm(name, steady, first, parts=("regional",), **extra) -> dict:
+    return (
+        {"arm": name, "parts": list(parts), "steady_step_s": steady, "first_step_s": first}
+        | {
+            "compile_s": max(0.0, first - steady),
+            "loss_max_rel_diff": 1e-4,
+            "recompiles": 0,
+        }
+        | extra
+    )
+
+
+def test_the_best_arm_is_ranked_on_the_steady_step_not_on_the_mean_with_the_compile():
+    m = _matrix()
+    eager = _arm("eager", 0.100, 0.2, parts=()) | {"mean_step_s": 0.1}
+    # Started on another arm's caches: short first step, a mean that looks good, a slow steady step.
+    cached = _arm("cached", 0.090, 2.0) | {"mean_step_s": 0.135}
+    # Cold: a long compile in its mean, the fastest steady step.
+    cold = _arm("cold", 0.050, 90.0) | {"mean_step_s": 2.3}
+    best = m.best_arm([eager, cached, cold])
+    assert best["arm"] == "cold"
+    assert best["x_eager"] == pytest.approx(0.5)
+    assert best["break_even_steps"] is None or best["break_even_steps"] > 0
+    assert m.break_even_steps(cold, eager) == 1 + -(-(90.0 - 0.2) // 0.05)
+    assert m.break_even_steps(_arm("slow", 0.2, 1.0), eager) is None
+    # An arm off eager's losses never wins.
+    assert m.best_arm([eager, cold | {"loss_max_rel_diff": 0.5}, cached])["arm"] == "cached"
+
+
+def test_the_gate_lets_a_warm_start_run_after_a_long_cold_compile():
+    m = _matrix()
+    arms = {a.name: a for a in m.ARMS}
+    done = {
+        "eager": _arm("eager", 0.100, 0.3, parts=()),
+        "best-guess": _arm("best-guess", 0.060, 180.0, parts=m.BEST_GUESS),
+    }
+    left = 60.0  # a 180 s cold compile ran; a minute is left
+    assert m.refusal(arms["warm"], done, 40, left, start_s=15.0) is None
+    assert m.refusal(arms["regional+audio"], done, 40, left) is None
+    assert m.refusal(arms["floor-best"], done, 40, left) is None
+    # A cold arm whose compile does not fit is refused, and says why.
+    why = m.refusal(arms["decoder"], done, 40, left)
+    assert why and why.startswith("not run: needs about")
+    # A measured cold compile of the same parts replaces the prior.
+    assert m.compile_estimate(m.Arm("again", m.BEST_GUESS), done) == pytest.approx(180.0 - 0.06)
+
+
+def test_the_matrix_runs_its_arms_on_a_cpu(tmp_path):
     out = tmp_path / "matrix.json"
     cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--tiny-model", "--backend", "aot_eager"]
-    cmd += ["--steps", "3", "--warmup", "1", "--min-batch", "2", "--max-batch", "3"]
-    cmd += ["--only", "regional,+buckets+graphs,+log_interval=50", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=600)
+    cmd += ["--steps", "4", "--warmup", "1", "--min-batch", "2", "--max-batch", "3", "--budget-s", "5000"]
+    cmd += ["--only", "floor-eager,best-guess,floor-best,warm,+buckets+graphs", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     arms = {a["arm"]: a for a in result["arms"]}
-    assert list(arms) == ["eager", "regional", "+buckets+graphs", "+log_interval=50"]
-    assert arms["+log_interval=50"]["status"] == "ran" and arms["+log_interval=50"]["log_interval"] == 50
+    assert list(arms) == ["eager", "floor-eager", "best-guess", "floor-best", "warm", "+buckets+graphs"]
     assert arms["+buckets+graphs"]["status"] == "skipped: CUDA graphs need a CUDA GPU"
-    regional = arms["regional"]
-    assert regional["status"] == "ran" and regional["steps"] == 3
-    assert regional["recompiles"] <= 2 and regional["loss_max_rel_diff"] <= 1e-6
-    assert regional["compiled_calls"] > 0
-    assert result["best"]["arm"] in ("regional", "+log_interval=50")
-    assert result["bucketed_shapes"] <= result["shapes"]
+    best = arms["best-guess"]
+    assert best["status"] == "ran" and best["steps"] == 4 and best["compiled_calls"] > 0
+    assert best["recompiles"] <= 2 and best["validation_graphs"] is not None
+    assert best["loss_max_rel_diff"] <= 1e-6 and len(best["val_losses"]) == 3
+    for key in ("steady_step_s", "first_step_s", "compile_s", "graph_breaks"):
+        assert best[key] is not None, key
+    # The floor: eager's and the best arm's profiler passes (CPU: ATen events; no kernels).
+    assert arms["floor-best"]["profile_of"] == "best-guess" and arms["floor-eager"]["profile_of"] == "eager"
+    for name in ("floor-eager", "floor-best"):
+        f = arms[name]
+        assert (
+            f["aten_ops_per_step"] > 0 and f["kernels_per_step"] is None and f["gpu_busy_s_per_step"] is None
+        )
+    assert arms["floor-eager"]["host_syncs_per_step"] > arms["floor-best"]["host_syncs_per_step"]
+    # The warm start: a fresh process on best-guess's caches, eager's losses.
+    warm = arms["warm"]
+    assert warm["status"] == "ran" and warm["fresh_process"] and warm["warm_start"]
+    assert warm["loss_max_rel_diff"] <= 1e-6
+    assert result["best"]["arm"] == "best-guess" and result["partial"] is False
     assert "| +buckets+graphs | - |" in proc.stdout and "not a measurement" in proc.stdout
 
 

@@ -195,14 +195,17 @@ def step_compiled(ctx: Context) -> Result:
 
 
 def matrix_summary(out: dict) -> str:
-    """One line of the matrix: its fastest arm with eager's losses (the benchmark picks it)."""
+    """One line of the matrix: its best arm on the steady step (the benchmark picks it), its compile
+    and break-even, and the floor (the best arm's GPU-busy seconds per step)."""
     best = out.get("best")
     if not best:
         return f"no compiled arm ran with eager's losses ({len(out.get('arms', []))} arms)"
+    floor = (out.get("floor") or {}).get("floor_s")
     return (
-        f"best {best['arm']}: mean {best['mean_step_s']:.4f} s = {best['x_eager']:.2f}x eager's, first step "
-        f"{best['first_step_s']:.1f} s, {best['recompiles']} recompiles; GPU-busy floor "
-        f"{_s(out.get('gpu_busy_step_s'))}"
+        f"best {best['arm']}: steady step {best['steady_step_s']:.4f} s = {best['x_eager']:.2f}x eager's, "
+        f"compile {_s(best.get('compile_s'))}, break-even after {best.get('break_even_steps')} steps, "
+        f"{best.get('recompiles')} recompiles (+{best.get('validation_graphs')} validation graphs); "
+        f"GPU-busy floor {_s(floor)}"
     )
 
 

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""CPU proxies of a GPU step at Fun-ASR-Nano's depth: ATen ops dispatched eager, host syncs and
+graph breaks per training step, for eager and the eager-side levers.
+
+On a GPU nearly every ATen op that runs eager is one or more kernel launches, and a launch-bound
+step (FunASR issue #3704: about 8,080 kernels a step on a B200) is paced by how many there are and
+by how often the host waits for the device. Neither count depends on the layers' widths, so this
+builds FunASRNano with Fun-ASR-Nano's depth (28 Qwen3 layers, 1 + 49 + 20 SAN-M blocks, the 2-layer
+adaptor), the real vocabulary (151,936) and narrow widths, on the CPU, and counts with a
+TorchDispatchMode over training steps (forward and backward; the optimizer counted apart):
+
+- ops: every ATen op the mode sees (and the non-view ones): all of them run eager here. Compiled
+  arms cannot be counted this way: with a TorchDispatchMode active, Dynamo runs the regions eager
+  (seen with torch 2.11: the same counts as eager's), so the arms are the eager-side levers; a
+  compiled region's ops leave the count on a GPU, and the profiler pass of the matrix counts them;
+- host syncs: ops whose result the host must read (`_local_scalar_dense`, i.e. `.item()` and
+  tensor-bounded slices; `nonzero`; `masked_select`; indexing with a boolean mask) and
+  `Tensor.tolist` calls;
+- graph breaks: torch._dynamo's counter (private: "unknown" when gone).
+
+    python benchmarks/dispatch_proxy.py [--steps 3] [--arms eager,regional+audio,...] [--json out.json]
+
+A proxy, not a speed: record it in docs/benchmarks.md beside upstream's 8,080 kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import importlib.util
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "scripts"))
+
+#: Narrow widths at Fun-ASR-Nano's depth and vocabulary (op counts do not depend on widths).
+NARROW_LLM = {
+    "vocab_size": 151936,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
+NARROW_ENCODER = {
+    "output_size": 64,
+    "attention_heads": 4,
+    "linear_units": 128,
+    "num_blocks": 50,
+    "tp_blocks": 20,
+}
+NARROW_ADAPTOR = {"downsample_rate": 1, "ffn_dim": 128, "n_layer": 2}
+#: Ops the host waits on: their result's value or size is read on the CPU.
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::repeat_interleave")
+#: Indexing with a boolean mask turns the mask into indices first (a nonzero: a sync on a GPU).
+MASK_INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put")
+#: The arms counted: the levers that change what runs eager.
+ARMS = {"eager": (), "nosync": ("nosync",)}
+
+
+def _load_matrix():
+    spec = importlib.util.spec_from_file_location("compile_speedup", HERE / "compile_speedup.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _is_sync(func, args) -> bool:
+    import torch
+
+    name = func._schema.name
+    if name in SYNC_OPS:
+        return name != "aten::repeat_interleave" or any(torch.is_tensor(a) for a in args[1:2])
+    if name in MASK_INDEX_OPS and len(args) > 1:
+        return any(torch.is_tensor(i) and i.dtype == torch.bool for i in (args[1] or []) if i is not None)
+    return False
+
+
+def op_counter():
+    """A context manager factory: a TorchDispatchMode that counts ops and syncs, and counts
+    `Tensor.tolist` calls (they read the data without dispatching an op)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = collections.Counter()
+            self.sync_names = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n["ops"] += 1
+            if not func.is_view:
+                self.n["non_view_ops"] += 1
+            if _is_sync(func, args):
+                self.n["syncs"] += 1
+                self.sync_names[func._schema.name] += 1
+            return func(*args, **(kwargs or {}))
+
+    @contextlib.contextmanager
+    def counting():
+        counter = Counter()
+        original = torch.Tensor.tolist
+
+        def tolist(self):
+            counter.n["syncs"] += 1
+            counter.sync_names["Tensor.tolist"] += 1
+            return original(self)
+
+        torch.Tensor.tolist = tolist
+        try:
+            with counter:
+                yield counter
+        finally:
+            torch.Tensor.tolist = original
+
+    return counting
+
+
+def count_arm(model, initial, parts, batches, warm: int = 1) -> dict:
+    """Per training step: ops and syncs (forward + backward), the optimizer's apart, graph breaks."""
+    import torch
+
+    from ftenv.train.fastpath.parts import apply, remove
+
+    matrix_dynamo = torch._dynamo
+    model.load_state_dict(initial)
+    matrix_dynamo.reset()
+    matrix_dynamo.utils.counters.clear()
+    done = apply(model, parts, None, devices=("cpu",), backend="eager")
+    counting = op_counter()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optim = torch.optim.AdamW(params, lr=2e-4, foreach=True)
+    step = collections.Counter()
+    opt = collections.Counter()
+    syncs = collections.Counter()
+    model.train()
+    try:
+        for i, batch in enumerate(batches):
+            fresh = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}
+            counted = i >= warm  # the first step (lazy initialisations) is not counted
+            with counting() if counted else contextlib.nullcontext() as c:
+                loss, _stats, _w = model(**fresh)
+                loss.backward()
+            with counting() if counted else contextlib.nullcontext() as o:
+                optim.step()
+                optim.zero_grad(set_to_none=True)
+            if counted:
+                step.update(c.n)
+                syncs.update(c.sync_names)
+                opt.update(o.n)
+    finally:
+        remove(model, done)
+    n = max(len(batches) - warm, 1)
+    breaks = sum(matrix_dynamo.utils.counters["graph_break"].values())
+    return {
+        "parts": list(parts),
+        "steps": n,
+        "rows": [int(b["input_ids"].shape[0]) for b in batches[warm:]],
+        "ops_per_step": step["ops"] / n,
+        "non_view_ops_per_step": step["non_view_ops"] / n,
+        "host_syncs_per_step": step["syncs"] / n,
+        "sync_ops": {k: v / n for k, v in syncs.items()},
+        "optimizer_ops_per_step": opt["ops"] / n,
+        "optimizer_syncs_per_step": opt["syncs"] / n,
+        "graph_breaks": breaks,
+    }
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=3, help="counted steps per arm (one more warms up)")
+    p.add_argument("--min-batch", type=int, default=8)
+    p.add_argument("--max-batch", type=int, default=25)
+    p.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
+    p.add_argument("--tiny-model", action="store_true", help="the tiny model's sizes (tests)")
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    import copy
+
+    from ftenv.selfcheck import tinymodel
+
+    matrix = _load_matrix()
+    with tempfile.TemporaryDirectory(prefix="ftenv-proxy-") as tmp:
+        work = Path(tmp)
+        tiny = tinymodel.build(work / "tiny", n_train=64)
+        dataset, items = matrix.tiny_items(tiny)
+        batches = matrix.random_batches(dataset, items, args.steps + 1, 0, args.min_batch, args.max_batch)
+        sizes = (None, None, None) if args.tiny_model else (NARROW_LLM, NARROW_ENCODER, NARROW_ADAPTOR)
+        model = matrix.build_model(tiny, work / "model", *sizes, "fp32")
+        initial = copy.deepcopy(model.state_dict())
+        out = {"model": "tiny" if args.tiny_model else "Fun-ASR-Nano depth, narrow widths", "arms": {}}
+        for name in args.arms:
+            print(f"dispatch_proxy: {name} ...", file=sys.stderr, flush=True)
+            out["arms"][name] = count_arm(model, initial, ARMS[name], batches)
+    for name, r in out["arms"].items():
+        print(
+            f"{name}: {r['ops_per_step']:.0f} ATen ops per step ({r['non_view_ops_per_step']:.0f} not "
+            f"views), {r['host_syncs_per_step']:.1f} host syncs, {r['graph_breaks']} graph breaks; "
+            f"optimizer {r['optimizer_ops_per_step']:.0f} ops, {r['optimizer_syncs_per_step']:.0f} syncs; "
+            f"rows {r['rows']}; syncs {r['sync_ops']}"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
