@@ -405,18 +405,24 @@ def train_steps(
 
 
 def profile_steps(model, batches, device: str, fused: bool) -> dict:
-    """One step to warm up, then a profiler pass over `batches`: per step, kernels and GPU-busy
-    seconds (CUDA only), host syncs (sync ATen ops; on CUDA the runtime's sync calls too) and ATen
-    ops the CPU ran."""
+    """One step to warm up, then a profiler pass over `batches`: per step, kernels (device events
+    but copies, fills and annotations) and GPU-busy seconds (every device event's time, copies
+    included; CUDA only), host syncs (on CUDA the runtime's synchronising calls; on a CPU the ATen
+    ops that would sync) and ATen ops the CPU ran."""
     from torch.profiler import ProfilerActivity, profile
 
     train_steps(model, batches[:1], device, fused=fused)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities) as prof:
-        train_steps(model, batches, device, fused=fused)
-    n = len(batches)
+        train_steps(model, batches[1:], device, fused=fused)
+    n = len(batches) - 1
     events = prof.events()
-    kernels = [e for e in events if str(getattr(e, "device_type", "")).endswith("CUDA")]
+    on_device = [
+        e
+        for e in events
+        if str(getattr(e, "device_type", "")).endswith("CUDA") and not getattr(e, "is_user_annotation", False)
+    ]
+    kernels = [e for e in on_device if not e.name.startswith(("Memcpy", "Memset"))]
     sync_ops = sum(1 for e in events if e.name in SYNC_OPS)
     sync_calls = sum(1 for e in events if e.name in SYNC_CALLS)
     aten = sum(1 for e in events if e.name.startswith("aten::"))
@@ -424,8 +430,9 @@ def profile_steps(model, batches, device: str, fused: bool) -> dict:
     return {
         "steps": n,
         "kernels_per_step": len(kernels) / n if on_gpu else None,
-        "gpu_busy_s_per_step": sum(e.device_time_total for e in kernels) / 1e6 / n if on_gpu else None,
-        "host_syncs_per_step": (sync_ops + sync_calls) / n if on_gpu else sync_ops / n,
+        "gpu_busy_s_per_step": sum(e.device_time_total for e in on_device) / 1e6 / n if on_gpu else None,
+        # On a GPU the waits themselves (an `.item()` is an op and a stream sync); on a CPU the ops.
+        "host_syncs_per_step": sync_calls / n if on_gpu else sync_ops / n,
         "sync_ops_per_step": sync_ops / n,
         "aten_ops_per_step": aten / n,
     }
@@ -475,7 +482,7 @@ def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, dead
             deadline=deadline,
             log_interval=arm.log_interval,
             val=val,
-            val_at=max(1, int(len(steps) * VALIDATE_AFTER)),
+            val_at=max(1, int(args.steps * VALIDATE_AFTER)),  # the same step in every arm (warm: none)
         )
     finally:
         remove_parts(model, done)

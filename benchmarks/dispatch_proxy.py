@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""CPU proxies of a GPU step at Fun-ASR-Nano's depth: ATen ops dispatched eager, host syncs and
-graph breaks per training step, for eager and the eager-side levers.
+"""CPU proxies of a GPU step, per arm of the compile matrix: ATen ops dispatched outside compiled
+regions, host syncs and graph breaks per training step, at Fun-ASR-Nano's depth.
 
 On a GPU nearly every ATen op that runs eager is one or more kernel launches, and a launch-bound
 step (FunASR issue #3704: about 8,080 kernels a step on a B200) is paced by how many there are and
@@ -9,10 +9,10 @@ builds FunASRNano with Fun-ASR-Nano's depth (28 Qwen3 layers, 1 + 49 + 20 SAN-M 
 adaptor), the real vocabulary (151,936) and narrow widths, on the CPU, and counts with a
 TorchDispatchMode over training steps (forward and backward; the optimizer counted apart):
 
-- ops: every ATen op the mode sees (and the non-view ones): all of them run eager here. Compiled
-  arms cannot be counted this way: with a TorchDispatchMode active, Dynamo runs the regions eager
-  (seen with torch 2.11: the same counts as eager's), so the arms are the eager-side levers; a
-  compiled region's ops leave the count on a GPU, and the profiler pass of the matrix counts them;
+- ops: every ATen op dispatched outside compiled regions (and the non-view ones). The compiled
+  regions run with the mode set aside (with a TorchDispatchMode active, Dynamo would run them
+  eager), their forward and backward graphs through AOTAutograd with the eager ATen graph
+  (`region_backend`): on a GPU Inductor turns each into a few fused kernels, not counted here;
 - host syncs: ops whose result the host must read (`_local_scalar_dense`, i.e. `.item()` and
   tensor-bounded slices; `nonzero`; `masked_select`; indexing with a boolean mask) and
   `Tensor.tolist` calls;
@@ -59,8 +59,46 @@ NARROW_ADAPTOR = {"downsample_rate": 1, "ffn_dim": 128, "n_layer": 2}
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::repeat_interleave")
 #: Indexing with a boolean mask turns the mask into indices first (a nonzero: a sync on a GPU).
 MASK_INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put")
-#: The arms counted: the levers that change what runs eager.
-ARMS = {"eager": (), "nosync": ("nosync",)}
+#: The arms counted: the matrix's candidates and the eager-side levers alone.
+ARMS = {
+    "eager": (),
+    "nosync": ("nosync",),
+    "decoder": ("decoder",),
+    "regional+audio": ("regional", "audio"),
+    "regional+audio+nosync": ("regional", "audio", "nosync"),
+    "best-guess": ("regional", "audio", "nosync", "lmhead"),
+}
+
+
+def region_backend():
+    """AOTAutograd over the eager ATen graphs, forward and backward run with the counting mode set
+    aside: a compiled region's ops are not counted (private modules: the caller guards)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def compiler(gm, _example_inputs):
+        def run(*args):
+            with _disable_current_modes():
+                return gm(*args)
+
+        return make_boxed_func(run)
+
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
+
+
+def set_mode_aside(switch) -> None:
+    """Enter the switch's compiled forward with the counting mode set aside (Dynamo compiles and
+    runs a frame only with no TorchDispatchMode active)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    compiled = switch.compiled
+
+    def run(*args, **kwargs):
+        with _disable_current_modes():
+            return compiled(*args, **kwargs)
+
+    switch.compiled = run
 
 
 def _load_matrix():
@@ -127,13 +165,16 @@ def count_arm(model, initial, parts, batches, warm: int = 1) -> dict:
     """Per training step: ops and syncs (forward + backward), the optimizer's apart, graph breaks."""
     import torch
 
+    from ftenv.train.fastpath import labelled_head
     from ftenv.train.fastpath.parts import apply, remove
 
     matrix_dynamo = torch._dynamo
     model.load_state_dict(initial)
     matrix_dynamo.reset()
     matrix_dynamo.utils.counters.clear()
-    done = apply(model, parts, None, devices=("cpu",), backend="eager")
+    done = apply(model, parts, None, devices=("cpu",), backend=region_backend())
+    for switch in done["switches"]:
+        set_mode_aside(switch)
     counting = op_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=2e-4, foreach=True)
@@ -144,6 +185,8 @@ def count_arm(model, initial, parts, batches, warm: int = 1) -> dict:
     try:
         for i, batch in enumerate(batches):
             fresh = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}
+            if "lmhead" in parts:
+                fresh = labelled_head.add_label_index(fresh)
             counted = i >= warm  # the first step (lazy initialisations) is not counted
             with counting() if counted else contextlib.nullcontext() as c:
                 loss, _stats, _w = model(**fresh)
@@ -163,6 +206,7 @@ def count_arm(model, initial, parts, batches, warm: int = 1) -> dict:
         "parts": list(parts),
         "steps": n,
         "rows": [int(b["input_ids"].shape[0]) for b in batches[warm:]],
+        "compiled_calls": sum(s.calls["compiled"] for s in done["switches"]),
         "ops_per_step": step["ops"] / n,
         "non_view_ops_per_step": step["non_view_ops"] / n,
         "host_syncs_per_step": step["syncs"] / n,
@@ -201,8 +245,9 @@ def main(argv=None) -> int:
             out["arms"][name] = count_arm(model, initial, ARMS[name], batches)
     for name, r in out["arms"].items():
         print(
-            f"{name}: {r['ops_per_step']:.0f} ATen ops per step ({r['non_view_ops_per_step']:.0f} not "
-            f"views), {r['host_syncs_per_step']:.1f} host syncs, {r['graph_breaks']} graph breaks; "
+            f"{name}: {r['ops_per_step']:.0f} ATen ops outside compiled regions per step "
+            f"({r['non_view_ops_per_step']:.0f} not views), {r['host_syncs_per_step']:.1f} host syncs, "
+            f"{r['graph_breaks']} graph breaks, {r['compiled_calls']} compiled calls; "
             f"optimizer {r['optimizer_ops_per_step']:.0f} ops, {r['optimizer_syncs_per_step']:.0f} syncs; "
             f"rows {r['rows']}; syncs {r['sync_ops']}"
         )
