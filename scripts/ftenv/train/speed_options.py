@@ -26,16 +26,14 @@ ACCUM_GRAD = "train_conf.accum_grad"
 
 
 def accum_grad(overrides) -> int:
-    """The gradient accumulation the user's overrides ask for (1 when none; not a number: 1, the
-    trainer then says what is wrong)."""
-    from ftenv.train.overrides import parse
-
+    """The gradient accumulation the user's `++key=value` overrides ask for (1 when none or not a
+    number: the trainer then says what is wrong). The launcher has parsed them already."""
     for item in overrides or []:
-        o = parse(item)
-        if o.key_or_group == ACCUM_GRAD:
+        key, _, value = item.lstrip("+").partition("=")
+        if key.strip() == ACCUM_GRAD:
             try:
-                return int(o.value())
-            except (TypeError, ValueError):
+                return int(value.strip().strip("'\""))
+            except ValueError:
                 return 1
     return 1
 
