@@ -44,6 +44,8 @@ from ftenv.steps.watcher import PREFIX, RECOMPILE_MARK, Watcher
 ENV_SWITCH = "FTENV_WATCH"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 CHUNK = 1 << 16
+#: How much later a step line printed before a traceback (in the other pipe) may be read.
+READ_SLACK_S = 1.0
 #: Cheap test before parsing a line: both step-line tags contain it.
 _TAG = b", rank: "
 
@@ -66,14 +68,15 @@ class _Core:
         self.silence = silence
         self.lock = threading.Lock()
         self.last_step_fd: int | None = None
+        self.last_step_at: float | None = None  # time.monotonic() when the last step line was read
         self.broken: str | None = None
 
     def handle(self, line: bytes, out_fd: int) -> list[str]:
         fields = funasr_log.fast_fields(line, self.time_field) if len(line) <= funasr_log.MAX_LINE else None
         if fields is not None:
             with self.lock:
-                self.last_step_fd = out_fd
-                resumed = self.silence.progress(time.monotonic(), STEP, fields[4], fields[0])
+                self.last_step_fd, self.last_step_at = out_fd, time.monotonic()
+                resumed = self.silence.progress(self.last_step_at, STEP, fields[4], fields[0])
                 lines = self.watcher.observe_values(*fields)
                 if resumed:
                     lines.insert(0, resumed)
@@ -97,7 +100,7 @@ class _Core:
             if kind == "mark":
                 self.watcher.note_marker(*value)
                 return _listed(self.silence.progress(now, value[0], value[1]))
-            self.last_step_fd = out_fd
+            self.last_step_fd, self.last_step_at = out_fd, now
             resumed = self.silence.progress(now, STEP, value.rank, value.index)
             lines = self.watcher.observe(value)
             if resumed:
@@ -130,7 +133,7 @@ class _Pump(threading.Thread):
             tracebacks = self.tracebacks
             # A traceback in this chunk (its first line may have begun in an earlier one), or one
             # still open: only then is each line looked at for it.
-            look = tracebacks.active or TRACEBACK in chunk or (lines and TRACEBACK in lines[0])
+            look = tracebacks.open or TRACEBACK in chunk or (lines and TRACEBACK in lines[0])
             for line in lines:
                 end += len(line) + 1
                 if _TAG in line:
@@ -343,7 +346,8 @@ def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool) -> li
     watcher = core.watcher
     last_step = watcher.steps[-1][0] if watcher.steps else None
     # stderr first: where Python and torchrun write an uncaught exception.
-    error = next((e for p in reversed(pumps) if (e := p.tracebacks.crash(watcher.n_steps))), None)
+    crashes = (p.tracebacks.crash(watcher.n_steps, core.last_step_at, READ_SLACK_S) for p in reversed(pumps))
+    error = next((e for e in crashes if e), None)
     if hung:
         how = (
             f"the training command was STOPPED (no trainer line for the hard limit, a hang; exit code {code})"
