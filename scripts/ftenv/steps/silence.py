@@ -169,7 +169,7 @@ class Silence:
             return "no gap yet"
         after = f" after step {self.longest_after}" if self.longest_after is not None else ""
         median = f"; median step {statistics.median(self.step_gaps):.3f} s" if self.step_gaps else ""
-        return f"{_secs(self.longest)}, a {GAP_WORDS[self.longest_kind]}{after}{median}"
+        return f"{_secs(self.longest)} ({GAP_WORDS[self.longest_kind]}{after}){median}"
 
     def _ranks_text(self, now: float) -> str:
         parts = []
