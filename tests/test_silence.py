@@ -239,3 +239,12 @@ def test_a_clean_run_keeps_its_plain_verdict(tmp_path):
     marked = _marked(r.stdout.decode())
     assert r.returncode == 0 and any(line.startswith("[ftenv-watch] verdict: ") for line in marked)
     assert not any("FAILED" in line for line in marked)
+
+
+def test_the_stacks_go_to_the_trainers_output_folder(tmp_path, monkeypatch):
+    from ftenv.steps.watch import output_folder
+
+    monkeypatch.chdir(tmp_path)
+    assert output_folder(["torchrun", "train.py", "++output_dir=/out/run1", "++x=1"]) == Path("/out/run1")
+    assert output_folder(["python", "train.py", "output_dir=/o"]) == Path("/o")
+    assert output_folder(["python", "train.py"]) == tmp_path
