@@ -1,6 +1,6 @@
 """Throughput of `ftenv watch` against `cat`, side by side in one run.
 
-    .venv/bin/python benchmarks/watch_throughput.py [--lines N] [--repeat R]
+    .venv/bin/python benchmarks/watch_throughput.py [--lines N] [--repeat R] [--in-process]
 
 Writes two logs to a temporary folder: FunASR step lines only (about 1 kB each, every line parsed:
 a training log at log_interval=1) and short non-step lines (80 bytes, the fast path). For each,
@@ -9,12 +9,18 @@ times (best of R):
   cat FILE | cat > /dev/null                            one extra pipe hop, what any wrapper costs
   ftenv watch --no-summary -- cat FILE > /dev/null      the watchdog (one pipe hop + parsing)
 and prints lines/s and the ratio. Step times in the step log are steady (no hints), as in a healthy
-run. Results are recorded in docs/watchdog.md.
+run. Results are recorded in docs/benchmarks.md.
+
+--in-process times only the watchdog's per-chunk work (line splitting, parsing, judging, the silence
+clock, the traceback look-out: ftenv.steps.watch._Pump._hints) on the same logs in 64 KiB chunks,
+best of R, without pipes or a process start: steadier than end to end on a shared machine. It also
+runs against an ftenv from before the silence alarm (PYTHONPATH=that/scripts), to compare versions.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import platform
 import subprocess
@@ -51,10 +57,32 @@ def best(cmd: str, repeat: int) -> float:
     return min(times)
 
 
+def in_process(path: Path, repeat: int) -> float:
+    """Best time of the watchdog's per-chunk work over the file (see the module's docstring)."""
+    from ftenv.steps import watch
+    from ftenv.steps.watcher import Watcher
+
+    data = path.read_bytes()
+    chunks = [data[i : i + watch.CHUNK] for i in range(0, len(data), watch.CHUNK)]
+    times = []
+    for _ in range(repeat):
+        core_args = [Watcher(settings=lambda: None), 0, "phases"]
+        if "silence" in inspect.signature(watch._Core).parameters:
+            core_args.append(watch.Silence(watch.SilenceLimits()))
+        with open(os.devnull, "rb") as pipe:
+            pump = watch._Pump(pipe, 1, watch._Core(*core_args), None)
+            t = time.perf_counter()
+            for chunk in chunks:
+                pump._hints(chunk)
+            times.append(time.perf_counter() - t)
+    return min(times)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--lines", type=int, default=200_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--in-process", action="store_true", help="only the per-chunk work, no pipes")
     a = p.parse_args()
     watch = " ".join(FTENV) + " watch --no-summary --"
     print(
@@ -64,6 +92,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for label, path in write_logs(Path(tmp), a.lines).items():
             size = path.stat().st_size
+            if a.in_process:
+                t = in_process(path, a.repeat)
+                print(f"{label}: {a.lines} lines in process: {t:.3f} s, {a.lines / t:,.0f} lines/s")
+                continue
             cat = best(f"cat {path} > /dev/null", a.repeat)
             hop = best(f"cat {path} | cat > /dev/null", a.repeat)
             w = best(f"{watch} cat {path} > /dev/null", a.repeat)

@@ -19,6 +19,7 @@ import pytest
 # Plain imports: funasr and torch are in the host venv's lock, and an import error in our own
 # modules is a failure, not a reason to skip.
 from ftenv.selfcheck import mode_recipe, tinymodel
+from ftenv.steps import silence
 from ftenv.train import stall
 from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 
@@ -33,6 +34,9 @@ def tiny(tmp_path_factory):
 def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
     out.mkdir()
     env = {**os.environ, **tinymodel.OFFLINE_ENV, "PYTHONPATH": SCRIPTS, CPU_SHIM_ENV: "1"}
+    # The silence alarm at 10 s at least (5x the longest gap between the trainer's lines): the
+    # real trainer's validation rounds, checkpoint saves and epoch starts must never raise it.
+    env.update({silence.MIN_ENV: "10", silence.FACTOR_ENV: "5", silence.LIMIT_ENV: "0"})
     env.pop(stall.ENV, None)
     env.pop("TORCH_CUDNN_SDPA_DEPRIORITIZED", None)
     if stall_s:
@@ -62,6 +66,7 @@ def test_real_trainer_with_a_per_shape_stall_gets_the_hint(tiny, tmp_path):
     assert "new to this rank" in lines[i] and "fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i]
     assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in lines[i + 1]  # the explanation under it
     assert "[ftenv-watch] verdict: FAIL" in text
+    assert "SILENCE" not in text, text[-3000:]
 
 
 def test_real_trainer_without_the_stall_is_quiet(tiny, tmp_path):
@@ -71,3 +76,4 @@ def test_real_trainer_without_the_stall_is_quiet(tiny, tmp_path):
         r"\[ftenv-watch\] SUMMARY: [1-9]\d* training steps, ranks 0, [1-9]\d* validation lines", text
     )
     assert "SLOW STEP" not in text and "PATTERN" not in text, text[-3000:]
+    assert "SILENCE" not in text and "Save checkpoint" in text, text[-3000:]

@@ -5,8 +5,10 @@ Modules, lowest first: thresholds (every threshold and default), step (the Step 
 causes' names), detector (what a slow step is put down to, DDP waits, live detection), fixes (what
 to do, in words), apart (start-up steps and pauses between steps, in words), stats (summary and
 verdict; the wing's entry point), funasr_log (parsing),
-messages (the hint's words), watcher (the live Watcher: when to print a hint), options (shared CLI
-types), watch, timer, analyze.
+messages (the hint's words), watcher (the live Watcher: when to print a hint), silence (when a
+run that prints nothing is named and ended), crash (the last word after a failure), hang (the
+stacks of a silent run, stopping it), options (shared CLI types), watch, timer, log_context (a
+saved log's start-up report and traceback), analyze.
 
 May import ftenv.report and ftenv.stack; never ftenv.train or ftenv.selfcheck.
 """

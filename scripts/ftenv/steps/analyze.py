@@ -21,6 +21,7 @@ import sys
 
 from ftenv import text
 from ftenv.steps import apart, funasr_log, stats
+from ftenv.steps.log_context import Context, closing_lines, read_context
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.stats import Step, Summary, Thresholds
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, waits_text
@@ -101,7 +102,9 @@ def correlation(s: Summary) -> list[str]:
     ]
 
 
-def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], args) -> str:
+def render_text(
+    scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], args, ctx: Context
+) -> str:
     out = []
     ranks = sorted(per_rank)
     out.append(
@@ -112,6 +115,7 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
     )
     for example in scan.bad_examples:
         out.append(f"  skipped: {example}")
+    out.append(ctx.report_line())
     for r in ranks:
         rs = per_rank[r]
         values = [st.seconds for st in scan.steps if st.rank == r]
@@ -144,16 +148,16 @@ def render_text(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summar
     for line in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses), wall):
         if line:
             out.append(line)
-    out.append(f"verdict: {s.verdict}")
-    out.extend(f"  - {r}" for r in s.reasons)
-    if s.fix:
-        out.append(f"fix: {s.fix}")
+    out.extend(closing_lines(s, ctx, scan.steps))
     return "\n".join(out)
 
 
-def to_json(scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], bins: int) -> str:
+def to_json(
+    scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], bins: int, ctx: Context
+) -> str:
     return json.dumps(
         {
+            **ctx.to_dict(),
             "files": scan.files,
             "unreadable": scan.unreadable,
             "binary": scan.binary,
@@ -230,14 +234,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    scan = funasr_log.scan_files(args.logs, time=args.time)
+    scan, ctx = read_context(args.logs, args.time)
     unusable = False
     for problem in scan.unreadable:
         print(f"ftenv analyze: cannot read {problem}", file=sys.stderr)
         unusable = True
     thresholds = Thresholds(warmup=args.warmup)
     steps = stats.mark_new_shapes(scan.steps)
-    summary = stats.summarize(steps, thresholds, args.factor)
+    summary = stats.summarize(steps, thresholds, args.factor, **ctx.fix_facts())
     per_rank = {
         r: stats.summarize([st for st in steps if st.rank == r], thresholds, args.factor)
         for r in sorted({st.rank for st in steps})
@@ -246,7 +250,7 @@ def _run(args: argparse.Namespace) -> int:
     if not scan.files:
         return stats.UNUSABLE
     if args.json:
-        print(to_json(scan, summary, per_rank, args.bins))
+        print(to_json(scan, summary, per_rank, args.bins, ctx))
     elif not steps:
         for name in scan.files:
             why = " (it looks like a binary file, not a log)" if name in scan.binary else ""
@@ -259,7 +263,7 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     else:
-        print(render_text(scan, summary, per_rank, args))
+        print(render_text(scan, summary, per_rank, args, ctx))
     if args.plot:
         problem = plot(args.plot, steps, summary) if steps else "no training steps to plot"
         if problem:

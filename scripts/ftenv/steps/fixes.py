@@ -3,6 +3,8 @@ self-check name. The SDPA part comes from ftenv.report.sdpa, the one home of tha
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ftenv.report import sdpa
 
 SET_FIX = f"set {sdpa.FIX} in the training process's environment before it starts"
@@ -19,14 +21,48 @@ REPEAT_SHAPES_FIX = (
 )
 
 
-def shape_fix(env: sdpa.EnvSetting | None = None) -> str:
-    """The fix for slow steps on new shapes, using what is known of the variable: when it is
-    already 1, do not lead with "set it to 1" but say how to find the other per-shape cost."""
+@dataclass(frozen=True)
+class Fix:
+    """A fix as the verdicts print it: one short line, and the full text below it."""
+
+    short: str
+    full: str
+
+
+def shape_fix(
+    env: sdpa.EnvSetting | None = None,
+    compiled: tuple[str, ...] | None = None,
+    cudnn_first: bool | None = None,
+) -> Fix:
+    """The fix for slow steps on new shapes, using what is known of the run (the live watchdog
+    reads the training process's environment; `ftenv analyze` the start-up report in the log):
+    never "set the variable to 1" when it is already 1, the compile's recompiling when the
+    decoder is compiled, padding when torch's rule does not put cuDNN attention first."""
+    if env is not None and env.deprioritizes:
+        if compiled:
+            return Fix(
+                f"{sdpa.FIX} is already set and the decoder is compiled: most likely torch.compile "
+                "recompiling for new shapes; keep it dynamic or pad batches to a few lengths",
+                f"{sdpa.already_deprioritized_text()}; with compile on: {RECOMPILE_FIX}",
+            )
+        return Fix(
+            f"{sdpa.FIX} is already set: find the other per-shape cost (`ftenv probe`, the slow "
+            "steps' phases)",
+            sdpa.already_deprioritized_text(),
+        )
+    if compiled and cudnn_first is False:
+        return Fix("keep torch.compile dynamic, or pad batches to a few lengths", RECOMPILE_FIX)
+    if cudnn_first is False:
+        return Fix(
+            "pad batches to a few fixed lengths: cuDNN attention is not first on this GPU and stack",
+            REPEAT_SHAPES_FIX,
+        )
     if env is None:
-        return SHAPE_FIX
-    if env.deprioritizes:
-        return sdpa.already_deprioritized_text()
-    return f"{SET_FIX} ({sdpa.RULE_TEXT})"
+        return Fix(f"{SET_FIX} (if it is already 1: below)", SHAPE_FIX)
+    return Fix(SET_FIX, f"{SET_FIX} ({sdpa.RULE_TEXT})")
+
+
+DATA_LOADER_FIX = Fix("the DataLoader falls behind: more workers, a larger /dev/shm", DATA_FIX)
 
 
 RECOMPILE_FIX = (

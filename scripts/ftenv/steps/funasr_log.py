@@ -308,11 +308,12 @@ def _open(path: Path):
     return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")
 
 
-def scan_files(paths: list[str], time: str = "phases") -> LogScan:
+def scan_files(paths: list[str], time: str = "phases", on_line=None) -> LogScan:
     """Parse every file; a missing or unreadable one is listed in `unreadable`, never raised.
     Steps come back per rank in step order (files may be given in any order, e.g. rotated logs
     `train.log train.log.1`), identical repeats (overlapping files) dropped, and unnumbered steps
-    numbered in file order."""
+    numbered in file order. on_line(line, steps so far), when given, sees every line (what is
+    not a step: the start-up report, a traceback)."""
     scan = LogScan(time=time)
     for name in paths:
         path = Path(name)
@@ -326,10 +327,14 @@ def scan_files(paths: list[str], time: str = "phases") -> LogScan:
                     for line in splitter.feed(chunk)[0]:
                         lineno += 1
                         scan.add(parse_line(line, time), line, f"{name}:{lineno}")
+                        if on_line is not None:
+                            on_line(line, len(scan.steps))
                 last = splitter.flush()
                 if last is not None:
                     lineno += 1
                     scan.add(parse_line(last, time), last, f"{name}:{lineno}")
+                    if on_line is not None:
+                        on_line(last, len(scan.steps))
             scan.lines += lineno
             scan._pending.clear()  # markers never carry over from one file to the next
             scan.files.append(name)

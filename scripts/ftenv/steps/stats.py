@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from ftenv.report.sdpa import EnvSetting
 from ftenv.steps.apart import account_pauses, apart_text, pause_text
 from ftenv.steps.detector import Detector, SlowEvent, cause_of, waits_for
-from ftenv.steps.fixes import DATA_FIX, SHAPE_FIX, shape_fix
+from ftenv.steps.fixes import DATA_FIX, DATA_LOADER_FIX, SHAPE_FIX, Fix, shape_fix
 from ftenv.steps.step import (
     ANY_RANK,
     DATA,
@@ -86,6 +86,10 @@ PASSED = "passed: "
 EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
 UNUSABLE = 2  # no usable input (unreadable files, no step lines) or a usage error
 INTERNAL_ERROR = 4
+#: `ftenv watch` stopped a command that printed no trainer line for the hard limit
+#: (ftenv.steps.silence): the job hung, a scheduler may retry it. Otherwise watch exits with the
+#: command's own code.
+HUNG = 6
 
 
 def percentile(values: Sequence[float], q: int) -> float:
@@ -125,7 +129,7 @@ class Summary:
     mean_without_slow: float
     verdict: str
     reasons: list[str]
-    fix: str | None
+    fix: str | None  # the fix in full
     n_new: int = 0
     n_seen: int = 0
     n_warmup: int = 0
@@ -150,6 +154,8 @@ class Summary:
     passed_rules: list[str] = field(default_factory=list)
     context: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The fix in a few words (the verdicts print it first, the full `fix` below it).
+    fix_short: str | None = None
 
     @property
     def n_slow(self) -> int:
@@ -205,12 +211,14 @@ def summarize(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     slow_factor: float = SLOW_FACTOR,
     env: EnvSetting | None = None,
+    compiled: tuple[str, ...] | None = None,
+    cudnn_first: bool | None = None,
 ) -> Summary:
     """Statistics and verdict over steps of one or several ranks, each rank's steps in run order.
     Steps whose new_shape is None get it from mark_new_shapes (in the order given). Steps with
     `apart` set are counted apart: the source of the steps marks them (the log reader and the
     watchdog with ftenv.steps.step.apart_reason), as only it knows where a run or an epoch starts.
-    `env`, when known, picks the wording of the per-shape fix (fixes.shape_fix)."""
+    `env`, `compiled` and `cudnn_first`, when known, pick the per-shape fix (fixes.shape_fix)."""
     steps = list(steps)
     if any(s.new_shape is None and s.shape is not None for s in steps):
         steps = mark_new_shapes(steps)
@@ -269,7 +277,7 @@ def summarize(
         apart_steps=apart,
     )
     summary.pauses, summary.pause_seconds = account_pauses(steps, baseline, slow_factor)
-    _apply_rules(summary, thresholds, env)
+    _apply_rules(summary, thresholds, shape_fix(env, compiled, cudnn_first))
     return summary
 
 
@@ -282,7 +290,7 @@ def reasons_for(s: Summary, failing: bool) -> list[str]:
     return [*s.context, *s.passed_rules, *s.notes]
 
 
-def _apply_rules(s: Summary, t: Thresholds, env: EnvSetting | None) -> None:
+def _apply_rules(s: Summary, t: Thresholds, per_shape: Fix) -> None:
     failed: list[str] = []
 
     def rule(name: str, line: str, fails: bool) -> None:
@@ -324,9 +332,9 @@ def _apply_rules(s: Summary, t: Thresholds, env: EnvSetting | None) -> None:
     if failed:
         s.verdict = FAIL
         if "shape" in failed or (s.slow_waiting and s.slow_causes.get(NEW_SHAPE, 0) >= DATA_SHARE * s.n_slow):
-            s.fix = shape_fix(env)
+            s.fix_short, s.fix = per_shape.short, per_shape.full
         elif s.slow_causes.get(DATA, 0) >= DATA_SHARE * max(s.n_slow, 1):
-            s.fix = DATA_FIX
+            s.fix_short, s.fix = DATA_LOADER_FIX.short, DATA_LOADER_FIX.full
     elif comparable:
         s.verdict = PASS
     else:

@@ -24,6 +24,15 @@ DATA_SHARE = 0.5
 #: DDP: a slow step on a seen shape whose extra time is at least this share in backward_time
 #: waits in the gradient all-reduce (for another rank's new shape).
 DDP_BACKWARD_SHARE = 0.8
+#: The silence alarm (ftenv.steps.silence; settings FTENV_WATCH_SILENCE_FACTOR, _MIN_S,
+#: FTENV_WATCH_HANG_LIMIT_S): the alarm comes after SILENCE_FACTOR x the longest gap between two
+#: trainer lines the run has shown (a step, a validation round, a checkpoint save, an epoch's
+#: start), and never before SILENCE_MIN_S; after HANG_LIMIT_S without a line (and never before the
+#: alarm) the watchdog stops the command and exits HUNG. STOP_GRACE_S: SIGTERM to SIGKILL.
+SILENCE_FACTOR = 5.0
+SILENCE_MIN_S = 300.0
+HANG_LIMIT_S = 1800.0
+STOP_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)

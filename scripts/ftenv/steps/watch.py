@@ -31,16 +31,21 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from ftenv.report import attention
-from ftenv.steps import funasr_log
+from ftenv.steps import crash, funasr_log, hang, stats
+from ftenv.steps.crash import TRACEBACK
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
-from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
+from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
+from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, STOP_GRACE_S
 from ftenv.steps.watcher import PREFIX, RECOMPILE_MARK, Watcher
 
 ENV_SWITCH = "FTENV_WATCH"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 CHUNK = 1 << 16
+#: How much later a step line printed before a traceback (in the other pipe) may be read.
+READ_SLACK_S = 1.0
 #: Cheap test before parsing a line: both step-line tags contain it.
 _TAG = b", rank: "
 
@@ -53,22 +58,28 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class _Core:
-    """The shared state of both pumps: parsing, the Watcher, and where hints go."""
+    """The shared state of both pumps: parsing, the Watcher, the silence clock, the tracebacks,
+    and where hints go."""
 
-    def __init__(self, watcher: Watcher, summary_every: int, time_field: str):
+    def __init__(self, watcher: Watcher, summary_every: int, time_field: str, silence: Silence):
         self.watcher = watcher
         self.summary_every = summary_every
         self.time_field = time_field
+        self.silence = silence
         self.lock = threading.Lock()
         self.last_step_fd: int | None = None
+        self.last_step_at: float | None = None  # time.monotonic() when the last step line was read
         self.broken: str | None = None
 
     def handle(self, line: bytes, out_fd: int) -> list[str]:
         fields = funasr_log.fast_fields(line, self.time_field) if len(line) <= funasr_log.MAX_LINE else None
         if fields is not None:
             with self.lock:
-                self.last_step_fd = out_fd
+                self.last_step_fd, self.last_step_at = out_fd, time.monotonic()
+                resumed = self.silence.progress(self.last_step_at, STEP, fields[4], fields[0])
                 lines = self.watcher.observe_values(*fields)
+                if resumed:
+                    lines.insert(0, resumed)
                 if self.summary_every and self.watcher.n_steps % self.summary_every == 0:
                     lines += self.watcher.summary_lines(final=False)
                 return lines
@@ -77,9 +88,10 @@ class _Core:
             return []
         kind, value = parsed
         with self.lock:
+            now = time.monotonic()
             if kind == "val":
                 self.watcher.val_lines += 1
-                return []
+                return _listed(self.silence.progress(now, VAL_LINE))
             if kind == "bad":
                 self.watcher.bad_lines += 1
                 if self.watcher.bad_example is None:
@@ -87,9 +99,12 @@ class _Core:
                 return []
             if kind == "mark":
                 self.watcher.note_marker(*value)
-                return []
-            self.last_step_fd = out_fd
+                return _listed(self.silence.progress(now, value[0], value[1]))
+            self.last_step_fd, self.last_step_at = out_fd, now
+            resumed = self.silence.progress(now, STEP, value.rank, value.index)
             lines = self.watcher.observe(value)
+            if resumed:
+                lines.insert(0, resumed)
             if self.summary_every and self.watcher.n_steps % self.summary_every == 0:
                 lines += self.watcher.summary_lines(final=False)
             return lines
@@ -102,6 +117,7 @@ class _Pump(threading.Thread):
         super().__init__(daemon=True, name=f"ftenv-watch-{out_fd}")
         self.pipe, self.src, self.out_fd = pipe, pipe.fileno(), out_fd
         self.core, self.hint_fd = core, hint_fd  # hint_fd None: hints inline in this stream
+        self.tracebacks = crash.Tracebacks()  # one per stream: frames never mix across streams
         self.splitter = funasr_log.LineSplitter()
         self.parse = True
         self.last_data = time.monotonic()
@@ -114,15 +130,22 @@ class _Pump(threading.Thread):
         inserts, end = [], 0
         try:
             lines, end = self.splitter.feed(chunk)
+            tracebacks = self.tracebacks
+            # A traceback in this chunk (its first line may have begun in an earlier one), or one
+            # still open: only then is each line looked at for it.
+            look = tracebacks.open or TRACEBACK in chunk or (lines and TRACEBACK in lines[0])
             for line in lines:
                 end += len(line) + 1
                 if _TAG in line:
                     extra = self.core.handle(line, self.out_fd)
                     if extra:
                         inserts.append((end, "".join(f"{x}\n" for x in extra).encode()))
-                elif RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
-                    with self.core.lock:
-                        self.core.watcher.note_line(line)
+                else:
+                    if RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
+                        with self.core.lock:
+                            self.core.watcher.note_line(line)
+                    if look:  # the exception a crash ends with
+                        tracebacks.feed(line, self.core.watcher.n_steps)
         except Exception as exc:  # never let the watching break the pass-through
             self.parse = False
             self.core.broken = f"{type(exc).__name__}: {exc}"
@@ -164,6 +187,20 @@ class _Pump(threading.Thread):
             self.pipe.close()
 
 
+def _listed(line: str | None) -> list[str]:
+    return [line] if line else []
+
+
+def output_folder(argv: list[str]) -> Path:
+    """Where the watchdog writes files (the stacks of a silent run): the trainer's output folder
+    (FunASR's `++output_dir=` override), else the current directory."""
+    for arg in reversed(argv):
+        key, sep, value = arg.lstrip("+").partition("=")
+        if sep and key == "output_dir" and value:
+            return Path(value)
+    return Path.cwd()
+
+
 def _cannot_start(argv: list[str], exc: OSError) -> int:
     """Say why the command did not start and return the shell's code for it (127 not found, 126
     not runnable), as `sh -c` would."""
@@ -175,6 +212,48 @@ def _cannot_start(argv: list[str], exc: OSError) -> int:
         return 126
     print(f"ftenv watch: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
     return 126
+
+
+def _place(lines: list[str], pumps: list[_Pump], preferred: int, out_fd: int, err_fd: int) -> None:
+    """Write the watchdog's own lines into `preferred` (the stream that carried the step lines),
+    unless it ended in the middle of a line: then into the other one; if both did, after a
+    newline of our own."""
+    text = "".join(f"{x}\n" for x in lines).encode()
+    at_start = {p.out_fd: p.at_line_start for p in pumps}
+    other = out_fd if preferred == err_fd else err_fd
+    if at_start.get(preferred, True):
+        target = preferred
+    elif at_start.get(other, True):
+        target = other
+    else:
+        target, text = preferred, b"\n" + text
+    with contextlib.suppress(OSError):
+        _write_all(target, text)
+
+
+def _wait(proc: subprocess.Popen, core: _Core, say, root_folder: Path, grace_s: float) -> tuple[int, bool]:
+    """Wait for the command while watching the silence (ftenv.steps.silence): the alarm (with the
+    stacks, ftenv.steps.hang) and, at the hard limit, the stop. Returns (exit status, hung)."""
+    silence = core.silence
+    if not silence.limits.on:
+        return proc.wait(), False
+    poll = min(1.0, max(0.05, silence.limits.min_s / 4))
+    while True:
+        try:
+            return proc.wait(timeout=poll), False
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        with core.lock:
+            due = silence.due(now)
+        if due == "alarm":
+            stacks = hang.dump_stacks(proc.pid, root_folder, silence.silence(now))
+            with core.lock:
+                say([silence.alarm_line(time.monotonic(), stacks)])
+        elif due == "hang":
+            with core.lock:
+                say([silence.hang_line(now, grace_s)])
+            return hang.stop_command(proc, grace_s), True
 
 
 def watch(
@@ -189,9 +268,14 @@ def watch(
     time_field: str = "phases",
     drain_s: float = 3.0,
     settings=None,
+    silence: SilenceLimits | None = None,
+    output_dir: Path | None = None,
+    stop_grace_s: float = STOP_GRACE_S,
 ) -> int:
-    """Run argv under the watchdog; returns its exit code (128+N when signal N ended it).
-    settings: a callable returning AttentionSettings (tests); default reads the live settings."""
+    """Run argv under the watchdog; returns its exit code (128+N when signal N ended it; HUNG
+    when the silence alarm's hard limit stopped it). settings: a callable returning
+    AttentionSettings (tests); default reads the live settings. silence: the alarm's limits
+    (default: SilenceLimits(), the documented defaults)."""
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
     except OSError as exc:
@@ -213,7 +297,7 @@ def watch(
         settings=read_settings,
         time_holds_pause=time_field == "total",
     )
-    core = _Core(watcher, summary_every, time_field)
+    core = _Core(watcher, summary_every, time_field, Silence(silence or SilenceLimits()))
     out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -221,8 +305,12 @@ def watch(
     pumps = [_Pump(proc.stdout, out_fd, core, hint_fd), _Pump(proc.stderr, err_fd, core, hint_fd)]
     for p in pumps:
         p.start()
+
+    def say(lines: list[str]) -> None:
+        _place(lines, pumps, hint_fd or core.last_step_fd or err_fd, out_fd, err_fd)
+
     try:
-        rc = proc.wait()
+        rc, hung = _wait(proc, core, say, output_dir or output_folder(argv), stop_grace_s)
         exited = time.monotonic()
         # The command is gone; its output may still be in the pipes (or a leftover grandchild may
         # hold them open): drain until EOF, or until nothing came for drain_s seconds after the exit.
@@ -231,34 +319,41 @@ def watch(
                 p.join(timeout=0.1)
                 if p.is_alive() and time.monotonic() - max(p.last_data, exited) > drain_s:
                     break
-        if summary and (watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken):
-            with core.lock:  # a pump still draining a leftover's output may be counting
-                lines = watcher.summary_lines(final=True)
-            if watcher.bad_lines:
-                lines.append(
-                    f"{PREFIX} {watcher.bad_lines} lines began like a training step but had no rank or no "
-                    f"usable time (passed through, not judged), e.g. {watcher.bad_example}"
-                )
-            if core.broken:
-                lines.append(f"{PREFIX} note: {core.broken}")
-            text = "".join(f"{x}\n" for x in lines).encode()
-            # Into the stream that carried the step lines, unless it ended in the middle of a line:
-            # then the other one; if both did, after a newline of our own.
-            at_start = {p.out_fd: p.at_line_start for p in pumps}
-            preferred = hint_fd or core.last_step_fd or err_fd
-            other = out_fd if preferred == err_fd else err_fd
-            if at_start.get(preferred, True):
-                target = preferred
-            elif at_start.get(other, True):
-                target = other
-            else:
-                target, text = preferred, b"\n" + text
-            with contextlib.suppress(OSError):
-                _write_all(target, text)
+        code = stats.HUNG if hung else (128 - rc if rc < 0 else rc)
+        with core.lock:  # a pump still draining a leftover's output may be counting
+            lines = _closing_lines(core, pumps, code, hung) if code else []
+            if summary and (watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken):
+                label = crash.VERDICT_LABEL if code else "verdict"
+                lines += watcher.summary_lines(final=True, verdict_label=label)
+                if watcher.bad_lines:
+                    lines.append(
+                        f"{PREFIX} {watcher.bad_lines} lines began like a training step but had no rank "
+                        f"or no usable time (passed through, not judged), e.g. {watcher.bad_example}"
+                    )
+                if core.broken:
+                    lines.append(f"{PREFIX} note: {core.broken}")
+        if lines:
+            say(lines)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return 128 - rc if rc < 0 else rc
+    return code
+
+
+def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool) -> list[str]:
+    """The first closing line when the command failed: how (its exit code, or the hang's stop),
+    after which step, and the exception it ended with."""
+    watcher = core.watcher
+    last_step = watcher.steps[-1][0] if watcher.steps else None
+    # stderr first: where Python and torchrun write an uncaught exception.
+    crashes = (p.tracebacks.crash(watcher.n_steps, core.last_step_at, READ_SLACK_S) for p in reversed(pumps))
+    error = next((e for e in crashes if e), None)
+    if hung:
+        how = (
+            f"the training command was STOPPED (no trainer line for the hard limit, a hang; exit code {code})"
+        )
+        return [crash.failure_line(None, error, last_step, how=how, prefix=PREFIX)]
+    return [crash.failure_line(code, error, last_step, prefix=PREFIX)]
 
 
 def watch_enabled(environ=None) -> bool:
@@ -291,8 +386,15 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    try:
+        limits = SilenceLimits.from_env()
+    except ValueError as exc:
+        print(f"ftenv watch: {exc}", file=sys.stderr)
+        return stats.UNUSABLE
     return run_watched(
         argv,
+        silence=limits,
+        output_dir=args.output_dir,
         factor=args.factor,
         warmup=args.warmup,
         repeat=args.repeat,
@@ -339,5 +441,10 @@ def add_parser(sub) -> None:
         help="where the watchdog's lines go: right after the step line in its own stream (default) or stderr",
     )
     add_time_option(p)
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        help="where the stacks of a silent run go (default: the command's ++output_dir=, else here)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     p.set_defaults(func=run)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ftenv.report.attention import AttentionSettings
 from ftenv.steps import stats
 from ftenv.steps.funasr_log import PHASES
-from ftenv.steps.messages import PREFIX, first_lines, short_line
+from ftenv.steps.messages import INDENT, PREFIX, first_lines, short_line
 from ftenv.steps.stats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
 from ftenv.steps.step import RECOMPILE, apart_reason
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
@@ -218,7 +218,9 @@ class Watcher:
         known = self._settings  # only if already read: the summary never waits for the read
         return stats.summarize(steps, self.thresholds, self.factor, env=known.env if known else None)
 
-    def summary_lines(self, final: bool = True) -> list[str]:
+    def summary_lines(self, final: bool = True, verdict_label: str = "verdict") -> list[str]:
+        """The summary block; verdict_label names the verdict line (after a failed command: what
+        the verdict is about, see ftenv.steps.crash)."""
         s = self.summary()
         head = "SUMMARY" if final else "summary so far"
         if not self.n_steps:
@@ -240,14 +242,16 @@ class Watcher:
             f"(>= {self.factor:g}x {s.baseline:.3f} s), {share}; {s.time_lost:.1f} s lost to them; "
             f"mean without them {s.mean_without_slow:.3f} s",
             # A FAIL says only what failed; otherwise the rules as they stand.
-            f"{PREFIX} verdict: {s.verdict}: "
+            f"{PREFIX} {verdict_label}: {s.verdict}: "
             + "; ".join(s.failed_rules if s.verdict == stats.FAIL else s.reasons[:3]),
         ]
         lines.extend(
             f"{PREFIX} {t}" for t in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses)) if t
         )
         if s.fix:
-            lines.append(f"{PREFIX} fix: {s.fix}")
+            lines.append(f"{PREFIX} fix: {s.fix_short or s.fix}")
+            if s.fix_short:
+                lines.append(f"{INDENT}{s.fix}")
         return lines
 
 

@@ -1,0 +1,87 @@
+"""What a saved log says besides its steps, for `ftenv analyze`: the start-up report the image's
+entrypoint printed into the same stream (ftenv.report.logged: the variable's value, compile, the
+GPU and the stack, so that the fix never names what is already in place) and the traceback a
+crashed run ends with (ftenv.steps.crash, so that the verdict is never a bare PASS under it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ftenv.report.logged import LoggedReport, ReportReader
+from ftenv.steps import crash, funasr_log
+from ftenv.steps.stats import Step, Summary
+
+
+@dataclass
+class Context:
+    """What the log says besides the steps: its start-up report, and the exception it ends with."""
+
+    report: LoggedReport | None = None
+    error: str | None = None  # the exception line of a traceback after the last step
+    tracebacks: int = 0
+
+    def fix_facts(self) -> dict:
+        """stats.summarize's keywords for the fix: what the report shows is in place."""
+        r = self.report
+        if r is None:
+            return {}
+        return {"env": r.env, "compiled": r.compiled, "cudnn_first": r.cudnn_first()}
+
+    def to_dict(self) -> dict:
+        """For `ftenv analyze --json`: the report's facts (None without one) and the crash."""
+        r = self.report
+        report = None
+        if r is not None:
+            report = {
+                "image": r.image,
+                "torch": r.torch_version,
+                "cudnn": r.cudnn_version,
+                "gpus": [{"name": name, "sm": f"sm_{sm[0]}{sm[1]}"} for name, sm in r.gpus],
+                "env": None if r.env is None else {"raw": r.env.raw, "state": r.env.state},
+                "compiled": None if r.compiled is None else list(r.compiled),
+                "cudnn_first": r.cudnn_first(),
+            }
+        return {"report": report, "crash": self.error}
+
+    def report_line(self) -> str:
+        if self.report is None:
+            return (
+                "start-up report: none in the log (the variable's value, compile, GPU and stack unknown: "
+                "the fix cannot take them into account)"
+            )
+        return f"start-up report in the log: {self.report.line()}"
+
+
+def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, Context]:
+    """Scan the logs for steps, the start-up report (ftenv.report.logged) and tracebacks
+    (ftenv.steps.crash)."""
+    reader, tracebacks, seen = ReportReader(), crash.Tracebacks(), [0]
+
+    def on_line(line: bytes, steps: int) -> None:
+        seen[0] = steps
+        if reader.wants(line):
+            reader.feed(line.decode("utf-8", "replace"))
+        if tracebacks.wants(line):
+            tracebacks.feed(line, steps)
+
+    scan = funasr_log.scan_files(paths, time=time, on_line=on_line)
+    return scan, Context(reader.latest, tracebacks.crash(seen[0]), tracebacks.count)
+
+
+def closing_lines(s: Summary, ctx: Context, steps: list[Step]) -> list[str]:
+    """The verdict and the fix; after a crash, the failure first and the verdict labelled as what
+    it is (never a bare `verdict: PASS` under a traceback)."""
+    out = []
+    if ctx.error is not None:
+        last = max((st.index for st in steps), default=None)
+        out.append(crash.failure_line(None, ctx.error, last))
+        out.append(f"{crash.VERDICT_LABEL}: {s.verdict}")
+    else:
+        out.append(f"verdict: {s.verdict}")
+    out.extend(f"  - {r}" for r in s.reasons)
+    if s.fix:
+        out.append(f"fix: {s.fix_short or s.fix}")
+        if s.fix_short:
+            out.append(f"  {s.fix}")
+    return out
