@@ -12,13 +12,13 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import multiprocessing
-import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv.data import lines as L
-from ftenv.data.rules import LengthRules
+from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
 
 TRAIN, VALID = "train", "valid"
 REPORT_NAME = "data-check.json"
@@ -150,12 +150,14 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
                         )
                     )
             why = rules.dropped(r.speech_length, r.text_length)
-            from_index = why is not None and why != "over_max_token_length"
+            from_index = why is not None and why != OVER_TOKEN_LIMIT
             if not from_index:
                 indexed.append(r.speech_length + r.text_length)
             if why is not None:
                 summary.dropped[why] += 1
-                report.add(Finding(name, r.number, DROPPED, _drop_text(why, r, rules)))
+                report.add(
+                    Finding(name, r.number, DROPPED, rules.explain(why, r.speech_length, r.text_length))
+                )
                 continue
             summary.trained += 1
             if rules.over_budget(r.speech_length + r.text_length):
@@ -175,28 +177,6 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
         report.add(Finding(name, None, UNREADABLE, f"cannot read it: {exc.strerror or exc}"))
         return
     _judge_set(report, summary, indexed)
-
-
-def _drop_text(why: str, r: L.LineResult, rules: LengthRules) -> str:
-    s, t = r.speech_length, r.text_length
-    return {
-        "text_length_below_1": f"text_length {t} < 1: FunASR skips the line at indexing",
-        "speech_over_max_source_length": (
-            f"speech_length {s} ({s / 100:.1f} s) > max_source_length {rules.max_source_length}: "
-            "FunASR skips it at indexing; cut the audio or raise ++dataset_conf.max_source_length"
-        ),
-        "speech_under_min_source_length": (
-            f"speech_length {s} < min_source_length {rules.min_source_length}: FunASR skips it at indexing"
-        ),
-        "text_over_max_target_length": (
-            f"text_length {t} > max_target_length {rules.max_target_length}: FunASR skips it at indexing"
-        ),
-        "over_max_token_length": (
-            f"speech_length + text_length = {s + t} ({s / 100:.1f} s of audio) > max_token_length "
-            f"{rules.max_token_length}: FunASR's sampler skips it every epoch; cut the audio into "
-            "shorter utterances or raise ++dataset_conf.max_token_length"
-        ),
-    }[why]
 
 
 def _judge_set(report: Report, summary: FileSummary, indexed: list[int]) -> None:
@@ -241,13 +221,6 @@ def _judge_set(report: Report, summary: FileSummary, indexed: list[int]) -> None
         )
 
 
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
-
-
 def check(
     files: list[tuple[Path, str]],
     rules: LengthRules,
@@ -259,7 +232,7 @@ def check(
     report = Report(rules)
     seen: dict[str, tuple[str, int]] = {}
     for path, kind in files:
-        check_file(report, path, kind, str(base), jobs or default_jobs(), read_audio, seen)
+        check_file(report, path, kind, str(base), jobs or L.default_jobs(), read_audio, seen)
     return report
 
 
@@ -292,3 +265,33 @@ def write_report(report: Report, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def run_check(
+    train: list[Path],
+    valid: list[Path],
+    rules: LengthRules,
+    base: Path,
+    report_path: Path | None,
+    jobs: int | None = None,
+    prog: str = "ftenv data check",
+    read_audio: bool = True,
+) -> tuple[bool, Report]:
+    """Check, print the summary, write the report; (usable, report)."""
+    missing = [p for p in (*train, *valid) if not p.is_file()]
+    if missing:
+        for p in missing:
+            print(f"{prog}: {p} is not a file", file=sys.stderr)
+        return False, Report(rules)
+    files = [(p, TRAIN) for p in train] + [(p, VALID) for p in valid]
+    report = check(files, rules, base, jobs, read_audio)
+    written = None
+    if report_path is not None:
+        try:
+            write_report(report, report_path)
+            written = report_path
+        except OSError as exc:
+            print(f"{prog}: cannot write the report {report_path}: {exc.strerror or exc}", file=sys.stderr)
+    for line in summary_lines(report, written):
+        print(f"{prog}: {line}", file=sys.stderr)
+    return not report.errors, report

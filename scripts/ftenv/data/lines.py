@@ -56,6 +56,13 @@ def chunks(path: Path) -> Iterator[list[tuple[int, bytes]]]:
         yield chunk
 
 
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
 def _absolute(audio_path: str, base: str) -> str:
     return audio_path if os.path.isabs(audio_path) else os.path.join(base, audio_path)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.data import audio, chatml
+from ftenv.data import lines as lines_mod
 from ftenv.steps.stats import UNUSABLE
 
 PROG = "ftenv data prepare"
@@ -208,8 +209,6 @@ def _write(path: Path, lines: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ftenv.data.check import default_jobs
-
     sources = [bool(args.wav_scp or args.text), bool(args.table), bool(args.audio_dir)]
     if sum(sources) != 1 or (sources[0] and not (args.wav_scp and args.text)):
         print(
@@ -242,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         rows = from_table(Path(args.table), rejected)
     else:
         rows = from_folder(Path(args.audio_dir), rejected)
-    lines = prepare(rows, tokenizer, args.jobs or default_jobs(), rejected)
+    lines = prepare(rows, tokenizer, args.jobs or lines_mod.default_jobs(), rejected)
     out = Path(args.output)
     _write(out, lines)
     listing = out.with_name(out.name + ".rejected.tsv")

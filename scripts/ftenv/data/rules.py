@@ -110,6 +110,27 @@ class LengthRules:
                 empty += 1
         return empty
 
+    def explain(self, why: str, s: int, t: int) -> str:
+        """What FunASR does to an utterance of these lengths under rule `why`, and the fix."""
+        return {
+            NO_TEXT: f"text_length {t} < 1: FunASR skips the line at indexing",
+            TOO_LONG_SPEECH: (
+                f"speech_length {s} ({s / 100:.1f} s) > max_source_length {self.max_source_length}: "
+                "FunASR skips it at indexing; cut the audio or raise ++dataset_conf.max_source_length"
+            ),
+            TOO_SHORT_SPEECH: (
+                f"speech_length {s} < min_source_length {self.min_source_length}: FunASR skips it at indexing"
+            ),
+            TOO_LONG_TEXT: (
+                f"text_length {t} > max_target_length {self.max_target_length}: FunASR skips it at indexing"
+            ),
+            OVER_TOKEN_LIMIT: (
+                f"speech_length + text_length = {s + t} ({s / 100:.1f} s of audio) > max_token_length "
+                f"{self.max_token_length}: FunASR's sampler skips it every epoch; cut the audio into "
+                "shorter utterances or raise ++dataset_conf.max_token_length"
+            ),
+        }[why]
+
     def describe(self) -> str:
         return (
             f"batch_size={self.batch_size} ({self.batch_type}), sort_size={self.sort_size} x world size "

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ftenv.data.rules import DEFAULTS, RECIPE_KEYS, LengthRules
+
 PREFIX = "dataset_conf."
 
 
@@ -28,3 +30,10 @@ def apply_overrides(conf: dict, overrides: Iterable[str]) -> dict:
         if sep and key.startswith(PREFIX) and "." not in key[len(PREFIX) :]:
             out[key[len(PREFIX) :]] = value.strip().strip("'\"")
     return out
+
+
+def rules_for(model_dir: Path | None, overrides: list[str], world_size: int = 1) -> LengthRules:
+    """The length rules of a run of upstream's recipe on this model, with these overrides."""
+    recipe = [f"{PREFIX}{key}={DEFAULTS[key]}" for key in RECIPE_KEYS]
+    conf = apply_overrides(model_dataset_conf(model_dir), [*recipe, *overrides])
+    return LengthRules.from_conf(conf, world_size)

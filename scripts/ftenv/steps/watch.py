@@ -33,7 +33,7 @@ import threading
 import time
 
 from ftenv.report import attention
-from ftenv.steps import funasr_log
+from ftenv.steps import data_loss, funasr_log
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 from ftenv.steps.watcher import PREFIX, RECOMPILE_MARK, Watcher
@@ -43,6 +43,7 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signa
 CHUNK = 1 << 16
 #: Cheap test before parsing a line: both step-line tags contain it.
 _TAG = b", rank: "
+_DATA_MARK = data_loss.MARK.encode()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -62,12 +63,18 @@ class _Core:
         self.lock = threading.Lock()
         self.last_step_fd: int | None = None
         self.broken: str | None = None
+        self.data = data_loss.DataLossTally()  # FunASR's silent substitutions and drops
 
     def handle(self, line: bytes, out_fd: int) -> list[str]:
+        if _DATA_MARK in line:
+            with self.lock:
+                self.data.observe(line)
+            return []
         fields = funasr_log.fast_fields(line, self.time_field) if len(line) <= funasr_log.MAX_LINE else None
         if fields is not None:
             with self.lock:
                 self.last_step_fd = out_fd
+                self.data.served += fields[2] or 0
                 lines = self.watcher.observe_values(*fields)
                 if self.summary_every and self.watcher.n_steps % self.summary_every == 0:
                     lines += self.watcher.summary_lines(final=False)
@@ -89,6 +96,7 @@ class _Core:
                 self.watcher.note_marker(*value)
                 return []
             self.last_step_fd = out_fd
+            self.data.served += value.batch or 0
             lines = self.watcher.observe(value)
             if self.summary_every and self.watcher.n_steps % self.summary_every == 0:
                 lines += self.watcher.summary_lines(final=False)
@@ -231,9 +239,14 @@ def watch(
                 p.join(timeout=0.1)
                 if p.is_alive() and time.monotonic() - max(p.last_data, exited) > drain_s:
                     break
-        if summary and (watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken):
+        data_failed = rc == 0 and core.data.failed()  # the command's code, unless FunASR lost data
+        if summary and (
+            watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken or data_failed
+        ):
             with core.lock:  # a pump still draining a leftover's output may be counting
-                lines = watcher.summary_lines(final=True)
+                lines = watcher.summary_lines(final=True) + core.data.summary_lines(PREFIX)
+            if data_failed:
+                lines.append(f"{PREFIX} exit 1: the training ran, but on data FunASR silently lost (above)")
             if watcher.bad_lines:
                 lines.append(
                     f"{PREFIX} {watcher.bad_lines} lines began like a training step but had no rank or no "
@@ -258,7 +271,7 @@ def watch(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return 128 - rc if rc < 0 else rc
+    return 1 if data_failed else 128 - rc if rc < 0 else rc
 
 
 def watch_enabled(environ=None) -> bool:
