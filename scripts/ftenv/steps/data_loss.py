@@ -90,7 +90,7 @@ class DataLossTally:
     def runtime_share(self, dataset: str = "train") -> float:
         bad = sum(self.samples[(dataset, e)] for e in (SUBSTITUTED, LOST, DROPPED_BATCH))
         whole = self.served + self.samples[(dataset, LOST)] + self.samples[(dataset, DROPPED_BATCH)]
-        return bad / whole if whole else 0.0
+        return bad / max(whole, bad) if bad else 0.0  # no step line read: every sample counted was bad
 
     def set_share(self, dataset: str = "train") -> float:
         index, lines = self.per_set.get((dataset, DROPPED_INDEX), (0, 0))

@@ -12,11 +12,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftenv.data.chatml import SPEECH_MARK
 from ftenv.train.cluster_env import valid_port
 
 #: How many leading lines of each JSONL are checked.
 CHECK_LINES = 5
-SPEECH_MARK = ("<|startofspeech|>", "<|endofspeech|>")
 EXAMPLE_LINE = (
     '{"messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", '
     '"content": "语音转写：<|startofspeech|>!/data/wav/utt1.wav<|endofspeech|>"}, {"role": "assistant", '
