@@ -301,3 +301,15 @@ def test_the_data_check_can_be_skipped(planted, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(data_gate.ENV_SWITCH)
     assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) == 2
     assert data_gate.world_size(["--nnodes", "1:4", "--nproc_per_node", "8"]) == 32
+
+
+def test_a_bad_byte_in_the_first_lines_is_an_input_error_not_an_internal_one(tmp_path, capsys):
+    """The quick check of the first lines (even in a dry run) read the file as text: exit 4."""
+    audio = wav(tmp_path / "a.wav", 1.0)
+    bad = tmp_path / "train.jsonl"
+    bad.write_bytes(line(audio).encode() + b"\n" + line(audio).encode().replace(b"ni", b"\xc3(", 1) + b"\n")
+    good = tmp_path / "val.jsonl"
+    good.write_text(line(audio) + "\n", encoding="utf-8")
+    assert cli.main([*_finetune(tmp_path, bad, good), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "line 2: not UTF-8 (byte 0xc3" in err and "internal error" not in err
