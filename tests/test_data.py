@@ -313,3 +313,13 @@ def test_a_bad_byte_in_the_first_lines_is_an_input_error_not_an_internal_one(tmp
     assert cli.main([*_finetune(tmp_path, bad, good), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "line 2: not UTF-8 (byte 0xc3" in err and "internal error" not in err
+
+
+def test_a_list_of_manifests_is_followed_as_funasr_does(planted, tmp_path):
+    path, where = planted
+    listing = tmp_path / "train.list"  # FunASR reads a data file not named *.jsonl as a list of them
+    listing.write_text(f"{path}\n", encoding="utf-8")
+    assert cli.main(["data", "check", "--output-dir", str(tmp_path / "o"), "--jobs", "1", str(listing)]) == 2
+    report = json.loads((tmp_path / "o" / check.REPORT_NAME).read_text())
+    assert [f["path"] for f in report["files"]] == [str(path)]
+    assert ("not_utf8", where["not_utf8"]) in {(f["code"], f["line"]) for f in report["findings"]}

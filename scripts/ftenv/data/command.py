@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftenv.data import check, settings
+from ftenv.data import check, lines, settings
 from ftenv.steps.stats import UNUSABLE
 
 PROG = "ftenv data"
@@ -14,7 +14,7 @@ PROG = "ftenv data"
 
 def _check(args: argparse.Namespace) -> int:
     overrides = [x for x in args.files if x.startswith("+")]
-    train = [Path(x) for x in args.files if not x.startswith("+")]
+    train = [p for x in args.files if not x.startswith("+") for p in lines.manifests(x, Path.cwd())]
     if not train and not args.valid:
         print(f"{PROG} check: no file given; usage: {PROG} check [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
@@ -26,7 +26,14 @@ def _check(args: argparse.Namespace) -> int:
         print(f"{PROG} check: {exc}", file=sys.stderr)
         return UNUSABLE
     out = Path(args.output_dir) / check.REPORT_NAME
-    usable, _ = check.run_check(train, [Path(v) for v in args.valid], rules, Path.cwd(), out, args.jobs)
+    usable, _ = check.run_check(
+        train,
+        [p for v in args.valid for p in lines.manifests(v, Path.cwd())],
+        rules,
+        Path.cwd(),
+        out,
+        args.jobs,
+    )
     return 0 if usable else UNUSABLE
 
 

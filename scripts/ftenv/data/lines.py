@@ -43,6 +43,17 @@ class LineResult:
     seconds: float | None = None
 
 
+def manifests(path: str | None, cwd: Path) -> list[Path]:
+    """The JSONL files FunASR reads for a data argument: itself, or, when not named *.jsonl, the
+    files it lists one a line (relative ones from the working directory, as FunASR opens them)."""
+    if not path:
+        return []
+    if Path(path).suffix in (".jsonl", ".json") or not Path(path).is_file():
+        return [Path(path)]
+    listed = Path(path).read_text(encoding="utf-8", errors="replace").split()
+    return [Path(p) if Path(p).is_absolute() else cwd / p for p in listed]
+
+
 def chunks(path: Path) -> Iterator[list[tuple[int, bytes]]]:
     """(line number, raw bytes) in chunks, read as a stream (bytes: a bad byte is a finding, not a crash)."""
     chunk: list[tuple[int, bytes]] = []

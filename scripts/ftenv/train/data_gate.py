@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from ftenv.data import check, settings
+from ftenv.data import check, lines, settings
 from ftenv.steps.stats import UNUSABLE
 
 ENV_SWITCH = "FTENV_DATA_CHECK"
@@ -32,17 +32,6 @@ def _value(argv: list[str], flag: str) -> str | None:
 def _override(argv: list[str], key: str) -> str | None:
     found = [a.split("=", 1)[1] for a in argv if a.startswith(f"++{key}=")]
     return found[-1] if found else None
-
-
-def _files(path: str | None, cwd: Path) -> list[Path]:
-    """The JSONL files FunASR reads for a data argument: itself, or, when not named *.jsonl, the
-    files it lists one a line (relative ones from the working directory, as FunASR opens them)."""
-    if not path:
-        return []
-    if Path(path).suffix in (".jsonl", ".json") or not Path(path).is_file():
-        return [Path(path)]
-    listed = Path(path).read_text(encoding="utf-8", errors="replace").split()
-    return [Path(p) if Path(p).is_absolute() else cwd / p for p in listed]
 
 
 def world_size(argv: list[str]) -> int:
@@ -74,7 +63,7 @@ def check_before_launch(
     train, valid = _override(argv, "train_data_set_list"), _override(argv, "valid_data_set_list")
     print(f"{prog}: checking every line of the data ({rules.describe()})", file=sys.stderr, flush=True)
     usable, report = check.run_check(
-        _files(train, cwd), _files(valid, cwd), rules, cwd, out / name, prog=prog
+        lines.manifests(train, cwd), lines.manifests(valid, cwd), rules, cwd, out / name, prog=prog
     )
     if not usable:
         print(
