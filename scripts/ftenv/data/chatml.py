@@ -22,6 +22,15 @@ def speech_frames(seconds: float) -> int:
     return math.floor(seconds * FRAMES_PER_SECOND + 1e-6)
 
 
+def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """What is wrong with a line that is not UTF-8, and the fix."""
+    return (
+        f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): FunASR reads "
+        "the file as UTF-8 and every rank stops at dataset build; re-encode the file "
+        "(e.g. `iconv -f GBK -t UTF-8`) or fix the line"
+    )
+
+
 def record(key: str, audio: str, text: str, speech_length: int, text_length: int) -> dict:
     """One utterance in upstream's format, keys in a fixed order (the same input gives the same bytes)."""
     start, end = SPEECH_MARK

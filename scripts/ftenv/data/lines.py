@@ -78,21 +78,12 @@ def _absolute(audio_path: str, base: str) -> str:
     return audio_path if os.path.isabs(audio_path) else os.path.join(base, audio_path)
 
 
-def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
-    """What is wrong with a line that is not UTF-8, and the fix."""
-    return (
-        f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): FunASR reads "
-        "the file as UTF-8 and every rank stops at dataset build; re-encode the file "
-        "(e.g. `iconv -f GBK -t UTF-8`) or fix the line"
-    )
-
-
 def check_line(number: int, raw: bytes, base: str, read_audio: bool = True) -> LineResult:
     result = LineResult(number)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        result.problem = (NOT_UTF8, not_utf8(raw, exc))
+        result.problem = (NOT_UTF8, chatml.not_utf8(raw, exc))
         return result
     if not text.strip():
         result.blank = True

@@ -12,8 +12,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ftenv.data.chatml import SPEECH_MARK
-from ftenv.data.lines import not_utf8
+from ftenv.data.chatml import SPEECH_MARK, not_utf8
 from ftenv.train.cluster_env import valid_port
 
 #: How many leading lines of each JSONL are checked.
