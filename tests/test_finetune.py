@@ -67,7 +67,8 @@ def test_single_node_command_is_upstreams_recipe(work):
         "--nnodes", "1", "--nproc_per_node", "1", "--node_rank", "0",
         "--master_addr", "127.0.0.1", "--master_port", "26669",
     ]  # fmt: skip
-    assert Path(argv[11]).name == "funasr-train-ds"
+    # funasr-train-ds's own function, through the entry that counts FunASR's silent data losses.
+    assert argv[11:13] == ["-m", "ftenv.train.funasr_entry"]
     assert overrides_of(p) == [
         f"++model={work}/model",
         "++trust_remote_code=false",
@@ -97,6 +98,11 @@ def test_single_node_command_is_upstreams_recipe(work):
         f"++hydra.run.dir={work}/out/hydra/${{now:%Y-%m-%d}}/${{now:%H-%M-%S}}",
     ]
     assert p.env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
+
+
+def test_data_count_off_runs_upstreams_script(work):
+    argv = plan(work, "--gpus-per-node", "1", env={"FTENV_DATA_COUNT": "0"}).argv
+    assert Path(argv[11]).name == "funasr-train-ds"
 
 
 def test_user_overrides_replace_defaults_and_pass_through(work):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import wave
 from pathlib import Path
 
 import pytest
@@ -89,10 +90,11 @@ def launcher(monkeypatch, tmp_path):
     (tmp_path / "model").mkdir()
     (tmp_path / "model/config.yaml").write_text("model: FunASRNano\n")
     (tmp_path / "model/model.pt").write_bytes(b"")
-    (tmp_path / "a.wav").write_bytes(b"")
+    with wave.open(str(tmp_path / "a.wav"), "wb") as w:  # one second: the data check reads it
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000), w.writeframes(bytes(32000))
     line = (
         '{"messages": [{"role": "user", "content": "<|startofspeech|>!a.wav<|endofspeech|>"}, '
-        '{"role": "assistant", "content": "x"}], "speech_length": 1, "text_length": 1}'
+        '{"role": "assistant", "content": "x"}], "speech_length": 100, "text_length": 1}'
     )
     for name in ("train.jsonl", "val.jsonl"):
         (tmp_path / name).write_text(line + "\n")

@@ -8,6 +8,7 @@ import sys
 import traceback
 
 from ftenv import __version__
+from ftenv.data import command as data
 from ftenv.report import probe, report
 from ftenv.selfcheck import selfcheck, tinymodel
 from ftenv.stack import buildcheck, versions
@@ -15,7 +16,7 @@ from ftenv.steps import analyze, stats, watch
 from ftenv.train import finetune
 
 #: The subcommands' modules, in the help's order.
-COMMANDS = (report, versions, buildcheck, finetune, watch, analyze, selfcheck, probe, tinymodel)
+COMMANDS = (report, versions, buildcheck, data, finetune, watch, analyze, selfcheck, probe, tinymodel)
 
 
 def main(argv: list[str] | None = None) -> int:

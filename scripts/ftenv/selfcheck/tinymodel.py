@@ -30,13 +30,13 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
+
 #: Offline for everything FunASR, transformers and modelscope might try to fetch: the same
 #: environment `ftenv finetune` gives the trainer.
 from ftenv.train.recipe import OFFLINE_ENV
 
 SAMPLE_RATE = 16000
-SYSTEM_PROMPT = "You are a helpful assistant."
-USER_PROMPT = "语音转写："
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 # fmt: off
 _SYLLABLES = [

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from ftenv.report import attention
-from ftenv.steps import crash, funasr_log, hang, stats
+from ftenv.steps import crash, data_loss, funasr_log, hang, stats
 from ftenv.steps.crash import TRACEBACK
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
@@ -48,6 +48,7 @@ CHUNK = 1 << 16
 READ_SLACK_S = 1.0
 #: Cheap test before parsing a line: both step-line tags contain it.
 _TAG = b", rank: "
+_DATA_MARK = data_loss.MARK.encode()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -70,12 +71,18 @@ class _Core:
         self.last_step_fd: int | None = None
         self.last_step_at: float | None = None  # time.monotonic() when the last step line was read
         self.broken: str | None = None
+        self.data = data_loss.DataLossTally()  # FunASR's silent substitutions and drops
 
     def handle(self, line: bytes, out_fd: int) -> list[str]:
+        if _DATA_MARK in line:
+            with self.lock:
+                self.data.observe(line)
+            return []
         fields = funasr_log.fast_fields(line, self.time_field) if len(line) <= funasr_log.MAX_LINE else None
         if fields is not None:
             with self.lock:
                 self.last_step_fd, self.last_step_at = out_fd, time.monotonic()
+                self.data.served += fields[2] or 0
                 resumed = self.silence.progress(self.last_step_at, STEP, fields[4], fields[0])
                 lines = self.watcher.observe_values(*fields)
                 if resumed:
@@ -101,6 +108,7 @@ class _Core:
                 self.watcher.note_marker(*value)
                 return _listed(self.silence.progress(now, value[0], value[1]))
             self.last_step_fd, self.last_step_at = out_fd, now
+            self.data.served += value.batch or 0
             resumed = self.silence.progress(now, STEP, value.rank, value.index)
             lines = self.watcher.observe(value)
             if resumed:
@@ -321,10 +329,18 @@ def watch(
                     break
         code = stats.HUNG if hung else (128 - rc if rc < 0 else rc)
         with core.lock:  # a pump still draining a leftover's output may be counting
+            data_failed = code == 0 and core.data.failed()  # the command's code, unless FunASR lost data
             lines = _closing_lines(core, pumps, code, hung) if code else []
-            if summary and (watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken):
+            if summary and (
+                watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken or data_failed
+            ):
                 label = crash.VERDICT_LABEL if code else "verdict"
                 lines += watcher.summary_lines(final=True, verdict_label=label)
+                lines += core.data.summary_lines(PREFIX)
+                if data_failed:
+                    lines.append(
+                        f"{PREFIX} exit 1: the training ran, but on data FunASR silently lost (above)"
+                    )
                 if watcher.bad_lines:
                     lines.append(
                         f"{PREFIX} {watcher.bad_lines} lines began like a training step but had no rank "
@@ -337,7 +353,7 @@ def watch(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return code
+    return 1 if data_failed else code
 
 
 def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool) -> list[str]:

@@ -27,9 +27,10 @@ import argparse
 import os
 import shlex
 import sys
+from pathlib import Path
 
 from ftenv.report import sdpa, startup
-from ftenv.train import cache_dirs, cluster_env, speed_options
+from ftenv.train import cache_dirs, cluster_env, data_gate, speed_options
 from ftenv.train.inputs import InputError
 from ftenv.train.launch_plan import plan
 
@@ -75,6 +76,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(shlex.join(p.argv))
         return 0
+    cwd = Path(args.cwd or os.getcwd())
+    if refused := data_gate.check_before_launch(PROG, p.argv, cwd, args.skip_data_check, p.launch.node_rank):
+        return refused
     os.environ.update(p.env)
     print(f"{PROG}: running {shlex.join(p.argv)}", file=sys.stderr, flush=True)
     return _run_watched(p.argv)
@@ -124,6 +128,7 @@ def add_parser(sub) -> None:
         help="allow downloads from the model hub (default: offline, a local model dir only)",
     )
     speed_options.add_arguments(p)  # --compile, --compile-parts, --buckets, --fused-adamw
+    data_gate.add_arguments(p)  # --skip-data-check
     p.add_argument("--trainer", help=argparse.SUPPRESS)  # the trainer command (tests: a CPU shim)
     p.add_argument("--cwd", help=argparse.SUPPRESS)  # resolve relative paths here (tests)
     p.add_argument(

@@ -6,6 +6,8 @@ where the real script needs something added at run time, without touching site-p
   the compiled parts and the bucketed batches (ftenv.train.fastpath.parts) on the model and the dataset
   the trainer builds;
 - on a machine without CUDA, FTENV_FUNASR_CPU_SHIM=1 applies ftenv.train.funasr_cpu_shim;
+- FunASR's silent substitutions and drops of samples counted for the watchdog (ftenv.data.runtime;
+  FTENV_DATA_COUNT=0 turns it off);
 - a test's per-shape attention stall (FTENV_TEST_SDPA_STALL_S, ftenv.train.stall).
 It then calls the very function the `funasr-train-ds` console script calls (read from funasr's entry
 points). Without any of these, `ftenv finetune` and the self-check run the `funasr-train-ds` script.
@@ -18,6 +20,7 @@ import os
 import sys
 from importlib import metadata
 
+from ftenv.data import runtime
 from ftenv.report import compile_setting
 from ftenv.train import funasr_cpu_shim
 
@@ -50,6 +53,7 @@ def main() -> int:
         notes.append(buckets.install_on_dataset(bucketing))
     if os.environ.get(funasr_cpu_shim.CPU_SHIM_ENV) == "1":
         notes += funasr_cpu_shim.apply()
+    notes += runtime.install_from_env()  # FunASR's silent substitutions and drops, for ftenv watch
     from ftenv.train import stall
 
     if stall.install_from_env() is not None:

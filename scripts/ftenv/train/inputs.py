@@ -12,11 +12,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftenv.data.chatml import SPEECH_MARK, not_utf8
 from ftenv.train.cluster_env import valid_port
 
 #: How many leading lines of each JSONL are checked.
 CHECK_LINES = 5
-SPEECH_MARK = ("<|startofspeech|>", "<|endofspeech|>")
 EXAMPLE_LINE = (
     '{"messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", '
     '"content": "语音转写：<|startofspeech|>!/data/wav/utt1.wav<|endofspeech|>"}, {"role": "assistant", '
@@ -158,7 +158,7 @@ def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> 
         return [f"{what} data {path} is not a file"]
     if path.suffix not in (".jsonl", ".json"):
         # FunASR reads any other name as a list of JSONL files, one per line.
-        listed = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        listed = [ln.strip() for ln in path.read_text("utf-8", "replace").splitlines() if ln.strip()]
         if not listed:
             return [f"{what} data {path} is empty"]
         first = Path(listed[0])
@@ -169,13 +169,16 @@ def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> 
             ]
         return check_jsonl(first if first.is_absolute() else base / first, what, base, lines)
     problems = []
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         count = 0
-        for number, line in enumerate(fh, start=1):
+        for number, raw in enumerate(fh, start=1):
             if number > lines:
                 break
             count += 1
-            problem = check_line(line, base)
+            try:
+                problem = check_line(raw.decode("utf-8"), base)
+            except UnicodeDecodeError as exc:
+                problem = not_utf8(raw, exc)
             if problem:
                 problems.append(f"{what} data {path} line {number}: {problem}")
         if count == 0:

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv.data import runtime
 from ftenv.train import cluster_env, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
@@ -150,7 +151,9 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
     overrides = merge_overrides(recipe + speed.recipe, extra)
     child_env.update(speed.env)
     notes += speed.notes
-    entry = "-m ftenv.train.funasr_entry" if speed.needs_entry else _executable("funasr-train-ds")
+    # The entry runs funasr-train-ds's own function, with the speed options and the data-loss count.
+    needs_entry = speed.needs_entry or runtime.counting_on(env)
+    entry = "-m ftenv.train.funasr_entry" if needs_entry else _executable("funasr-train-ds")
     trainer = args.trainer or entry
     argv = [
         _executable("torchrun"),

@@ -1,0 +1,122 @@
+"""Upstream's ChatML JSONL line for Fun-ASR-Nano (FunASR's examples/industrial_data_pretraining/
+fun_asr_nano): the one home of its prompts, its speech marker, how a line is built and how one is
+read back. FunASR's dataset (funasr/datasets/fun_asr_datasets/datasets.py) reads the `messages`
+turns by role and the declared `speech_length` (fbank frames, 10 ms) and `text_length` (tokens)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+SYSTEM_PROMPT = "You are a helpful assistant."
+USER_PROMPT = "语音转写："
+SPEECH_MARK = ("<|startofspeech|>", "<|endofspeech|>")
+#: fbank frames per second: FunASR's frontends shift 10 ms.
+FRAMES_PER_SECOND = 100
+
+
+def speech_frames(seconds: float) -> int:
+    """speech_length for audio of this duration: 10 ms fbank frames, as upstream's scp2jsonl counts
+    them (samples * 1000 / fs / 10, rounded down)."""
+    return math.floor(seconds * FRAMES_PER_SECOND + 1e-6)
+
+
+def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """What is wrong with a line that is not UTF-8, and the fix."""
+    return (
+        f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): FunASR reads "
+        "the file as UTF-8 and every rank stops at dataset build; re-encode the file "
+        "(e.g. `iconv -f GBK -t UTF-8`) or fix the line"
+    )
+
+
+def record(key: str, audio: str, text: str, speech_length: int, text_length: int) -> dict:
+    """One utterance in upstream's format, keys in a fixed order (the same input gives the same bytes)."""
+    start, end = SPEECH_MARK
+    return {
+        "key": key,
+        "messages": [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": f"{USER_PROMPT}{start}!{audio}{end}"},
+            {"role": "assistant", "content": text},
+        ],
+        "speech_length": speech_length,
+        "text_length": text_length,
+    }
+
+
+def dumps(item: dict) -> str:
+    return json.dumps(item, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """What a line declares: the audio path as written, the transcript and the two lengths."""
+
+    audio: str
+    text: str
+    speech_length: int
+    text_length: int
+
+
+def _length(item: dict, key: str) -> int | str:
+    """The declared length as FunASR reads it (a list holds it in its first element), or why not."""
+    value = item.get(key)
+    if isinstance(value, list) and value:
+        value = value[0]
+    if value is None:
+        return f"no {key}: FunASR reads it as 0 and drops the line"
+    try:
+        return int(value)  # FunASR's own conversion: "145" and 145.0 pass, "abc" and null do not
+    except (TypeError, ValueError):
+        return (
+            f"{key} {value!r} is not an integer: FunASR's int() fails and every rank stops at dataset build"
+        )
+
+
+def parse(item) -> Utterance | str:
+    """The utterance a decoded JSON line declares, or what is wrong with it (one sentence)."""
+    if not isinstance(item, dict):
+        return f"a JSON {type(item).__name__}, expected an object with 'messages'"
+    if "messages" not in item:
+        keys = ", ".join(sorted(item)) or "none"
+        hint = (
+            ": this looks like FunASR's source/target format (Paraformer, SenseVoice), not "
+            "Fun-ASR-Nano's ChatML messages (`ftenv data prepare` writes them)"
+            if {"source", "target"} & set(item)
+            else ""
+        )
+        return f"no 'messages' key (keys: {keys}){hint}; FunASR stops every rank at dataset build"
+    messages = item["messages"]
+    if not isinstance(messages, list) or not messages:
+        return '\'messages\' must be a non-empty list of {"role": ..., "content": ...}'
+    roles = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
+            return f"messages[{i}] must be an object with 'role' and 'content'"
+        roles.append(msg["role"])
+    unknown = sorted({str(r) for r in roles} - {"system", "user", "assistant"})
+    if unknown:
+        return f"unknown role(s) {', '.join(unknown)}: FunASR ignores them (roles: system, user, assistant)"
+    user = next((m["content"] for m in messages if m["role"] == "user"), None)
+    if user is None:
+        return f"no message with role 'user' (roles: {', '.join(map(str, roles))})"
+    answer = next((m["content"] for m in messages if m["role"] == "assistant"), None)
+    if answer is None:
+        return (
+            f"no message with role 'assistant' holding the transcript (roles: {', '.join(map(str, roles))})"
+        )
+    start, end = SPEECH_MARK
+    if not isinstance(user, str) or start not in user or end not in user:
+        return f"the user message has no {start}!/path/to/audio.wav{end}"
+    audio = user.split(start, 1)[1].split(end, 1)[0]
+    if not audio.startswith("!"):
+        return f"the audio path must follow {start} with '!' ({start}!/path/x.wav{end}), got {audio!r}"
+    if not isinstance(answer, str):
+        return f"the assistant message's content must be the transcript text, got {type(answer).__name__}"
+    lengths = [_length(item, key) for key in ("speech_length", "text_length")]
+    for value in lengths:
+        if isinstance(value, str):
+            return value
+    return Utterance(audio[1:], answer, *lengths)

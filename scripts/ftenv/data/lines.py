@@ -1,0 +1,133 @@
+"""Reading a manifest line by line as FunASR does (UTF-8, one JSON object a line), in chunks that
+worker processes check in parallel: the per-line work of `ftenv data check`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftenv.data import audio, chatml
+
+#: Lines per chunk handed to a worker.
+CHUNK_LINES = 512
+#: How far the declared speech_length may be from the audio's real frame count: frame
+#: conventions differ by a few frames (kaldi's snip_edges, rounding), a wrong unit by far more.
+TOLERANCE_FRAMES = 10
+TOLERANCE_SHARE = 0.1
+
+# What a line can be found to be (the report's codes). Errors first.
+NOT_UTF8, NOT_JSON, SHAPE, AUDIO, EMPTY_TEXT, LENGTH_MISMATCH = (
+    "not_utf8",
+    "not_json",
+    "not_chatml",
+    "audio_unusable",
+    "empty_transcript",
+    "speech_length_mismatch",
+)
+BLANK = "blank_line"
+
+
+@dataclass
+class LineResult:
+    """One line's facts; `problem` is the first error found (code, sentence), or None."""
+
+    number: int
+    problem: tuple[str, str] | None = None
+    blank: bool = False
+    audio: str | None = None  # absolute path as the trainer would open it
+    speech_length: int | None = None
+    text_length: int | None = None
+    seconds: float | None = None
+
+
+def manifests(path: str | None, cwd: Path) -> list[Path]:
+    """The JSONL files FunASR reads for a data argument: itself, or, when not named *.jsonl, the
+    files it lists one a line (relative ones from the working directory, as FunASR opens them)."""
+    if not path:
+        return []
+    if Path(path).suffix in (".jsonl", ".json") or not Path(path).is_file():
+        return [Path(path)]
+    listed = Path(path).read_text(encoding="utf-8", errors="replace").split()
+    return [Path(p) if Path(p).is_absolute() else cwd / p for p in listed]
+
+
+def chunks(path: Path) -> Iterator[list[tuple[int, bytes]]]:
+    """(line number, raw bytes) in chunks, read as a stream (bytes: a bad byte is a finding, not a crash)."""
+    chunk: list[tuple[int, bytes]] = []
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            chunk.append((number, raw))
+            if len(chunk) >= CHUNK_LINES:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def _absolute(audio_path: str, base: str) -> str:
+    return audio_path if os.path.isabs(audio_path) else os.path.join(base, audio_path)
+
+
+def check_line(number: int, raw: bytes, base: str, read_audio: bool = True) -> LineResult:
+    result = LineResult(number)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        result.problem = (NOT_UTF8, chatml.not_utf8(raw, exc))
+        return result
+    if not text.strip():
+        result.blank = True
+        return result
+    try:
+        item = json.loads(text)
+    except json.JSONDecodeError as exc:
+        result.problem = (NOT_JSON, f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it")
+        return result
+    utt = chatml.parse(item)
+    if isinstance(utt, str):
+        result.problem = (SHAPE, utt)
+        return result
+    result.speech_length, result.text_length = utt.speech_length, utt.text_length
+    if not utt.text.strip():
+        result.problem = (
+            EMPTY_TEXT,
+            "empty transcript: FunASR keeps the line and trains the model to say nothing for this audio",
+        )
+    if utt.audio.startswith(("http://", "https://")):
+        return result
+    result.audio = _absolute(utt.audio, base)
+    if not read_audio:
+        return result
+    found = audio.probe(result.audio)
+    if found.seconds is None:
+        result.problem = result.problem or (
+            AUDIO,
+            f"{utt.audio}: {found.problem}; FunASR would replace this sample with a random other one, "
+            "with only a warning",
+        )
+        return result
+    result.seconds = found.seconds
+    frames = chatml.speech_frames(found.seconds)
+    if abs(frames - utt.speech_length) > max(TOLERANCE_FRAMES, TOLERANCE_SHARE * frames):
+        result.problem = result.problem or (
+            LENGTH_MISMATCH,
+            f"speech_length {utt.speech_length} but {utt.audio} lasts {found.seconds:.2f} s ({frames} "
+            "frames of 10 ms): FunASR batches and drops by the declared length; `ftenv data prepare` "
+            "writes it from the audio",
+        )
+    return result
+
+
+def check_chunk(chunk: list[tuple[int, bytes]], base: str, read_audio: bool = True) -> list[LineResult]:
+    """A worker's job: every line of the chunk."""
+    return [check_line(number, raw, base, read_audio) for number, raw in chunk]

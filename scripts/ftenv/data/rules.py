@@ -1,0 +1,140 @@
+"""FunASR 1.4.16's length rules for Fun-ASR-Nano data, read from its code, as functions of the
+declared lengths and the run's `dataset_conf` (each default is the code's own):
+
+- indexing (funasr/datasets/fun_asr_datasets/datasets.py, the `FunASR` index class): a line with
+  text_length < 1, speech_length > max_source_length (8000), speech_length < min_source_length
+  (10) or text_length > max_target_length (2048) is skipped without a word;
+- the recipe's sampler (funasr/datasets/audio_datasets/samplers.py,
+  CustomDistributedBufferDynamicBatchSampler: batch_type token, sort_size > 0) skips, every epoch,
+  an utterance whose speech_length + text_length exceeds max_token_length (2048); it sorts buffers
+  of sort_size x world size utterances and packs while longest x count <= batch_size. An utterance
+  longer than batch_size alone goes into a batch of its own, beyond the budget; when it is the
+  first of its buffer the sampler emits an EMPTY batch first, and the collator then dies with
+  `KeyError: 'input_ids'` (the whole run stops, FunASR issue #3704's image saw it at validation).
+
+The dataset's own per-sample rules (speech frames after the frontend > its max_source_length,
+3000 LFR frames; input_ids > max_token_length, 1500) replace a sample with a random other one;
+with the same settings the indexing and sampler rules above already catch what they would, so they
+are counted at run time (ftenv.data.runtime), not predicted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+
+#: What the recipe (ftenv.train.recipe) and FunASR's code use when the run does not say.
+DEFAULTS = {
+    "batch_size": 6000,
+    "batch_type": "token",
+    "sort_size": 1024,
+    "max_token_length": 2048,
+    "max_source_length": 8000,
+    "min_source_length": 10,
+    "max_target_length": 2048,
+    "batch_size_sample_max": 200,
+}
+#: The keys upstream's finetune.sh (and `ftenv finetune`) always sets; their DEFAULTS are its values.
+RECIPE_KEYS = ("batch_size", "batch_type", "sort_size")
+#: Why a line is dropped, by rule (the report's keys).
+NO_TEXT, TOO_LONG_SPEECH, TOO_SHORT_SPEECH, TOO_LONG_TEXT, OVER_TOKEN_LIMIT = (
+    "text_length_below_1",
+    "speech_over_max_source_length",
+    "speech_under_min_source_length",
+    "text_over_max_target_length",
+    "over_max_token_length",
+)
+
+
+@dataclass(frozen=True)
+class LengthRules:
+    batch_size: int = DEFAULTS["batch_size"]
+    batch_type: str = DEFAULTS["batch_type"]
+    sort_size: int = DEFAULTS["sort_size"]
+    max_token_length: int = DEFAULTS["max_token_length"]
+    max_source_length: int = DEFAULTS["max_source_length"]
+    min_source_length: int = DEFAULTS["min_source_length"]
+    max_target_length: int = DEFAULTS["max_target_length"]
+    batch_size_sample_max: int = DEFAULTS["batch_size_sample_max"]
+    world_size: int = 1
+
+    @classmethod
+    def from_conf(cls, conf: Mapping[str, object], world_size: int = 1) -> LengthRules:
+        """From a run's dataset_conf (the model's config.yaml, then the recipe, then ++overrides)."""
+        values: dict = {}
+        for key, default in DEFAULTS.items():
+            raw = conf.get(key, default)
+            try:
+                values[key] = str(raw) if isinstance(default, str) else int(float(str(raw)))
+            except ValueError:
+                raise ValueError(f"dataset_conf.{key}={raw!r} is not a number") from None
+        return cls(**values, world_size=max(1, world_size))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def dropped(self, speech_length: int, text_length: int) -> str | None:
+        """The rule under which FunASR never trains this utterance, or None."""
+        if text_length < 1:
+            return NO_TEXT
+        if speech_length > self.max_source_length:
+            return TOO_LONG_SPEECH
+        if speech_length < self.min_source_length:
+            return TOO_SHORT_SPEECH
+        if text_length > self.max_target_length:
+            return TOO_LONG_TEXT
+        if self.token_batches and speech_length + text_length > self.max_token_length:
+            return OVER_TOKEN_LIMIT
+        return None
+
+    @property
+    def token_batches(self) -> bool:
+        """The buffered token sampler (the recipe's) is in use: the budget rules apply."""
+        return self.batch_type != "example" and self.sort_size > 0
+
+    def over_budget(self, source_len: int) -> bool:
+        return self.token_batches and source_len > self.batch_size
+
+    def empty_batches(self, source_lens: Iterable[int]) -> int:
+        """Empty batches the sampler makes for a set read in order (validation: no shuffle), given
+        speech_length + text_length of the utterances indexing keeps, in file order: a buffer whose
+        shortest utterance the sampler does not skip but cannot fit in the budget starts with one."""
+        lens = list(source_lens)
+        if not self.token_batches:
+            return 0
+        size = self.sort_size * self.world_size
+        empty = 0
+        for i in range(0, len(lens), size):
+            shortest = min(lens[i : i + size])
+            if self.batch_size < shortest <= self.max_token_length:
+                empty += 1
+        return empty
+
+    def explain(self, why: str, s: int, t: int) -> str:
+        """What FunASR does to an utterance of these lengths under rule `why`, and the fix."""
+        return {
+            NO_TEXT: f"text_length {t} < 1: FunASR skips the line at indexing",
+            TOO_LONG_SPEECH: (
+                f"speech_length {s} ({s / 100:.1f} s) > max_source_length {self.max_source_length}: "
+                "FunASR skips it at indexing; cut the audio or raise ++dataset_conf.max_source_length"
+            ),
+            TOO_SHORT_SPEECH: (
+                f"speech_length {s} < min_source_length {self.min_source_length}: FunASR skips it at indexing"
+            ),
+            TOO_LONG_TEXT: (
+                f"text_length {t} > max_target_length {self.max_target_length}: FunASR skips it at indexing"
+            ),
+            OVER_TOKEN_LIMIT: (
+                f"speech_length + text_length = {s + t} ({s / 100:.1f} s of audio) > max_token_length "
+                f"{self.max_token_length}: FunASR's sampler skips it every epoch; cut the audio into "
+                "shorter utterances or raise ++dataset_conf.max_token_length"
+            ),
+        }[why]
+
+    def describe(self) -> str:
+        return (
+            f"batch_size={self.batch_size} ({self.batch_type}), sort_size={self.sort_size} x world size "
+            f"{self.world_size}, max_token_length={self.max_token_length}, max_source_length="
+            f"{self.max_source_length}, min_source_length={self.min_source_length}, "
+            f"max_target_length={self.max_target_length}"
+        )

@@ -1,0 +1,39 @@
+"""The dataset_conf a run will have, as FunASR builds it: the model folder's config.yaml, then the
+recipe's and the user's `++dataset_conf.KEY=VALUE` overrides (later ones win)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from ftenv.data.rules import DEFAULTS, RECIPE_KEYS, LengthRules
+
+PREFIX = "dataset_conf."
+
+
+def model_dataset_conf(model_dir: Path | None) -> dict:
+    """dataset_conf of the model folder's config.yaml ({} without one)."""
+    if model_dir is None or not (model_dir / "config.yaml").is_file():
+        return {}
+    import yaml
+
+    conf = yaml.safe_load((model_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+    found = conf.get("dataset_conf") if isinstance(conf, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def apply_overrides(conf: dict, overrides: Iterable[str]) -> dict:
+    """conf with each `++dataset_conf.KEY=VALUE` (or `+`, or bare) applied; others ignored."""
+    out = dict(conf)
+    for item in overrides:
+        key, sep, value = item.lstrip("+").partition("=")
+        if sep and key.startswith(PREFIX) and "." not in key[len(PREFIX) :]:
+            out[key[len(PREFIX) :]] = value.strip().strip("'\"")
+    return out
+
+
+def rules_for(model_dir: Path | None, overrides: list[str], world_size: int = 1) -> LengthRules:
+    """The length rules of a run of upstream's recipe on this model, with these overrides."""
+    recipe = [f"{PREFIX}{key}={DEFAULTS[key]}" for key in RECIPE_KEYS]
+    conf = apply_overrides(model_dataset_conf(model_dir), [*recipe, *overrides])
+    return LengthRules.from_conf(conf, world_size)

@@ -1,0 +1,74 @@
+"""`ftenv finetune` checks the whole manifest (ftenv.data.check) before torchrun starts, once per
+node rather than once per rank: with the settings the trainer will get (the model's config.yaml,
+the recipe, the user's overrides, the world size), read from the very command it will run. Errors
+refuse the run (exit 2) with the report's path; `--skip-data-check` or FTENV_DATA_CHECK=0 skips it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ftenv.data import check, lines, settings
+from ftenv.steps.stats import UNUSABLE
+
+ENV_SWITCH = "FTENV_DATA_CHECK"
+REPORT_NAME = check.REPORT_NAME
+
+
+def add_arguments(p) -> None:
+    p.add_argument(
+        "--skip-data-check",
+        action="store_true",
+        help=f"do not check every line and audio file of the data before training ({ENV_SWITCH}=0 too)",
+    )
+
+
+def _value(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
+
+
+def _override(argv: list[str], key: str) -> str | None:
+    found = [a.split("=", 1)[1] for a in argv if a.startswith(f"++{key}=")]
+    return found[-1] if found else None
+
+
+def world_size(argv: list[str]) -> int:
+    """nnodes x nproc_per_node of a torchrun command (the most nodes of an elastic range)."""
+    try:
+        nodes = int((_value(argv, "--nnodes") or "1").split(":")[-1])
+        return max(1, nodes) * max(1, int(_value(argv, "--nproc_per_node") or "1"))
+    except ValueError:
+        return 1
+
+
+def check_before_launch(
+    prog: str, argv: list[str], cwd: Path, skip: bool, node_rank: int | None
+) -> int | None:
+    """None when training may start, else the exit code (the report says what to fix)."""
+    if skip or os.environ.get(ENV_SWITCH) == "0":
+        why = "--skip-data-check" if skip else f"{ENV_SWITCH}=0"
+        print(f"{prog}: data check skipped ({why})", file=sys.stderr)
+        return None
+    model = _override(argv, "model")
+    overrides = [a for a in argv if a.startswith("++dataset_conf.")]
+    try:
+        rules = settings.rules_for(Path(model) if model else None, overrides, world_size(argv))
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return UNUSABLE
+    out = Path(_override(argv, "output_dir") or cwd)
+    name = REPORT_NAME if not node_rank else REPORT_NAME.replace(".json", f".node{node_rank}.json")
+    train, valid = _override(argv, "train_data_set_list"), _override(argv, "valid_data_set_list")
+    print(f"{prog}: checking every line of the data ({rules.describe()})", file=sys.stderr, flush=True)
+    usable, report = check.run_check(
+        lines.manifests(train, cwd), lines.manifests(valid, cwd), rules, cwd, out / name, prog=prog
+    )
+    if not usable:
+        print(
+            f"{prog}: refusing to start: the data has {report.errors} error(s) (listed above and in "
+            f"{out / name}); fix them, or run anyway with --skip-data-check",
+            file=sys.stderr,
+        )
+    return None if usable else UNUSABLE
