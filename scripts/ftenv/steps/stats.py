@@ -86,6 +86,12 @@ PASSED = "passed: "
 EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
 UNUSABLE = 2  # no usable input (unreadable files, no step lines) or a usage error
 INTERNAL_ERROR = 4
+#: `ftenv finetune`: the run stopped on a signal (SIGTERM, SIGINT, SIGUSR1) after saving exactly where
+#: it was; the same command continues it. 75 is sysexits.h's EX_TEMPFAIL ("try again later"): not a
+#: crash (1), not bad input (2, which a Kubernetes podFailurePolicy fails the job on), not the
+#: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
+#: 128 and 139 as permanent).
+STOPPED = 75
 
 
 def percentile(values: Sequence[float], q: int) -> float:
