@@ -63,7 +63,8 @@ def read_checkpoint(path: Path) -> Checkpoint | str:
         data = torch.load(path, map_location="cpu", mmap=True)
         epoch, step = int(data["epoch"]), int(data.get("step") or 0)
     except Exception as exc:  # a cut file fails in many ways: zip, pickle, missing keys
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        first = (str(exc).splitlines() or [""])[0].split(". ")[0][:160]
+        return f"{type(exc).__name__}: {first}"
     st = path.stat()
     saved = datetime.datetime.fromtimestamp(st.st_mtime, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     return Checkpoint(path, epoch, step, saved, st.st_size)

@@ -112,7 +112,13 @@ def _stop(trainer, state: RunState, signum: int, args: dict, done: int) -> None:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
-    raise SystemExit(STOPPED)
+    # Everything is saved and synced: leave now. A normal interpreter exit (tearing down torch,
+    # transformers and FunASR, joining their threads) took seconds on a busy machine, out of the
+    # launcher's grace period.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(STOPPED)
 
 
 def _wrap_train_epoch(trainer_cls, state: RunState) -> None:

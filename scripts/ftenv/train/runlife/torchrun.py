@@ -3,8 +3,9 @@ with one change: a run that stopped on a signal exits STOPPED, not 1.
 
 torchrun exits 1 whenever a worker exits non-zero, and when it is signalled itself: a preempted run
 would read as a crash. The ranks that stop on a signal exit STOPPED, and rank 0 leaves a stop record
-tagged with this launch's id (record.py); when torchrun ends, this reads it. Everything else
-(arguments, output, the crash report, the exit code of a crash) is torchrun's.
+tagged with this launch's id (record.py); when torchrun ends, this reads it. And after a signal,
+torchrun waits longer than its 30 s for the workers' save. Everything else (arguments, output,
+the crash report, the exit code of a crash) is torchrun's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,37 @@ def _stopped(run_id: str, failures=None) -> dict | None:
     )
 
 
+#: How long torchrun waits for its workers after it forwards a signal (its own: 30 s, then SIGKILL),
+#: so that a stop's save can finish; the launcher's grace period (Kubernetes
+#: terminationGracePeriodSeconds, Slurm KillWait, `docker stop -t`) is the outer limit.
+GRACE_ENV = "FTENV_STOP_GRACE_S"
+DEFAULT_GRACE_S = 300
+
+
+def _longer_grace_after_a_signal() -> str:
+    """Only after torchrun itself was signalled: when a worker fails, torchrun's 30 s still apply
+    (the job must end soon). Private torch API: when it is not there, torchrun's 30 s stay."""
+    try:
+        grace = float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S))
+        from torch.distributed.elastic.multiprocessing import api
+
+        handler, close = api._terminate_process_handler, api.PContext.close
+    except (ImportError, AttributeError, ValueError) as exc:
+        return f"torchrun's wait for its workers after a signal: its own (30 s; {exc})"
+    signalled = []
+
+    def on_signal(signum, frame):
+        signalled.append(signum)
+        handler(signum, frame)
+
+    def close_after_signal(self, death_sig=None, timeout=30):
+        return close(self, death_sig, max(timeout, grace) if signalled else timeout)
+
+    api._terminate_process_handler = on_signal
+    api.PContext.close = close_after_signal
+    return f"torchrun waits {grace:g} s for its workers after a signal ({GRACE_ENV})"
+
+
 def main(argv: list[str] | None = None) -> int:
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -41,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     run_id = f"{os.getpid()}-{time.time_ns()}"
     os.environ[record.RUN_ID_ENV] = run_id
     sys.argv[0] = "torchrun"
+    print(f"ftenv finetune: {_longer_grace_after_a_signal()}", file=sys.stderr, flush=True)
     try:
         run.main(argv if argv is not None else sys.argv[1:])
     except ChildFailedError as exc:
@@ -59,4 +92,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if code == STOPPED:  # the workers are gone and saved: skip tearing down torch (seconds when busy)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
