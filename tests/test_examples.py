@@ -27,8 +27,8 @@ import referencing
 import yaml
 
 from ftenv.report import sdpa
-from ftenv.steps import stats
 from ftenv.stack import versions
+from ftenv.steps import stats
 from ftenv.train import finetune
 from support import ROOT
 
@@ -430,7 +430,8 @@ def test_every_example_is_linked_from_the_docs():
 #: The volume types the restricted Pod Security Standard allows (kubernetes.io/docs/concepts/security/
 #: pod-security-standards, "Volume Types").
 RESTRICTED_VOLUMES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret",
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+    "persistentVolumeClaim", "projected", "secret",
 }  # fmt: skip
 
 
@@ -509,7 +510,8 @@ def retry_problems(doc: dict) -> list[str]:
         ignore = [r for r in rules if r["action"] == "Ignore"]
         if not any({"type": "DisruptionTarget"} in r.get("onPodConditions", []) for r in ignore):
             bad.append("an eviction or preemption counts against backoffLimit")
-        if any(r["action"] == "FailJob" and stats.STOPPED in r.get("onExitCodes", {}).get("values", []) for r in rules):
+        failing = [r.get("onExitCodes", {}).get("values", []) for r in rules if r["action"] == "FailJob"]
+        if any(stats.STOPPED in values for values in failing):
             bad.append(f"a saved stop (exit {stats.STOPPED}) fails the job")
     else:
         if doc["spec"]["runPolicy"].get("backoffLimit", 0) < 1:
@@ -591,7 +593,8 @@ def test_sbatch_examples_requeue_and_keep_their_folder(name, layout, tmp_path):
             "SLURM_JOB_ID": "41", "SLURM_JOB_NAME": "nano", "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "RECORD": str(rec), "SRUN_EXIT": str(code),
         }  # fmt: skip
-        proc = subprocess.run(["bash", str(EXAMPLES / name)], capture_output=True, text=True, env=env, cwd=tmp_path)
+        script = ["bash", str(EXAMPLES / name)]
+        proc = subprocess.run(script, capture_output=True, text=True, env=env, cwd=tmp_path)
         calls = rec.read_text().splitlines()
         assert proc.returncode == code, (code, proc.stderr)
         assert ("scontrol requeue 41" in calls) == requeued, (code, calls)

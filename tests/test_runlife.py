@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -32,15 +33,25 @@ CPU_RUN = (
     "++train_conf.max_epoch=1",
     "++dataset_conf.batch_size=300",
 )
-STEP = re.compile(r"train, rank: (\d+), epoch: (\d+)/\d+, data_slice: \d+/\d+, step_in_slice: \d+/(\d+), step_in_epoch: (\d+),")
+STEP = re.compile(
+    r"train, rank: (\d+), epoch: (\d+)/\d+, data_slice: \d+/\d+, "
+    r"step_in_slice: \d+/(\d+), step_in_epoch: (\d+),"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def finetune_cmd(tiny: Path, out: Path, *extra: str, gpus: int = 1) -> list[str]:
+    """The command, on a free port (tests may run side by side); rerun it as is to resume."""
     p = tinymodel.paths(tiny)
     return [
         sys.executable, "-m", "ftenv.cli", "finetune", "--model-dir", str(p.root),
         "--train", str(p.train_jsonl), "--valid", str(p.val_jsonl), "--output-dir", str(out),
-        "--gpus-per-node", str(gpus), *CPU_RUN, *extra,
+        "--gpus-per-node", str(gpus), "--master-port", str(free_port()), *CPU_RUN, *extra,
     ]  # fmt: skip
 
 
@@ -201,8 +212,8 @@ def small_disk(tmp_path):
     def make(size_mb: int) -> Path:
         where = tmp_path / f"disk{len(mounted)}"
         where.mkdir()
-        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)],
-                              capture_output=True, text=True)  # fmt: skip
+        mount = ["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", str(where)]
+        proc = subprocess.run(mount, capture_output=True, text=True)
         if proc.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here (root needed): {proc.stderr.strip()}")
         mounted.append(where)
@@ -227,7 +238,9 @@ def test_a_disk_that_fills_during_the_run_leaves_no_cut_file(tiny, small_disk, t
     (FunASR keeps those on disk) fills the 56 MB: the save that does not fit fails with a clear
     message, and every checkpoint under a final name still loads."""
     out = small_disk(56) / "out"
-    cmd = finetune_cmd(tiny, out, "++train_conf.keep_nbest_models=1", "++train_conf.save_checkpoint_interval=2")
+    cmd = finetune_cmd(
+        tiny, out, "++train_conf.keep_nbest_models=1", "++train_conf.save_checkpoint_interval=2"
+    )
     rc, log = Run(cmd, tmp_path / "run.log").finish()
     assert rc not in (0, STOPPED), log[-3000:]
     assert re.search(r"checkpoint \S+ not written: the disk is full \(", log), log[-3000:]
@@ -262,7 +275,10 @@ def test_folder_states(tmp_path):
     (out / ".model.pt.tmp-123").write_bytes(b"partial")
     state = folder.inspect(out, max_epoch=2)
     assert state.kind == "resume" and state.relink.path.name == "model.pt.ep1.7"
-    assert state.line.startswith("model.pt does not load (") and "resuming from model.pt.ep1.7: epoch 1, step 7" in state.line
+    assert (
+        state.line.startswith("model.pt does not load (")
+        and "resuming from model.pt.ep1.7: epoch 1, step 7" in state.line
+    )
     notes = folder.prepare(out, state)
     assert notes == ["removed .model.pt.tmp-123, left by a save that was cut short"]
     assert os.path.samefile(out / "model.pt", out / "model.pt.ep1.7")
@@ -290,7 +306,9 @@ def test_atomic_save_keeps_the_old_file_when_a_save_fails(tmp_path):
         Path(f).write_bytes(b"x" * 1000)
         raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
 
-    with pytest.raises(atomic.CheckpointWriteError, match=r"checkpoint .*model.pt not written: the write failed"):
+    with pytest.raises(
+        atomic.CheckpointWriteError, match=r"checkpoint .*model.pt not written: the write failed"
+    ):
         atomic.save_atomically(fills_the_disk, {"v": 2}, path)
     assert torch.load(path)["v"] == 1, "the old file is intact"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"], "no temporary file left"
@@ -303,13 +321,18 @@ def test_atomic_save_keeps_the_old_file_when_a_save_fails(tmp_path):
 def test_space_check_numbers(tmp_path):
     model_pt = tmp_path / "model.pt"
     model_pt.write_bytes(b"0" * 1000)
-    refusal, _ = space.check(tmp_path / "out", model_pt, keep=20, max_epoch=5, existing=None,
-                             environ={"FTENV_SPACE_CHECK": "1"})  # fmt: skip
+    refusal, _ = space.check(
+        tmp_path / "out", model_pt, keep=20, max_epoch=5, existing=None, environ={"FTENV_SPACE_CHECK": "1"}
+    )
     assert refusal is None  # 24 x 4 kB fits anywhere
     huge = 10**18
     big = tmp_path / "big.pt"
     with open(big, "wb") as f:
         f.truncate(huge // 10**6)  # a sparse 1 TB "checkpoint"
-    refusal, line = space.check(tmp_path / "out", model_pt, 20, 5, existing=big, environ={})
-    assert refusal is not None and "24 checkpoints" in refusal and "x 1000.000 GB (the size of big.pt)" in refusal
+    refusal, _ = space.check(tmp_path / "out", model_pt, 20, 5, existing=big, environ={})
+    assert (
+        refusal is not None
+        and "24 checkpoints" in refusal
+        and "x 1000.000 GB (the size of big.pt)" in refusal
+    )
     assert space.check(tmp_path / "out", model_pt, 20, 5, big, environ={"FTENV_SPACE_CHECK": "0"})[0] is None
