@@ -336,3 +336,17 @@ def test_space_check_numbers(tmp_path):
         and "x 1000.000 GB (the size of big.pt)" in refusal
     )
     assert space.check(tmp_path / "out", model_pt, 20, 5, big, environ={"FTENV_SPACE_CHECK": "0"})[0] is None
+
+
+def test_a_rank_that_dies_ends_the_job_as_a_crash(tiny, tmp_path):
+    """SIGKILL to rank 1 (a node lost): torchrun ends the job with a crash's exit code, not the stop's,
+    and with torchrun's own 30 s for the survivors (the longer wait is only for a signal torchrun got)."""
+    run = Run(finetune_cmd(tiny, tmp_path / "out", "++backend=gloo", gpus=2), tmp_path / "run.log")
+    run.wait_for(r"train, rank: 1, .*step_in_epoch: 2,")
+    workers = [w for t in _children(run.proc.pid) for w in _children(t)]
+    killed = time.monotonic()
+    os.kill({_rank_of(w): w for w in workers}[1], signal.SIGKILL)
+    rc, log = run.finish(timeout=120)
+    assert rc not in (0, STOPPED), log[-3000:]
+    assert "exitcode: -9" in log and "stopped on" not in log
+    assert time.monotonic() - killed < 60, "torchrun's 30 s at most, plus the exit"
