@@ -10,7 +10,8 @@ training process, to add at run time, without touching site-packages:
 - on a machine without CUDA, FTENV_FUNASR_CPU_SHIM=1 applies ftenv.train.funasr_cpu_shim;
 - a test's per-shape attention stall (FTENV_TEST_SDPA_STALL_S, ftenv.train.stall).
 It then calls the very function the `funasr-train-ds` console script calls (read from funasr's entry
-points). The self-check's recipe run starts the `funasr-train-ds` script itself.
+points). The self-check's recipe run starts this only for the CPU shim or the test stall, and the
+`funasr-train-ds` script otherwise.
 """
 
 from __future__ import annotations
