@@ -66,9 +66,12 @@ def _check_folder(args: argparse.Namespace, p) -> str | None:
         keep = int(p.setting("train_conf.keep_nbest_models", "20"))
     except ValueError as exc:
         return f"train_conf.max_epoch and keep_nbest_models must be whole numbers: {exc}"
+    # Only node 0 changes the folder (other nodes may share it; their trainers read model.pt only
+    # after torchrun's rendezvous, which waits for node 0).
+    changes = not args.dry_run and p.launch.node_rank in (0, None)
     if args.fresh:
         moved = "--fresh: the earlier run's checkpoints would move to a replaced-<time>/ folder"
-        if not args.dry_run:
+        if changes:
             moved = folder.start_over(out) or "--fresh: no earlier checkpoint here"
         print(f"{PROG}: {moved}", file=sys.stderr)
         state = folder.FolderState("fresh", "a fresh run (--fresh)")
@@ -82,7 +85,7 @@ def _check_folder(args: argparse.Namespace, p) -> str | None:
     if problem is not None:
         return problem
     print(f"{PROG}: {line}", file=sys.stderr)
-    if not args.dry_run:
+    if changes:
         for note in folder.prepare(out, state):
             print(f"{PROG}: {note}", file=sys.stderr)
     return None
