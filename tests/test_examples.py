@@ -28,6 +28,7 @@ import yaml
 
 from ftenv.report import sdpa
 from ftenv.stack import versions
+from ftenv.steps import stats
 from ftenv.train import finetune
 from support import ROOT
 
@@ -422,3 +423,178 @@ def test_every_example_is_linked_from_the_docs():
     text = (ROOT / "docs/finetune.md").read_text()
     for name in [n for n, _ in MANIFESTS] + SCRIPTS:
         assert name.split("/")[-1] in text, name
+
+
+# --- a run's life: retries, the restricted profile, Slurm's requeue --------------------------------
+
+#: The volume types the restricted Pod Security Standard allows (kubernetes.io/docs/concepts/security/
+#: pod-security-standards, "Volume Types").
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+    "persistentVolumeClaim", "projected", "secret",
+}  # fmt: skip
+
+
+def restricted_violations(spec: dict) -> list[str]:
+    """What in a pod spec breaks the restricted Pod Security Standard (its checks that apply here)."""
+    bad = []
+    pod = spec.get("securityContext", {})
+    for v in spec.get("volumes", []):
+        kinds = set(v) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            bad.append(f"volume {v['name']}: {kinds - RESTRICTED_VOLUMES}")
+    for c in spec.get("initContainers", []) + spec["containers"]:
+        sc = c.get("securityContext", {})
+        if not sc.get("runAsNonRoot", pod.get("runAsNonRoot")):
+            bad.append(f"{c['name']}: runAsNonRoot is not true")
+        if sc.get("runAsUser", pod.get("runAsUser")) == 0:
+            bad.append(f"{c['name']}: runAsUser 0")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            bad.append(f"{c['name']}: allowPrivilegeEscalation is not false")
+        caps = sc.get("capabilities", {})
+        if caps.get("drop") != ["ALL"] or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
+            bad.append(f"{c['name']}: capabilities must drop ALL (and add at most NET_BIND_SERVICE)")
+        seccomp = sc.get("seccompProfile", pod.get("seccompProfile", {})).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            bad.append(f"{c['name']}: seccompProfile {seccomp}")
+        if sc.get("privileged"):
+            bad.append(f"{c['name']}: privileged")
+    return bad
+
+
+RESTRICTED_BREAKAGES = {
+    "root allowed": lambda s: s["securityContext"].pop("runAsNonRoot"),
+    "escalation": lambda s: s["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+    "capabilities kept": lambda s: s["containers"][0]["securityContext"].pop("capabilities"),
+    "no seccomp": lambda s: s["securityContext"].pop("seccompProfile"),
+    "hostPath": lambda s: s["volumes"].append({"name": "h", "hostPath": {"path": "/"}}),
+}
+
+
+@pytest.mark.parametrize("name", [n for n, _ in MANIFESTS])
+def test_manifests_pass_the_restricted_pod_security_standard_with_gpus(name):
+    doc = load_yaml(name)[0]
+    for spec in pod_specs(doc):
+        assert restricted_violations(spec) == [], name
+        assert int(spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]) > 0
+    for breakage, mutate in RESTRICTED_BREAKAGES.items():
+        broken = copy.deepcopy(doc)
+        mutate(pod_specs(broken)[0])
+        assert restricted_violations(pod_specs(broken)[0]), breakage
+
+
+#: training-operator v1.9 (pkg/controller.v1/common: isRetryableExitCode): permanent exit codes.
+KUBEFLOW_PERMANENT = {1, 2, 126, 127, 128, 139}
+
+
+def retry_problems(doc: dict) -> list[str]:
+    """Why a manifest would not retry a preemption, would retry a bad input, or kill the stop's save."""
+    bad = []
+    for spec in pod_specs(doc):
+        if spec.get("terminationGracePeriodSeconds", 30) < 60:
+            bad.append("terminationGracePeriodSeconds < 60: too short for a full checkpoint's save")
+    if doc["kind"] == "Job":
+        spec = doc["spec"]
+        if spec.get("backoffLimit", 6) < 1:
+            bad.append("backoffLimit 0: nothing is retried")
+        rules = spec.get("podFailurePolicy", {}).get("rules", [])
+        name = spec["template"]["spec"]["containers"][0]["name"]
+        fail = [r for r in rules if r["action"] == "FailJob" and "onExitCodes" in r]
+        if not any(
+            r["onExitCodes"]["operator"] == "In"
+            and stats.UNUSABLE in r["onExitCodes"]["values"]
+            and r["onExitCodes"].get("containerName", name) == name
+            for r in fail
+        ):
+            bad.append(f"a bad input (exit {stats.UNUSABLE}) would be retried")
+        ignore = [r for r in rules if r["action"] == "Ignore"]
+        if not any({"type": "DisruptionTarget"} in r.get("onPodConditions", []) for r in ignore):
+            bad.append("an eviction or preemption counts against backoffLimit")
+        failing = [r.get("onExitCodes", {}).get("values", []) for r in rules if r["action"] == "FailJob"]
+        if any(stats.STOPPED in values for values in failing):
+            bad.append(f"a saved stop (exit {stats.STOPPED}) fails the job")
+    else:
+        if doc["spec"]["runPolicy"].get("backoffLimit", 0) < 1:
+            bad.append("runPolicy.backoffLimit 0: nothing is retried")
+        for replica in doc["spec"]["pytorchReplicaSpecs"].values():
+            if replica["restartPolicy"] != "ExitCode":
+                bad.append(f"restartPolicy {replica['restartPolicy']}: a saved stop is not retried")
+        if stats.STOPPED in KUBEFLOW_PERMANENT or stats.UNUSABLE not in KUBEFLOW_PERMANENT:
+            bad.append("the exit codes do not fit the operator's ExitCode policy")
+    return bad
+
+
+RETRY_BREAKAGES = {
+    "Job": {
+        "no retries": _set(["spec", "backoffLimit", 0]),
+        "bad input retried": lambda d: d["spec"]["podFailurePolicy"]["rules"].pop(0),
+        "evictions counted": lambda d: d["spec"]["podFailurePolicy"]["rules"].pop(1),
+        "default grace": lambda d: d["spec"]["template"]["spec"].pop("terminationGracePeriodSeconds"),
+    },
+    "PyTorchJob": {
+        "no retries": _set(["spec", "runPolicy", "backoffLimit", 0]),
+        "never restarted": _set(["spec", "pytorchReplicaSpecs", "Worker", "restartPolicy", "Never"]),
+        "default grace": lambda d: d["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"].pop(
+            "terminationGracePeriodSeconds"
+        ),
+    },
+}
+
+
+@pytest.mark.parametrize("name", [n for n, _ in MANIFESTS])
+def test_manifests_retry_a_preemption_but_not_a_bad_input(name):
+    doc = load_yaml(name)[0]
+    assert retry_problems(doc) == []
+    for breakage, mutate in RETRY_BREAKAGES[doc["kind"]].items():
+        broken = copy.deepcopy(doc)
+        mutate(broken)
+        assert retry_problems(broken), breakage
+
+
+SBATCH = ["slurm/finetune-pyxis.sbatch", "slurm/finetune-apptainer.sbatch"]
+
+
+def sbatch_problems(text: str) -> list[str]:
+    bad = []
+    directives = re.findall(r"^#SBATCH (\S+)", text, re.M)
+    if "--requeue" not in directives:
+        bad.append("no --requeue")
+    if not any(re.fullmatch(r"--signal=(B:)?(USR1|TERM)@\d+", d) for d in directives):
+        bad.append("no --signal before the time limit")
+    if not re.search(r"^srun (.*\\\n)*\s*--kill-on-bad-exit=1 \\$", text, re.M):
+        bad.append("srun without --kill-on-bad-exit=1")
+    if re.search(r"OUT_DIR=.*SLURM_JOB_ID", text):
+        bad.append("OUT_DIR named after the job id: a resubmitted job starts over in a new folder")
+    return bad
+
+
+@pytest.mark.parametrize("name", SBATCH)
+def test_sbatch_examples_requeue_and_keep_their_folder(name, layout, tmp_path):
+    text = (EXAMPLES / name).read_text()
+    assert sbatch_problems(text) == []
+    for bad in (
+        text.replace("#SBATCH --requeue\n", ""),
+        text.replace("#SBATCH --signal=USR1@300\n", ""),
+        text.replace("  --kill-on-bad-exit=1 \\\n", ""),
+        text.replace("$SLURM_JOB_NAME", "nano-$SLURM_JOB_ID"),
+    ):
+        assert sbatch_problems(bad), "the check must catch it"
+    # srun exiting 75 (stopped, saved): the script requeues the job and exits 75; 1 or 2: no requeue.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("srun", "scontrol", "apptainer"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "$RECORD"\nexit ${{SRUN_EXIT:-0}}\n')
+        (bin_dir / tool).chmod(0o755)
+    for code, requeued in ((stats.STOPPED, True), (1, False), (stats.UNUSABLE, False), (0, False)):
+        rec = tmp_path / f"calls-{code}"
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
+            **{k: str(v) for k, v in layout.items()},
+            "SLURM_JOB_ID": "41", "SLURM_JOB_NAME": "nano", "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "RECORD": str(rec), "SRUN_EXIT": str(code),
+        }  # fmt: skip
+        script = ["bash", str(EXAMPLES / name)]
+        proc = subprocess.run(script, capture_output=True, text=True, env=env, cwd=tmp_path)
+        calls = rec.read_text().splitlines()
+        assert proc.returncode == code, (code, proc.stderr)
+        assert ("scontrol requeue 41" in calls) == requeued, (code, calls)

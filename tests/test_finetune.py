@@ -62,13 +62,14 @@ def overrides_of(p: launch_plan.Plan) -> list[str]:
 def test_single_node_command_is_upstreams_recipe(work):
     p = plan(work, "--gpus-per-node", "1")
     argv = p.argv
-    assert Path(argv[0]).name == "torchrun"
-    assert argv[1:11] == [
+    # torchrun, in-process (the stop's exit code), forwarding Slurm's SIGUSR1/2 to its workers too
+    assert argv[:3] == [sys.executable, "-m", "ftenv.train.runlife.torchrun"]
+    assert argv[3:13] == [
         "--nnodes", "1", "--nproc_per_node", "1", "--node_rank", "0",
         "--master_addr", "127.0.0.1", "--master_port", "26669",
     ]  # fmt: skip
-    # funasr-train-ds's own function, through the entry that counts FunASR's silent data losses.
-    assert argv[11:13] == ["-m", "ftenv.train.funasr_entry"]
+    assert argv[13] == "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
+    assert argv[14:16] == ["-m", "ftenv.train.funasr_entry"]  # every run: the run's life is installed
     assert overrides_of(p) == [
         f"++model={work}/model",
         "++trust_remote_code=false",
@@ -97,12 +98,18 @@ def test_single_node_command_is_upstreams_recipe(work):
         f"++output_dir={work}/out",
         f"++hydra.run.dir={work}/out/hydra/${{now:%Y-%m-%d}}/${{now:%H-%M-%S}}",
     ]
-    assert p.env == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MODELSCOPE_OFFLINE": "1"}
-
-
-def test_data_count_off_runs_upstreams_script(work):
-    argv = plan(work, "--gpus-per-node", "1", env={"FTENV_DATA_COUNT": "0"}).argv
-    assert Path(argv[11]).name == "funasr-train-ds"
+    assert p.env == {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "MODELSCOPE_OFFLINE": "1",
+        "FTENV_OUTPUT_DIR": f"{work}/out",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_FR_DUMP_TEMP_FILE": f"{work}/out/nccl-flight-recorder/rank_",
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": f"{work}/out/nccl-flight-recorder/rank_",
+    }
 
 
 def test_user_overrides_replace_defaults_and_pass_through(work):
@@ -126,19 +133,19 @@ def test_slurm_and_pytorchjob_commands(work):
         "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
     }
     argv = plan(work, "--gpus-per-node", "8", env=slurm).argv
-    assert argv[1:11] == [
+    assert argv[3:13] == [
         "--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1",
         "--master_addr", "dgx01", "--master_port", "20009",
     ]  # fmt: skip
     worker = {"MASTER_ADDR": "ft-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1"}
-    assert plan(work, "--gpus-per-node", "8", env=worker).argv[5:11] == [
+    assert plan(work, "--gpus-per-node", "8", env=worker).argv[7:13] == [
         "--node_rank", "1", "--master_addr", "ft-master-0", "--master_port", "23456",
     ]  # fmt: skip
 
 
 def test_gpus_per_node_from_pet_variable(work):
     env = {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4"}
-    assert plan(work, env=env).argv[3:5] == ["--nproc_per_node", "4"]
+    assert plan(work, env=env).argv[5:7] == ["--nproc_per_node", "4"]
 
 
 def test_no_gpu_and_no_count_is_explained(work):
@@ -162,7 +169,7 @@ def test_remote_code_option(work):
 
 def test_allow_hub_takes_a_hub_id_and_stays_online(work):
     p = plan(work, "--gpus-per-node", "1", "--allow-hub")
-    assert p.env == {}
+    assert not {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MODELSCOPE_OFFLINE"} & set(p.env)
     assert "++disable_update=true" not in p.argv
     argv = cmdline(work, "--gpus-per-node", "1", "--allow-hub")
     argv[2] = "FunAudioLLM/Fun-ASR-Nano-2512"
@@ -172,7 +179,7 @@ def test_allow_hub_takes_a_hub_id_and_stays_online(work):
 
 def test_trainer_option_is_split_like_a_shell(work):
     argv = plan(work, "--gpus-per-node", "2", "--trainer", "/x/python -m ftenv.cpu_train").argv
-    assert argv[11:14] == ["/x/python", "-m", "ftenv.cpu_train"]
+    assert argv[14:17] == ["/x/python", "-m", "ftenv.cpu_train"]
 
 
 # --- bad inputs: each message, and the same input fixed passes --------------------------------
@@ -353,7 +360,7 @@ def test_cli_dry_run_prints_the_command_and_creates_nothing(work, capsys, monkey
     out, err = capsys.readouterr()
     assert rc == 0
     argv = shlex.split(out)
-    assert Path(argv[0]).name == "torchrun" and argv[-1] == "++train_conf.max_epoch=1"
+    assert argv[2] == "ftenv.train.runlife.torchrun" and argv[-1] == "++train_conf.max_epoch=1"
     assert "launch: single node: node 0 of 1, master 127.0.0.1:26669" in err
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1: cuDNN attention is not moved to the front" in err
     assert not (work / "out").exists()

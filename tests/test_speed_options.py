@@ -51,8 +51,7 @@ def test_cuda_graphs_are_planned_without_gradient_accumulation(work):  # noqa: F
 
 def test_off_by_default(work):  # noqa: F811
     p = plan(work, "--gpus-per-node", "1")
-    # The entry runs anyway, to count FunASR's silent data losses; without that, upstream's script.
-    assert ENTRY not in " ".join(plan(work, "--gpus-per-node", "1", env={"FTENV_DATA_COUNT": "0"}).argv)
+    assert ENTRY in " ".join(p.argv)  # always (the run's life), but with nothing of the fast path on
     assert not {compile_setting.ENV, compile_setting.BUCKETS_ENV, "TORCHINDUCTOR_CACHE_DIR"} & set(p.env)
     assert "++optim_conf.fused=true" not in overrides_of(p)
 

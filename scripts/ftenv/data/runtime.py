@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from ftenv.steps import data_loss as D
 
 DATASET = "FunASR"
-#: FTENV_DATA_COUNT=0: no counting, and `ftenv finetune` runs upstream's funasr-train-ds script.
+#: FTENV_DATA_COUNT=0: no counting (the trainer entry still runs, for the run's life).
 ENV_SWITCH = "FTENV_DATA_COUNT"
 
 

@@ -90,6 +90,12 @@ INTERNAL_ERROR = 4
 #: (ftenv.steps.silence): the job hung, a scheduler may retry it. Otherwise watch exits with the
 #: command's own code.
 HUNG = 6
+#: `ftenv finetune`: the run stopped on a signal (SIGTERM, SIGINT, SIGUSR1) after saving exactly where
+#: it was; the same command continues it. 75 is sysexits.h's EX_TEMPFAIL ("try again later"): not a
+#: crash (1), not bad input (2, which a Kubernetes podFailurePolicy fails the job on), not the
+#: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
+#: 128 and 139 as permanent).
+STOPPED = 75
 
 
 def percentile(values: Sequence[float], q: int) -> float:

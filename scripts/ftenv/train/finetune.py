@@ -13,6 +13,11 @@ but:
 - it stays offline (HF_HUB_OFFLINE=1, no update check) unless `--allow-hub` is given;
 - it writes only under --output-dir (Hydra's run folder too, recipe.py) and the temporary
   directory: caches that cannot be written where the image puts them move there (cache_dirs.py);
+- it reads the output folder first and says whether the run is fresh, resumes (from which file, at
+  which epoch and step) or is finished (refused: exit 2), puts a loadable model.pt in place, and
+  checks the free space (runlife/folder.py, runlife/space.py);
+- every rank runs the trainer entry (funasr_entry.py): a SIGTERM, SIGINT or SIGUSR1 stops the run at
+  a step boundary with a checkpoint of exactly where it was, exit 75 (runlife/);
 - it becomes `ftenv watch -- <the torchrun command>`: the trainer runs under the step-time
   watchdog (FTENV_WATCH=0: plainly), one process as before (exec), exit code the trainer's;
 - any further `++key=value` Hydra override is passed through and replaces the recipe's default
@@ -30,9 +35,11 @@ import sys
 from pathlib import Path
 
 from ftenv.report import sdpa, startup
+from ftenv.steps import stats
 from ftenv.train import cache_dirs, cluster_env, data_gate, speed_options
 from ftenv.train.inputs import InputError
 from ftenv.train.launch_plan import plan
+from ftenv.train.runlife import folder, space
 
 PROG = "ftenv finetune"
 
@@ -49,6 +56,40 @@ def _run_watched(argv: list[str]) -> int:
     except OSError as exc:
         print(f"{PROG}: cannot start {shlex.join(cmd)}: {exc}", file=sys.stderr)
         return 127
+
+
+def _check_folder(args: argparse.Namespace, p) -> str | None:
+    """Say what the output folder holds and make it ready (not in a dry run); the refusal, if any."""
+    out = p.output_dir
+    resume = p.setting("train_conf.resume", "true").lower() == "true"
+    try:
+        max_epoch = int(p.setting("train_conf.max_epoch", "50"))
+        keep = int(p.setting("train_conf.keep_nbest_models", "20"))
+    except ValueError as exc:
+        return f"train_conf.max_epoch and keep_nbest_models must be whole numbers: {exc}"
+    # Only node 0 changes the folder (other nodes may share it; their trainers read model.pt only
+    # after torchrun's rendezvous, which waits for node 0).
+    changes = not args.dry_run and p.launch.node_rank in (0, None)
+    if args.fresh:
+        moved = "--fresh: the earlier run's checkpoints would move to a replaced-<time>/ folder"
+        if changes:
+            moved = folder.start_over(out) or "--fresh: no earlier checkpoint here"
+        print(f"{PROG}: {moved}", file=sys.stderr)
+        state = folder.FolderState("fresh", "a fresh run (--fresh)")
+    else:
+        state = folder.inspect(out, max_epoch, resume)
+    if state.kind in ("finished", "broken"):
+        return state.line
+    print(f"{PROG}: {state.line}", file=sys.stderr)
+    existing = (state.relink or state.checkpoint).path if state.checkpoint else None
+    problem, line = space.check(out, p.model_pt, keep, max_epoch, existing)
+    if problem is not None:
+        return problem
+    print(f"{PROG}: {line}", file=sys.stderr)
+    if changes:
+        for note in folder.prepare(out, state):
+            print(f"{PROG}: {note}", file=sys.stderr)
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         info.append("environment for the trainer: " + " ".join(f"{k}={v}" for k, v in p.env.items()))
     for line in info:
         print(f"{PROG}: {line}", file=sys.stderr)
+    refusal = _check_folder(args, p)
+    if refusal is not None:
+        print(f"{PROG}: {refusal}", file=sys.stderr)
+        return stats.UNUSABLE
     if args.dry_run:
         print(shlex.join(p.argv))
         return 0
@@ -129,6 +174,12 @@ def add_parser(sub) -> None:
     )
     speed_options.add_arguments(p)  # --compile, --compile-parts, --buckets, --fused-adamw
     data_gate.add_arguments(p)  # --skip-data-check
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start over in --output-dir: its checkpoints move to a replaced-<time>/ folder first "
+        "(default: resume from the newest checkpoint that loads; a finished run is refused)",
+    )
     p.add_argument("--trainer", help=argparse.SUPPRESS)  # the trainer command (tests: a CPU shim)
     p.add_argument("--cwd", help=argparse.SUPPRESS)  # resolve relative paths here (tests)
     p.add_argument(

@@ -1,7 +1,9 @@
 """`python -m ftenv.train.funasr_entry ++key=value ...`: FunASR's `funasr-train-ds`, in this process.
 
-torchrun starts this (`torchrun ... -m ftenv.train.funasr_entry ++...`) in every training process
-where the real script needs something added at run time, without touching site-packages:
+`ftenv finetune` has torchrun start this (`torchrun ... -m ftenv.train.funasr_entry ++...`) in every
+training process, to add at run time, without touching site-packages:
+- always: the run's life (ftenv.train.runlife.hooks: stop on a signal at a step boundary, saved;
+  atomic checkpoints; the saved step counted from the epoch's start; the collective timeout);
 - FTENV_COMPILE (`ftenv finetune --compile`, `--compile-parts`) and FTENV_BUCKETS (`--buckets`):
   the compiled parts and the bucketed batches (ftenv.train.fastpath.parts) on the model and the dataset
   the trainer builds;
@@ -10,7 +12,8 @@ where the real script needs something added at run time, without touching site-p
   FTENV_DATA_COUNT=0 turns it off);
 - a test's per-shape attention stall (FTENV_TEST_SDPA_STALL_S, ftenv.train.stall).
 It then calls the very function the `funasr-train-ds` console script calls (read from funasr's entry
-points). Without any of these, `ftenv finetune` and the self-check run the `funasr-train-ds` script.
+points). The self-check's recipe run starts this only for the CPU shim or the test stall, and the
+`funasr-train-ds` script otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from importlib import metadata
 from ftenv.data import runtime
 from ftenv.report import compile_setting
 from ftenv.train import funasr_cpu_shim
+from ftenv.train.runlife import hooks as runlife_hooks
 
 SCRIPT = "funasr-train-ds"
 
@@ -51,6 +55,7 @@ def main() -> int:
         notes.append(install_on_build(parts, bucketing))
     if bucketing is not None:
         notes.append(buckets.install_on_dataset(bucketing))
+    notes += runlife_hooks.install()
     if os.environ.get(funasr_cpu_shim.CPU_SHIM_ENV) == "1":
         notes += funasr_cpu_shim.apply()
     notes += runtime.install_from_env()  # FunASR's silent substitutions and drops, for ftenv watch

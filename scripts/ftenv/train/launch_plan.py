@@ -8,16 +8,22 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.data import runtime
 from ftenv.train import cluster_env, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
+from ftenv.train.runlife import failfast, record
+
+#: torchrun forwards these to its workers (its default lacks SIGUSR1/SIGUSR2, which Slurm's
+#: `--signal` sends: torchrun would die of them and leave its workers running).
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
+#: torchrun, in-process, with the stop's exit code (ftenv.train.runlife.torchrun).
+TORCHRUN_MODULE = "ftenv.train.runlife.torchrun"
+ENTRY_MODULE = "ftenv.train.funasr_entry"
 
 
 @dataclass
@@ -26,6 +32,16 @@ class Plan:
     env: dict[str, str]
     launch: cluster_env.Launch
     notes: list[str] = field(default_factory=list)
+    output_dir: Path | None = None
+    model_pt: Path | None = None
+
+    def setting(self, key: str, default: str) -> str:
+        """The value of `++key=` the trainer gets (the last one wins, as in Hydra)."""
+        value = default
+        for arg in self.argv:
+            if arg.startswith(f"++{key}="):
+                value = arg.split("=", 1)[1]
+        return value
 
 
 def _gpu_count(env) -> int | None:
@@ -37,14 +53,6 @@ def _gpu_count(env) -> int | None:
         return torch.cuda.device_count()
     except Exception:
         return None
-
-
-def _executable(name: str) -> str:
-    """The program next to this Python (the image's venv), else on PATH, else the bare name."""
-    beside = Path(sys.executable).parent / name
-    if beside.is_file():
-        return str(beside)
-    return shutil.which(name) or name
 
 
 def _absolute(path: str, cwd: Path) -> Path:
@@ -151,14 +159,21 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
     overrides = merge_overrides(recipe + speed.recipe, extra)
     child_env.update(speed.env)
     notes += speed.notes
-    # The entry runs funasr-train-ds's own function, with the speed options and the data-loss count.
-    needs_entry = speed.needs_entry or runtime.counting_on(env)
-    entry = "-m ftenv.train.funasr_entry" if needs_entry else _executable("funasr-train-ds")
-    trainer = args.trainer or entry
+    try:
+        failfast.timeout_s(env)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    child_env[record.OUTPUT_ENV] = str(out)
+    child_env.update(failfast.launcher_env(out, env))
+    trainer = args.trainer or f"-m {ENTRY_MODULE}"
     argv = [
-        _executable("torchrun"),
+        sys.executable,
+        "-m",
+        TORCHRUN_MODULE,
         *launch.torchrun_args(nproc),
+        f"--signals-to-handle={TORCHRUN_SIGNALS}",
         *shlex.split(trainer),
         *overrides,
     ]
-    return Plan(argv=argv, env=child_env, launch=launch, notes=notes)
+    model_pt = model_path / "model.pt" if model_path.is_dir() else None
+    return Plan(argv=argv, env=child_env, launch=launch, notes=notes, output_dir=out, model_pt=model_pt)

@@ -6,7 +6,7 @@ the trainer's environment and overrides (launch_plan.py calls `plan`).
 - `--compile-parts decoder|regional[,audio][,cudagraphs]`: the parts one by one, for comparison;
 - `--buckets SPEC`: FTENV_BUCKETS, batches padded to few shapes (ftenv.train.fastpath.buckets);
 - `--fused-adamw`: `++optim_conf.fused=true` (FunASR passes optim_conf to torch.optim.AdamW).
-Any of the first three makes torchrun start the trainer entry (ftenv.train.funasr_entry).
+The trainer entry (ftenv.train.funasr_entry) applies the first three in each training process.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ class SpeedPlan:
     env: dict[str, str] = field(default_factory=dict)
     recipe: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    needs_entry: bool = False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -110,5 +109,4 @@ def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> Speed
         sp.env[compile_setting.BUCKETS_ENV] = spec
     if getattr(args, "fused_adamw", False):
         sp.recipe.append(FUSED_ADAMW)
-    sp.needs_entry = bool(parts or spec)
     return sp

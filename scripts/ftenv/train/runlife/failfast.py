@@ -1,0 +1,71 @@
+"""A rank that dies or hangs ends the job soon, and leaves what is needed to see why.
+
+A rank that dies: torchrun sees it at once and stops the node's other workers (SIGTERM, then
+SIGKILL after its 30 s); other nodes learn it from Slurm's `srun --kill-on-bad-exit=1` or the
+training operator (docs/examples). A rank that hangs (or a node whose peers vanished without an
+error) holds the others in a collective until the process group's timeout: FunASR calls
+init_process_group without one, so NCCL's is 10 minutes. Here the trainer's processes get a
+shorter one (FTENV_COLLECTIVE_TIMEOUT_S, default 300 s: it must exceed the longest wait of a
+healthy run, rank 0 saving a full checkpoint while the others wait in a barrier), and NCCL's
+flight recorder dumps the last collectives of each rank under the output folder on a timeout.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import os
+from pathlib import Path
+
+TIMEOUT_ENV = "FTENV_COLLECTIVE_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 300
+#: Folder (under the output folder) of the flight recorder's dumps: one file per rank.
+TRACE_DIR = "nccl-flight-recorder"
+
+
+def launcher_env(output_dir: Path, environ) -> dict[str, str]:
+    """The variables `ftenv finetune` sets for torchrun and the ranks, unless already set.
+    torch 2.11 reads the TORCH_FR_* names; older ones the TORCH_NCCL_* names: both are set."""
+    prefix = str(output_dir / TRACE_DIR / "rank_")
+    wanted = {
+        # Tear the process down on a collective error or timeout (torch's default, made explicit).
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+        "TORCH_FR_BUFFER_SIZE": "2000",
+        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+        "TORCH_FR_DUMP_TEMP_FILE": prefix,
+        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
+    }
+    return {k: v for k, v in wanted.items() if k not in environ}
+
+
+def timeout_s(environ=None) -> float:
+    raw = (environ if environ is not None else os.environ).get(TIMEOUT_ENV)
+    if raw is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: give the collective timeout in seconds, above 0")
+    return value
+
+
+def install() -> str:
+    """init_process_group gets the timeout when the caller (FunASR) gives none."""
+    import torch
+    import torch.distributed as dist
+
+    seconds = timeout_s()
+    original = dist.init_process_group
+
+    @functools.wraps(original)
+    def init_process_group(*args, **kwargs):
+        kwargs.setdefault("timeout", datetime.timedelta(seconds=seconds))
+        return original(*args, **kwargs)
+
+    dist.init_process_group = init_process_group
+    if os.environ.get("TORCH_FR_DUMP_TEMP_FILE") and torch.cuda.is_available():
+        Path(os.environ["TORCH_FR_DUMP_TEMP_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    return f"collective timeout {seconds:g} s ({TIMEOUT_ENV}); NCCL flight recorder dumps on a timeout"

@@ -1,0 +1,100 @@
+"""`python -m ftenv.train.runlife.torchrun ARGS`: torchrun (torch.distributed.run) in this process,
+with one change: a run that stopped on a signal exits STOPPED, not 1.
+
+torchrun exits 1 whenever a worker exits non-zero, and when it is signalled itself: a preempted run
+would read as a crash. The ranks that stop on a signal exit STOPPED, and rank 0 leaves a stop record
+tagged with this launch's id (record.py); when torchrun ends, this reads it. And after a signal,
+torchrun waits longer than its 30 s for the workers' save. Everything else (arguments, output,
+the crash report, the exit code of a crash) is torchrun's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ftenv.steps.stats import STOPPED
+from ftenv.train.runlife import record
+
+
+def _stopped(run_id: str, failures=None) -> dict | None:
+    rec = record.read_stop(os.environ.get(record.OUTPUT_ENV), run_id)
+    if rec is not None:
+        return rec
+    codes = {getattr(f, "exitcode", None) for f in (failures or {}).values()}
+    return (
+        {"signal": "a signal", "epoch": "?", "step": "?", "file": "(see the log)"}
+        if codes == {STOPPED}
+        else None
+    )
+
+
+#: How long torchrun waits for its workers after it forwards a signal (its own: 30 s, then SIGKILL),
+#: so that a stop's save can finish; the launcher's grace period (Kubernetes
+#: terminationGracePeriodSeconds, Slurm KillWait, `docker stop -t`) is the outer limit.
+GRACE_ENV = "FTENV_STOP_GRACE_S"
+DEFAULT_GRACE_S = 300
+
+
+def _longer_grace_after_a_signal() -> str:
+    """Only after torchrun itself was signalled: when a worker fails, torchrun's 30 s still apply
+    (the job must end soon). Private torch API: when it is not there, torchrun's 30 s stay."""
+    try:
+        grace = float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S))
+        from torch.distributed.elastic.multiprocessing import api
+
+        handler, close = api._terminate_process_handler, api.PContext.close
+    except (ImportError, AttributeError, ValueError) as exc:
+        return f"torchrun's wait for its workers after a signal: its own (30 s; {exc})"
+    signalled = []
+
+    def on_signal(signum, frame):
+        signalled.append(signum)
+        handler(signum, frame)
+
+    def close_after_signal(self, death_sig=None, timeout=30):
+        return close(self, death_sig, max(timeout, grace) if signalled else timeout)
+
+    api._terminate_process_handler = on_signal
+    api.PContext.close = close_after_signal
+    return f"torchrun waits {grace:g} s for its workers after a signal ({GRACE_ENV})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from torch.distributed import run
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    try:
+        from torch.distributed.elastic.multiprocessing.api import SignalException
+    except ImportError:  # a private module: without it, a signal to torchrun reads as a crash
+        SignalException = ()  # type: ignore[assignment]
+
+    run_id = f"{os.getpid()}-{time.time_ns()}"
+    os.environ[record.RUN_ID_ENV] = run_id
+    sys.argv[0] = "torchrun"
+    print(f"ftenv finetune: {_longer_grace_after_a_signal()}", file=sys.stderr, flush=True)
+    try:
+        run.main(argv if argv is not None else sys.argv[1:])
+    except ChildFailedError as exc:
+        rec = _stopped(run_id, exc.failures)
+        if rec is None:
+            raise
+    except SignalException as exc:  # type: ignore[misc]
+        rec = _stopped(run_id)
+        if rec is None:
+            print(f"torchrun: {exc}", file=sys.stderr)
+            return 128 + int(getattr(exc, "sigval", 15))
+    else:
+        return 0
+    print(f"ftenv finetune: {record.stop_line(rec)} (exit {STOPPED})", file=sys.stderr, flush=True)
+    return STOPPED
+
+
+if __name__ == "__main__":
+    code = main()
+    if code == STOPPED:  # the workers are gone and saved: skip tearing down torch (seconds when busy)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
