@@ -45,9 +45,11 @@ def _debian_docker() -> tuple[Path, Path]:
     dockerd = shutil.which("dockerd")
     if os.geteuid() != 0 or not dockerd:
         pytest.fail("the Docker check needs root and dockerd: run `make docker-check` (installs docker.io)")
-    client = Path(dockerd).with_name("docker")  # the client of the same package, not another on PATH
-    if not client.exists():
-        pytest.fail(f"no docker client beside {dockerd}")
+    # the client of the same package (Debian: /usr/sbin/dockerd, /usr/bin/docker), not another on PATH
+    beside = [Path(dockerd).with_name("docker"), Path(dockerd).parent.parent / "bin" / "docker"]
+    client = next((c for c in beside if c.exists()), None)
+    if client is None:
+        pytest.fail(f"no docker client beside {dockerd} ({', '.join(map(str, beside))})")
     return Path(dockerd), client
 
 
