@@ -2,21 +2,26 @@
 # it installs what it needs (apt and pip), builds the default image and runs every test.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
-FTENV := PYTHONPATH=scripts python3 -m ftenv.cli
-VARIANT ?= $(shell $(FTENV) versions name)
+# versions.toml's values, read by ftenv.stack.versions alone (the host's stock python3 has no torch).
+VERSIONS := PYTHONPATH=scripts python3 -m ftenv.stack.versions
+VARIANT ?= $(shell $(VERSIONS) name)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Local builds and runs choose the engine, the base and the GPUs for this machine
 # (scripts/imagetools/machine.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
-# BASE=standin|upstream force a choice.
+# BASE=standin|upstream force a choice. The host side runs on a distribution's stock python3 (3.9+,
+# standard library only; below 3.11 with tomli, which `make engine`/`make run` install where they can).
+# CA_BUNDLE=/path/ca.pem: a CA bundle for pip behind a TLS-intercepting proxy, passed to the build as
+# a secret (docs/building-here.md), never written into the image.
 TOOLS := PYTHONPATH=scripts python3 -m imagetools
 LOCAL := $(TOOLS) local
 ENGINE ?= auto
 BASE ?= auto
 GPUS ?= auto
+CA_BUNDLE ?=
 IMAGE = $(shell $(LOCAL) tag --variant $(VARIANT))
 
-.PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation scan layer-check
+.PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation scan layer-check docker-check
 
 help: ## this list (every target, from its `##` comment; starts no Python)
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
@@ -39,17 +44,18 @@ engine: ## install podman, its tools, tini and Slurm for the tests (root with ap
 standin-base: ## make the stand-in base (for machines that cannot pull the real one)
 	$(LOCAL) standin --engine $(ENGINE)
 
-# Docker (bake) when its daemon answers, else podman; the real base when it can be pulled, else the
-# stand-in. Tagged $(IMAGE) only.
-image: ## build the default image (localhost/ftenv:VARIANT)
-	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --engine $(ENGINE) --base $(BASE)
+# Docker when its daemon answers (bake with buildx, else `docker build` with BuildKit), else podman;
+# the real base when it can be pulled, else the stand-in. Tagged $(IMAGE) only.
+image: ## build the default image (localhost/ftenv:VARIANT); CA_BUNDLE=PEM for a TLS-intercepting proxy
+	flock /tmp/ftenv-build.lock python3 scripts/build_image.py $(VARIANT) --engine $(ENGINE) --base $(BASE) \
+	  $(if $(CA_BUNDLE),--ca-bundle '$(CA_BUNDLE)')
 
 # The main job: the image on its built-in default, with the GPUs passed where there are any. On a
 # machine without an engine it installs podman first where it can (root with apt-get), else says how.
 run: ## build the default image and run its default (report, then self-check); installs podman if needed
 	$(TOOLS) engine --for run
 	$(MAKE) --no-print-directory image
-	$(LOCAL) run --variant $(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
+	$(LOCAL) run --variant=$(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
 
 # Every tracked Python file (ruff honours .gitignore; tests/test_lint.py checks that its file list
 # covers `git ls-files '*.py'`) and every tracked shell file.
@@ -90,8 +96,8 @@ generate: lock bake ## after editing versions.toml: locks, bake file, versions i
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
 LOCK_COMPILE ?= uvx --from uv==0.13.9 uv pip compile
 lock: ## recompile docker/locks/ from versions.toml (needs network)
-	for v in $$($(FTENV) versions variants); do \
-	  $(FTENV) versions requirements $$v | $(LOCK_COMPILE) - \
+	for v in $$($(VERSIONS) variants); do \
+	  $(VERSIONS) requirements $$v | $(LOCK_COMPILE) - \
 	    --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
 	    --custom-compile-command 'make lock' -o docker/locks/$$v.txt; \
 	done
@@ -102,6 +108,13 @@ lock: ## recompile docker/locks/ from versions.toml (needs network)
 # or its database unreachable).
 scan: ## known vulnerabilities in the lock and the image (grype; exit 2: not scanned)
 	PYTHONPATH=scripts python3 -m imagetools scan $(VARIANT) --image $(IMAGE)
+
+# A real Docker daemon without buildx (Debian's docker.io, installed by the engine step where no
+# dockerd is): started and stopped by the check itself, the image built through `docker build` with
+# BuildKit on the stand-in and its default run to PASS (docs/building-here.md; minutes, not in `make test`).
+docker-check: venv ## build and run the image on Debian's dockerd without buildx (installs docker.io; minutes)
+	$(TOOLS) engine --for docker-check
+	FTENV_DOCKER_CHECK=1 flock /tmp/ftenv-build.lock $(VENV)/bin/pytest tests/docker_check -rP $(PYTEST_ARGS)
 
 # Rebuilds the image with a changed rest-of-lock and fails if the torch layer changed with it.
 layer-check: image ## the torch layer survives a change to the rest of the lock (rebuilds)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Build one variant here: `scripts/build_image.py [VARIANT] [-t TAG] [--engine E] [--base B] [-- ARGS]`.
 
-Docker when its daemon answers (`docker buildx bake`, from docker/docker-bake.json, `--load`), else
-podman; the real base when it can be pulled, else a local stand-in (marked as such); the build args
-from versions.toml. The image is tagged `localhost/ftenv:VARIANT` (plus --tag). ARGS go to
-`podman build` or `docker buildx bake` (e.g. `-- --build-arg=FUNASR_VERSION=0`). The choices are
-made in scripts/imagetools/machine.py. Callers that may build concurrently hold the build lock
+Docker when its daemon answers (`docker buildx bake` of docker/docker-bake.json with `--load`, or
+without the buildx plugin the same target as one `docker build` with BuildKit), else podman; the
+real base when it can be pulled, else a local stand-in (marked as such); the build args from
+versions.toml. The image is tagged `localhost/ftenv:VARIANT` (plus --tag). ARGS go to the engine's
+build command (e.g. `-- --build-arg=FUNASR_VERSION=0`). `--ca-bundle PEM` hands a proxy's CA bundle
+to the pip steps as a build secret. The choices are made in scripts/imagetools/machine.py.
+Callers that may build concurrently hold the build lock
 (`flock /tmp/ftenv-build.lock`, as the Makefile does).
 """
 
@@ -32,13 +34,21 @@ def main() -> int:
     parser.add_argument(
         "--no-default-tag", action="store_true", help="tag only --tag, not the variant's local tag"
     )
+    parser.add_argument(
+        "--ca-bundle",
+        metavar="PEM",
+        help="CA bundle for pip behind a TLS-intercepting proxy (a build secret, never in the image)",
+    )
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
     v = versions.load()
     variant = v.variant(args.variant) if args.variant else v.default
     want = machine.Request(args.engine, args.base)
-    return local.build(variant, args.tag, argv[split + 1 :], want, default_tag=not args.no_default_tag)
+    ca_bundle = local.checked_ca_bundle(args.ca_bundle)
+    return local.build(
+        variant, args.tag, argv[split + 1 :], want, default_tag=not args.no_default_tag, ca_bundle=ca_bundle
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ import http.server
 import re
 import shutil
 import socketserver
+import sys
 import threading
 import tomllib
 import urllib.error
@@ -308,3 +309,51 @@ def test_the_watchdog_reads_the_cudnn_wheels_versions_toml_names(tmp_path, monke
     assert "nvidia-cudnn-cu99" in attention.cudnn_packages()
     monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "missing.toml"))
     assert attention.cudnn_packages() == ()  # unknown, not a guess
+
+
+#: Versions as packages, CUDA and cuDNN write them, and strings that are no version at all.
+SPELLINGS = [
+    "2.9.1+cu126",
+    "2.11.0",
+    "12",
+    "9.19.0.56",
+    "2.10.0a0+git1234",
+    "v1.0",
+    "1!2.0",
+    "1.0-rc1",
+    "1.0RC2",
+    "1.0.post1",
+    "1.0-1",
+    "1.0.dev3",
+    "1.0a1.post2.dev3+local.7",
+    "2.9.1+CU126",
+    " 2.9.1 ",
+    "1.0alpha",
+    "1.0beta2",
+    "1.0c1",
+    "1.0pre",
+    "1.0preview1",
+    "1.0-r4",
+    "1.0rev",
+    "01.002",
+    "0!1.0",
+    "1.0_dev_2",
+    "garbage",
+    "",
+    "1.0+",
+    "1..0",
+    "1.0 2",
+    "not a version",
+    "1.0+cu12_8",
+    "1.0-dev",
+]
+
+
+@pytest.mark.parametrize("version", SPELLINGS)
+def test_without_packaging_versions_read_as_packaging_reads_them(version, monkeypatch):
+    """A host's stock python3 has no packaging: the standard-library reading must agree with it."""
+    with_packaging = (versions.release(version, 4), versions.public(version))
+    monkeypatch.setitem(sys.modules, "packaging.version", None)  # `import packaging.version` fails
+    with pytest.raises(ImportError):
+        import packaging.version  # noqa: F401
+    assert (versions.release(version, 4), versions.public(version)) == with_packaging

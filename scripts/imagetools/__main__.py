@@ -1,4 +1,8 @@
-"""`python -m imagetools COMMAND`: host-side tooling (not in the image); each module adds its parser."""
+"""`python -m imagetools COMMAND`: host-side tooling (not in the image); each module adds its parser.
+
+Only the named command's module is imported: `make run` calls `engine` and `local` with a host's
+stock python3, which lacks what other commands need from the venv (packaging, PyYAML).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,35 @@ import sys
 COMMANDS = ["release", "locks", "layers", "scan", "local", "engine", "gpukit"]
 
 
+def _add_unavailable(sub, name: str, missing: str) -> None:
+    """A command whose module needs what this Python lacks: listed, and refused with the fix."""
+
+    def refuse(_args: argparse.Namespace) -> int:
+        print(
+            f"imagetools {name}: this Python lacks {missing}: run it from the venv (`make venv`)",
+            file=sys.stderr,
+        )
+        return 2
+
+    p = sub.add_parser(name, help=f"(needs {missing}: run it from the venv)", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=refuse)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m imagetools", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        importlib.import_module(f"imagetools.{name}").add_parser(sub)
+    named = [argv[0]] if argv[:1] and argv[0] in COMMANDS else COMMANDS
+    for name in named:
+        try:
+            module = importlib.import_module(f"imagetools.{name}")
+        except ModuleNotFoundError as exc:
+            if not exc.name or exc.name.split(".")[0] in ("imagetools", "ftenv"):
+                raise  # a bug of ours, not a missing package
+            _add_unavailable(sub, name, exc.name)
+            continue
+        module.add_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -4,7 +4,9 @@
 and the machine can install one (root, with apt-get: Debian/Ubuntu), podman and its tools are
 installed, said in one line; elsewhere it stops with the exact command to run. A Docker host is
 never touched: Docker is used whenever its daemon answers. `--for test` also brings what the tests
-use (tini, a one-machine Slurm), as `make test` does.
+use (tini, a one-machine Slurm), as `make test` does; `--for docker-check` Debian's docker.io (a
+real daemon without buildx) where no dockerd is installed. A python3 older than 3.11 without tomli
+(no tomllib) gets Debian's python3-tomli the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import shutil
 import subprocess
 import sys
 
+from ftenv.stack import versions
 from imagetools.machine import docker_daemon_answers
 
 #: Debian's packages for building and running the image with podman (debootstrap makes the stand-in
@@ -31,44 +34,44 @@ ENGINE_PACKAGES = (
 #: What the tests add: tini (tests/test_watch.py runs `ftenv watch` under it, as the image does) and a
 #: one-machine Slurm (tests/test_slurm.py starts and stops its daemons itself).
 TEST_PACKAGES = ("tini", "slurm-wlm", "munge")
+#: What `make docker-check` adds: Debian's Docker (dockerd 20.10 in Debian 12, no buildx), which the
+#: check starts and stops itself.
+DOCKER_CHECK_PACKAGES = ("docker.io",)
+#: The TOML parser of a python3 older than 3.11: the first of these the distribution has (tomli in
+#: Debian 12 and Ubuntu 22.04; Debian 11 has only toml), as ftenv.stack.versions reads either.
+TOML_PACKAGES = ("python3-tomli", "python3-toml")
 #: The commands whose presence says the packages are there.
 ENGINE_COMMANDS = ("podman", "debootstrap")
 TEST_COMMANDS = ("tini", "slurmctld", "munged")
+DOCKER_CHECK_COMMANDS = ("dockerd",)
+PURPOSES = ("run", "test", "docker-check")
 
 
 def missing_commands(purpose: str) -> list[str]:
-    """The commands `purpose` ("run" or "test") needs and PATH lacks. A run needs no podman where a
+    """The commands `purpose` (one of PURPOSES) needs and PATH lacks. A run needs no podman where a
     Docker daemon answers; the tests always drive podman."""
+    extra = DOCKER_CHECK_COMMANDS if purpose == "docker-check" else ()
     if purpose == "run" and (docker_daemon_answers() or shutil.which("podman")):
         return []
-    wanted = ENGINE_COMMANDS + (TEST_COMMANDS if purpose == "test" else ())
+    wanted = ENGINE_COMMANDS + (TEST_COMMANDS if purpose == "test" else ()) + extra
     return [c for c in wanted if not shutil.which(c)]
 
 
 def packages(purpose: str) -> tuple[str, ...]:
-    return ENGINE_PACKAGES + (TEST_PACKAGES if purpose == "test" else ())
+    return (
+        ENGINE_PACKAGES
+        + (TEST_PACKAGES if purpose == "test" else ())
+        + (DOCKER_CHECK_PACKAGES if purpose == "docker-check" else ())
+    )
 
 
 def apt_command(purpose: str) -> str:
     return "apt-get update && apt-get install -y " + " ".join(packages(purpose))
 
 
-def ensure(purpose: str) -> int:
-    missing = missing_commands(purpose)
-    if not missing:
-        return 0
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        print(
-            f"ftenv: no container engine here ({', '.join(missing)} missing). Start the Docker daemon, or "
-            f"install podman: `sudo sh -c '{apt_command(purpose)}'` (Debian/Ubuntu), "
-            "`sudo dnf install -y podman buildah` (Fedora/RHEL); then run the same make command again.",
-            file=sys.stderr,
-        )
-        return 2
-    what = "podman and its tools" + (", tini and Slurm for the tests" if purpose == "test" else "")
-    print(f"ftenv: no container engine answers: installing {what} with apt-get", file=sys.stderr, flush=True)
+def _apt_install(names: tuple[str, ...]) -> int:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages(purpose)]):
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *names]):
         done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
         if done.returncode:
             print(f"ftenv: `{' '.join(cmd)}` failed (exit {done.returncode})", file=sys.stderr)
@@ -76,9 +79,66 @@ def ensure(purpose: str) -> int:
     return 0
 
 
+def can_install() -> bool:
+    return os.geteuid() == 0 and bool(shutil.which("apt-get"))
+
+
+def ensure_toml_parser() -> int:
+    """versions.toml needs tomllib (3.11+) or tomli: install Debian's python3-tomli where it can."""
+    if versions.tomllib is not None:
+        return 0
+    python = ".".join(map(str, sys.version_info[:2]))
+    if not can_install():
+        print("ftenv: " + versions.NO_TOML_PARSER.format(python=python), file=sys.stderr)
+        return 2
+    subprocess.run(["apt-get", "update", "-qq"], stdout=subprocess.DEVNULL)
+    known = [p for p in TOML_PACKAGES if _apt_knows(p)]
+    if not known:
+        print("ftenv: " + versions.NO_TOML_PARSER.format(python=python), file=sys.stderr)
+        return 2
+    print(f"ftenv: Python {python} has no tomllib: installing {known[0]} with apt-get", file=sys.stderr)
+    done = _apt_install((known[0],))
+    if done:
+        print("ftenv: " + versions.NO_TOML_PARSER.format(python=python), file=sys.stderr)
+    return done
+
+
+def _apt_knows(package: str) -> bool:
+    r = subprocess.run(["apt-cache", "show", package], capture_output=True, text=True)
+    return r.returncode == 0 and "Package:" in r.stdout
+
+
+def ensure(purpose: str) -> int:
+    toml = ensure_toml_parser()
+    if toml:
+        return toml
+    missing = missing_commands(purpose)
+    if not missing:
+        return 0
+    if not can_install():
+        print(
+            f"ftenv: no container engine here ({', '.join(missing)} missing). Start the Docker daemon, or "
+            f"install podman: `sudo sh -c '{apt_command(purpose)}'` (Debian/Ubuntu), "
+            "`sudo dnf install -y podman buildah` (Fedora/RHEL); then run the same make command again.",
+            file=sys.stderr,
+        )
+        return 2
+    what = {
+        "run": "podman and its tools",
+        "test": "podman and its tools, tini and Slurm for the tests",
+        "docker-check": "podman and its tools, and Debian's docker.io for the Docker check",
+    }[purpose]
+    print(f"ftenv: {', '.join(missing)} missing: installing {what} with apt-get", file=sys.stderr, flush=True)
+    return _apt_install(packages(purpose))
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("engine", help="install podman and its tools where no engine answers (root, apt-get)")
     p.add_argument(
-        "--for", dest="purpose", choices=("run", "test"), default="run", help="test: also tini and Slurm"
+        "--for",
+        dest="purpose",
+        choices=PURPOSES,
+        default="run",
+        help="test: also tini and Slurm; docker-check: also docker.io",
     )
     p.set_defaults(func=lambda args: ensure(args.purpose))

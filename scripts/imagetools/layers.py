@@ -130,9 +130,12 @@ def bump_funasr_entry(lock_text: str) -> str:
     return "\n".join([*header, *entries.values()]) + "\n"
 
 
-def rebuild(variant: str, tag: str, root: Path = ROOT) -> subprocess.CompletedProcess:
+def rebuild(
+    variant: str, tag: str, root: Path = ROOT, options: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """Build `tag` from a copy of the checkout at `root` whose lock differs in FunASR's entry only;
-    the per-layer locks are derived again where the checkout has them. Output captured."""
+    the per-layer locks are derived again where the checkout has them; `options` go to
+    build_image.py (e.g. --ca-bundle). Output captured."""
     with tempfile.TemporaryDirectory(prefix="layer-check-") as tmp:
         work = Path(tmp)
         _copy_checkout(root, work)
@@ -149,6 +152,7 @@ def rebuild(variant: str, tag: str, root: Path = ROOT) -> subprocess.CompletedPr
             "--tag",
             tag,
             "--no-default-tag",
+            *options,
         ]
         return subprocess.run(cmd, env=env, capture_output=True, text=True)
 

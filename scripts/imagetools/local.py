@@ -1,6 +1,10 @@
 """Build (scripts/build_image.py) and run (`python -m imagetools local run`) the image on this machine,
 with the engine, base and GPUs that imagetools.machine chose. Images built here are tagged under
 localhost/ only: nothing local ever takes the name of an image that a registry serves.
+
+On Docker the build is the bake file's target: `docker buildx bake` where the buildx plugin answers,
+else the same target as one `docker build` with BuildKit (Debian's and Ubuntu's docker.io ship no
+buildx). Runs on the host's stock python3 (3.9+, standard library only).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ftenv.report.render import STANDIN_BASE_ENV
 from ftenv.stack import versions
+from ftenv.stack.versions import STANDIN_BASE_ENV
 from imagetools import bake
+from imagetools.docker_builder import docker_build, docker_builder, docker_versions
 from imagetools.machine import (
     ENGINE_CHOICES,
     GPU_CHOICES,
@@ -36,6 +41,8 @@ from imagetools.machine import (
     engine_env,
 )
 
+#: The build secret that carries an optional CA bundle (CA_BUNDLE=) to the Dockerfile's pip steps.
+CA_SECRET_ID = "ca_bundle"
 _MACHINES = {
     "x86_64": "linux/amd64",
     "amd64": "linux/amd64",
@@ -71,7 +78,9 @@ def build_args(plan: Plan, variant: versions.Variant, revision: str, created: st
     return args
 
 
-def podman_build(plan: Plan, tags: list[str], args: dict[str, str]) -> list[str]:
+def podman_build(
+    plan: Plan, tags: list[str], args: dict[str, str], ca_bundle: Path | None = None
+) -> list[str]:
     cmd = [
         "podman",
         "build",
@@ -84,13 +93,19 @@ def podman_build(plan: Plan, tags: list[str], args: dict[str, str]) -> list[str]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
     if plan.standin:
         cmd.append(f"--label={STANDIN_LABEL}={STANDIN_BASE}")
+    cmd += [f"--secret={secret}" for secret in secrets(ca_bundle)]
     for tag in tags:
         cmd += ["-t", tag]
     return cmd
 
 
 def local_bake(
-    plan: Plan, variant: versions.Variant, tags: list[str], args: dict[str, str], machine: str
+    plan: Plan,
+    variant: versions.Variant,
+    tags: list[str],
+    args: dict[str, str],
+    machine: str,
+    ca_bundle: Path | None = None,
 ) -> dict:
     """The bake file's target for this variant, as buildx resolves it, made fit for a local `--load`:
     the host's platform only, local tags, no attestations, annotations or cache export (the
@@ -114,7 +129,25 @@ def local_bake(
     if plan.standin:
         target["labels"] = target.get("labels", {}) | {STANDIN_LABEL: STANDIN_BASE}
         target.pop("cache-from", None)
+    if ca_bundle:
+        target["secret"] = secrets(ca_bundle)
     return {"target": {variant.name: target}}
+
+
+def secrets(ca_bundle: Path | None) -> list[str]:
+    """The build secrets, as `--secret` of podman, docker build and bake's `secret` spell them."""
+    return [f"id={CA_SECRET_ID},src={ca_bundle}"] if ca_bundle else []
+
+
+def checked_ca_bundle(path: str | None) -> Path | None:
+    if not path:
+        return None
+    bundle = Path(path).expanduser().resolve()
+    if not bundle.is_file():
+        raise Refusal(f"CA_BUNDLE={path}: no such file; give the PEM bundle that trusts your proxy")
+    if "-----BEGIN CERTIFICATE-----" not in bundle.read_text(errors="replace"):
+        raise Refusal(f"CA_BUNDLE={path}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)")
+    return bundle
 
 
 def git_revision() -> str:
@@ -122,8 +155,8 @@ def git_revision() -> str:
     return r.stdout.strip() if r and r.returncode == 0 else "unknown"
 
 
-def _say(plan: Plan, which: tuple[str, ...]) -> None:
-    lines = [line for line in plan.said if line.split()[0] in which]
+def _say(plan: Plan, which: tuple[str, ...], *more: str) -> None:
+    lines = [line for line in plan.said if line.split()[0] in which] + [m for m in more if m]
     print("ftenv: " + "\n       ".join(lines), file=sys.stderr, flush=True)
 
 
@@ -133,15 +166,18 @@ def build(
     extra: list[str],
     want: Request = Request(),
     default_tag: bool = True,
+    ca_bundle: Path | None = None,
 ) -> int:
     """Build the variant (scripts/build_image.py; the caller holds the build lock); returns the
     engine's exit code. default_tag=False leaves the variant's own tag where it is (a trial build
-    beside the image under test)."""
+    beside the image under test). ca_bundle: a CA bundle for pip behind a TLS-intercepting proxy,
+    passed as a build secret (never in a layer)."""
     tags = [local_name(t) for t in [*([local_tag(variant)] if default_tag else []), *tags]]
     if not tags:
         raise SystemExit("build_image.py: --no-default-tag needs a --tag")
     plan = choose(detect_machine(variant, want), Request(want.engine, want.base, gpus="none"))
-    _say(plan, ("engine", "base"))
+    builder, builder_line = docker_builder(*docker_versions()) if plan.engine == "docker" else ("", "")
+    _say(plan, ("engine", "base"), builder_line)
     env = engine_env(plan.engine)
     if plan.standin:
         made = subprocess.run(
@@ -149,15 +185,31 @@ def build(
         )
         if made.returncode:
             return made.returncode
-    created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     args = build_args(plan, variant, git_revision(), created)
+    if ca_bundle:
+        print(
+            f"ftenv: CA bundle {ca_bundle} goes to the pip steps as build secret {CA_SECRET_ID}",
+            file=sys.stderr,
+        )
     if plan.engine == "podman":
-        cmd = [*podman_build(plan, tags, args), *extra, str(ROOT)]
+        cmd = [*podman_build(plan, tags, args, ca_bundle), *extra, str(ROOT)]
         print("+", " ".join(cmd), file=sys.stderr, flush=True)
         return subprocess.run(cmd, env=env).returncode
+    spec = local_bake(plan, variant, tags, args, platform.machine(), ca_bundle)
+    if builder == "build":
+        cmd = docker_build(spec["target"][variant.name], extra)
+        print(
+            "+ DOCKER_BUILDKIT=1",
+            " ".join(cmd),
+            f"(target {variant.name} of {bake.BAKE_FILE})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return subprocess.run(cmd, cwd=ROOT, env={**env, "DOCKER_BUILDKIT": "1"}).returncode
     with tempfile.TemporaryDirectory() as tmp:
         bake_file = Path(tmp) / "local-bake.json"
-        bake_file.write_text(json.dumps(local_bake(plan, variant, tags, args, platform.machine()), indent=2))
+        bake_file.write_text(json.dumps(spec, indent=2))
         cmd = ["docker", "buildx", "bake", "-f", str(bake_file), "--load", *extra, variant.name]
         print("+", " ".join(cmd), f"(target {variant.name} of {bake.BAKE_FILE})", file=sys.stderr, flush=True)
         return subprocess.run(cmd, cwd=ROOT, env=env).returncode

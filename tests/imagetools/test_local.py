@@ -21,6 +21,7 @@ from ftenv.stack import versions
 from imagetools import bake as bake_file
 from imagetools import local, machine
 from support import ROOT
+from support import fake_engines as fakes
 
 V = versions.load(ROOT / "versions.toml")
 
@@ -175,55 +176,18 @@ def test_report_line_only_on_a_standin(monkeypatch):
 
 # --- the build, against stand-in engines -----------------------------------------------------------
 
-# Logs each call (one JSON list a line); `pull` fails unless PULL_OK is set; `info` answers for
-# docker only when DAEMON is set; `image inspect` finds only FAKE_LOCAL_IMAGE, a stand-in's
-# config (no CUDA_VERSION); `import` reads its tarball;
-# `buildx bake -f FILE` copies FILE next to the log.
-FAKE_ENGINE = r"""#!/usr/bin/env python3
-import json, os, shutil, sys
-from pathlib import Path
-log = Path(os.environ["FAKE_LOG"])
-with log.open("a") as f:
-    f.write(json.dumps([Path(sys.argv[0]).name, *sys.argv[1:]]) + "\n")
-a = sys.argv[1:]
-if a[0] == "info":
-    if not os.environ.get("DAEMON"):
-        sys.exit(1)
-    print("27.0")
-elif a[0] == "pull":
-    if not os.environ.get("PULL_OK"):
-        print("Error: pinging container registry: no such host", file=sys.stderr)
-        sys.exit(125)
-elif a[:2] == ["image", "inspect"]:
-    if a[-1] != os.environ.get("FAKE_LOCAL_IMAGE"):
-        sys.exit(1)
-    print(json.dumps(["PATH=/usr/bin"]))
-elif a[0] == "import":
-    sys.stdin.buffer.read()
-elif a[:2] == ["buildx", "bake"]:
-    shutil.copy(a[a.index("-f") + 1], log.with_name("bake.json"))
-"""
-FAKE_DEBOOTSTRAP = '#!/bin/sh\nmkdir -p "$4/etc" && echo stand-in > "$4/etc/os-release"\n'
-
 
 @pytest.fixture
 def fake_engines(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, text in [("podman", FAKE_ENGINE), ("docker", FAKE_ENGINE), ("debootstrap", FAKE_DEBOOTSTRAP)]:
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
+    fakes.install(bin_dir)
     log = tmp_path / "calls.log"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setenv("CONTAINERS_CONF", str(machine.ENGINE_CONF))
-    for name in ("DAEMON", "PULL_OK", "FAKE_LOCAL_IMAGE"):
+    for name in (*fakes.SETTINGS, "DOCKER_BUILDKIT"):
         monkeypatch.delenv(name, raising=False)
-
-    def calls() -> list[list[str]]:
-        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-    return calls, log
+    return (lambda: fakes.calls(log)), log
 
 
 def written_names(calls: list[list[str]]) -> list[str]:
@@ -295,6 +259,7 @@ def test_podman_with_registry_builds_on_the_real_base_unmarked(fake_engines, mon
 def test_docker_bakes_the_variant_target_for_a_local_load(fake_engines, monkeypatch, pull_ok):
     calls, log_path = fake_engines
     monkeypatch.setenv("DAEMON", "1")
+    monkeypatch.setenv("BUILDX", "1")
     if pull_ok:
         monkeypatch.setenv("PULL_OK", "1")
     monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
@@ -361,3 +326,155 @@ def test_the_build_script_starts_and_offers_the_machines_choices():
     )
     assert r.returncode == 0, r.stderr
     assert "{auto,docker,podman}" in r.stdout and "{auto,upstream,standin}" in r.stdout
+
+
+# --- Docker without buildx, and too old a Docker ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "buildx, client, server, expected",
+    [
+        (True, "28.2.2", "28.2.2", "bake"),
+        (True, "19.03.13", "19.03.13", "bake"),  # buildx brings its own BuildKit
+        (False, "20.10.24+dfsg1", "20.10.24+dfsg1", "build"),  # Debian 12's docker.io
+        (False, "20.10.5+dfsg1", "20.10.5+dfsg1", "build"),  # Debian 11's
+        (False, None, None, "build"),  # versions unreadable: not held against it
+        (False, "19.03.13", "19.03.13", "older than 20.10"),
+        (False, "20.10.24", "18.09.1", "older than 20.10"),
+        (False, "28.2.2", "20.10.24", "builds with BuildKit only through buildx"),
+    ],
+)
+def test_the_docker_builder_for_each_docker(buildx, client, server, expected):
+    if expected in ("bake", "build"):
+        builder, line = local.docker_builder(buildx, client, server)
+        assert builder == expected and line.startswith(
+            f"builder docker {'buildx bake' if buildx else 'build'}"
+        )
+        return
+    with pytest.raises(machine.Refusal, match=expected) as e:
+        local.docker_builder(buildx, client, server)
+    assert "buildx" in str(e.value) and "ENGINE=podman" in str(e.value)  # the fix is named
+
+
+def _flags(cmd: list[str], flag: str) -> list[str]:
+    """The values of `--flag=V` and `--flag V` (and `-t V`) in a command line."""
+    out = [x.split("=", 1)[1] for x in cmd if x.startswith(f"{flag}=")]
+    return out + [cmd[i + 1] for i, x in enumerate(cmd[:-1]) if x == flag]
+
+
+@pytest.mark.parametrize("pull_ok", [False, True])
+def test_docker_without_buildx_builds_the_bake_target_with_docker_build(
+    fake_engines, monkeypatch, capsys, pull_ok
+):
+    """The same target as bake would get (args, labels, tags, Dockerfile, context), through one
+    `docker build` with BuildKit; said in one line."""
+    calls, log_path = fake_engines
+    monkeypatch.setenv("DAEMON", "1")
+    if pull_ok:
+        monkeypatch.setenv("PULL_OK", "1")
+    monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(local, "git_revision", lambda: "abc1234")
+    monkeypatch.setenv("BUILDX", "1")
+    assert local.build(V.default, ["ftenv-x:t"], []) == 0
+    baked = json.loads(log_path.with_name("bake.json").read_text())["target"][V.default.name]
+    log_path.unlink()
+    monkeypatch.delenv("BUILDX")
+    assert local.build(V.default, ["ftenv-x:t"], ["--progress=plain"]) == 0
+    err = capsys.readouterr().err
+    assert "builder docker build with BuildKit (DOCKER_BUILDKIT=1): no buildx plugin answers" in err
+    log = calls()
+    assert not any(c[1:3] == ["buildx", "bake"] for c in log)
+    build = next(c for c in log if c[1] == "build")
+    assert log_path.with_name("build.env").read_text() == "1"  # DOCKER_BUILDKIT=1
+    assert build[-2:] == ["--progress=plain", baked["context"]]
+    assert _flags(build, "-f") == [baked["dockerfile"]] and _flags(build, "-t") == baked["tags"]
+    assert _flags(build, "--platform") == baked["platforms"] == ["linux/amd64"]
+    assert ("--pull" in build) == baked["pull"] == pull_ok
+    as_map = lambda values: dict(v.split("=", 1) for v in values)  # noqa: E731
+    created = "org.opencontainers.image.created"
+    args, labels = as_map(_flags(build, "--build-arg")), as_map(_flags(build, "--label"))
+    assert {k: v for k, v in args.items() if k != "CREATED"} == {
+        k: v for k, v in baked["args"].items() if k != "CREATED"
+    }
+    assert {k: v for k, v in labels.items() if k != created} == {
+        k: v for k, v in baked["labels"].items() if k != created
+    }
+    assert args["BASE_IMAGE"] == (V.default.base_image if pull_ok else local.STANDIN_BASE)
+
+
+def test_a_docker_that_cannot_build_stops_before_building(fake_engines, monkeypatch):
+    calls, _ = fake_engines
+    monkeypatch.setenv("DAEMON", "1")
+    monkeypatch.setenv("DOCKER_SERVER", "19.03.13")
+    with pytest.raises(machine.Refusal, match=r"older than 20\.10"):
+        local.build(V.default, [], [])
+    assert not any(c[1] in ("build", "import") or c[1:3] == ["buildx", "bake"] for c in calls())
+
+
+def test_a_bake_attribute_without_a_docker_build_spelling_is_not_dropped():
+    with pytest.raises(ValueError, match="no `docker build` spelling"):
+        local.docker_build({"context": ".", "dockerfile": "d", "ssh": ["default"]}, [])
+
+
+# --- the CA bundle of a TLS-intercepting proxy -------------------------------------------------------
+
+PEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@pytest.mark.parametrize("engine, buildx", [("podman", False), ("docker", True), ("docker", False)])
+def test_the_ca_bundle_is_one_build_secret_on_every_path(fake_engines, monkeypatch, tmp_path, engine, buildx):
+    calls, log_path = fake_engines
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text(PEM)
+    if engine == "docker":
+        monkeypatch.setenv("DAEMON", "1")
+        monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
+    if buildx:
+        monkeypatch.setenv("BUILDX", "1")
+    assert local.build(V.default, [], [], ca_bundle=local.checked_ca_bundle(str(bundle))) == 0
+    secret = f"id={local.CA_SECRET_ID},src={bundle}"
+    if buildx:
+        target = json.loads(log_path.with_name("bake.json").read_text())["target"][V.default.name]
+        assert target["secret"] == [secret]
+    else:
+        build = next(c for c in calls() if c[1] == "build")
+        assert _flags(build, "--secret") == [secret]
+        assert not any(str(bundle) in x for x in _flags(build, "--build-arg") + _flags(build, "--label"))
+
+
+def test_without_a_ca_bundle_no_secret_is_passed(fake_engines):
+    calls, _ = fake_engines
+    assert local.build(V.default, [], []) == 0
+    build = next(c for c in calls() if c[1] == "build")
+    assert not any("secret" in x for x in build)
+
+
+def test_a_ca_bundle_that_is_no_pem_file_is_refused(tmp_path):
+    assert local.checked_ca_bundle(None) is None and local.checked_ca_bundle("") is None
+    with pytest.raises(machine.Refusal, match="no such file"):
+        local.checked_ca_bundle(str(tmp_path / "missing.pem"))
+    (tmp_path / "key.txt").write_text("not a certificate\n")
+    with pytest.raises(machine.Refusal, match="no PEM certificate"):
+        local.checked_ca_bundle(str(tmp_path / "key.txt"))
+
+
+def test_every_pip_step_that_downloads_mounts_the_ca_secret_and_only_there():
+    """The Dockerfile's half of CA_BUNDLE: the secret (id CA_SECRET_ID) is mounted by each RUN that
+    installs from an index, and pip is pointed at it only inside that RUN (no ENV, no COPY)."""
+    import io
+
+    from dockerfile_parse import DockerfileParser
+
+    text = (ROOT / bake_file.DOCKERFILE).read_text()
+    parsed = DockerfileParser(fileobj=io.BytesIO(text.encode()))
+    mount = f"--mount=type=secret,id={local.CA_SECRET_ID},target=/run/secrets/{local.CA_SECRET_ID}"
+    downloading = [
+        i["value"] for i in parsed.structure if i["instruction"] == "RUN" and "--require-hashes" in i["value"]
+    ]
+    assert len(downloading) == 2  # the torch layer and the rest of the lock
+    for run in downloading:
+        assert mount in run
+        assert f"export PIP_CERT=/run/secrets/{local.CA_SECRET_ID}" in run
+    others = [i for i in parsed.structure if i["instruction"] != "RUN" or i["value"] not in downloading]
+    assert not any("PIP_CERT" in i["value"] or local.CA_SECRET_ID in i["value"] for i in others)
+    assert not text.startswith("# syntax=")  # no frontend pulled from a registry

@@ -15,10 +15,9 @@ from ftenv import text
 from ftenv.report import compile_setting, sdpa
 from ftenv.report import facts as facts_mod
 from ftenv.stack import versions
+from ftenv.stack.versions import STANDIN_BASE_ENV
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
-#: Set (to the stand-in's name) only in images built on a local stand-in base instead of the real one.
-STANDIN_BASE_ENV = "FTENV_STANDIN_BASE"
 
 
 def supported_sm() -> set[tuple[int, int]]:

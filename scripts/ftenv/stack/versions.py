@@ -3,6 +3,10 @@
 
 Nothing else in the repository spells a version: the Dockerfile gets its ARGs from `build_args`,
 the locks are compiled from `requirements`, and tags/labels come from here too.
+
+Long because it also reads version strings as PEP 440 does where packaging is missing (a host's
+stock python3 runs this module for `make run`; tests/test_versions.py holds that reading to
+packaging's): a module of its own would add a floor under every chain that reads versions.
 """
 
 from __future__ import annotations
@@ -11,10 +15,35 @@ import argparse
 import json
 import os
 import re
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+# The TOML parser: the standard library's from 3.11 (the image has 3.12); a host's stock python3 3.9
+# or 3.10 (Ubuntu 22.04, Debian 11) reads versions.toml with tomli (tomllib's origin), else with
+# toml, the parser Debian 11 packages (python3-toml); `make run` installs either (imagetools.engine).
+try:
+    import tomllib
+except ImportError:
+    try:
+        import tomli as tomllib
+    except ImportError:
+        try:
+            import toml as tomllib
+        except ImportError:
+            tomllib = None
+
+#: What a host whose python3 is older than 3.11 and has no TOML parser is told.
+NO_TOML_PARSER = (
+    "Python {python} has no TOML parser (tomllib is 3.11+): install tomli "
+    "(`apt-get install python3-tomli`, or python3-toml on Debian 11; "
+    "or `python3 -m pip install --user tomli`), "
+    "or put Python 3.11+ first on PATH"
+)
+
+#: Set (to the stand-in's name) only in images built on a local stand-in base instead of the real one:
+#: a build arg of local builds (imagetools.local) and a variable the report reads (ftenv.report.render).
+STANDIN_BASE_ENV = "FTENV_STANDIN_BASE"
 #: Where the image keeps its copy; a source checkout finds the file at the repository root.
 IMAGE_VERSIONS_FILE = Path("/opt/ftenv/versions.toml")
 _TAG_RE = re.compile(
@@ -22,27 +51,75 @@ _TAG_RE = re.compile(
 )
 
 
+#: A version as PEP 440 writes it (its appendix B, the permissive form that installers accept).
+_PEP440 = re.compile(
+    r"""^\s*v?
+    (?:(?P<epoch>[0-9]+)!)?
+    (?P<release>[0-9]+(?:\.[0-9]+)*)
+    (?:[-_.]?(?P<pre_l>alpha|a|beta|b|preview|pre|c|rc)[-_.]?(?P<pre_n>[0-9]+)?)?
+    (?:-(?P<post_n1>[0-9]+)|[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>[0-9]+)?)?
+    (?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>[0-9]+)?)?
+    (?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?
+    \s*$""",
+    re.VERBOSE | re.IGNORECASE,
+)
+_PRE_SPELLING = {"alpha": "a", "beta": "b", "c": "rc", "pre": "rc", "preview": "rc"}
+
+
+def _packaging_version(version: str):
+    """packaging's Version (in the lock, so in the image and the test venv), or None where a host's
+    stock python3 lacks it: then the standard-library reading below, which tests hold to packaging's."""
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:
+        return None
+    try:
+        return Version(version)
+    except InvalidVersion:
+        return False
+
+
+def _release_numbers(version: str) -> tuple[int, ...] | None:
+    parsed = _packaging_version(version)
+    if parsed is not None:
+        return parsed.release if parsed else None
+    m = _PEP440.match(version)
+    return tuple(int(n) for n in m["release"].split(".")) if m else None
+
+
+def _public_text(version: str) -> str | None:
+    """The normalized public version (PEP 440, "Normalization"); None when unreadable."""
+    parsed = _packaging_version(version)
+    if parsed is not None:
+        return parsed.public if parsed else None
+    m = _PEP440.match(version)
+    if not m:
+        return None
+    text = f"{m['epoch']}!" if m["epoch"] and int(m["epoch"]) else ""
+    text += ".".join(str(int(n)) for n in m["release"].split("."))
+    if m["pre_l"]:
+        label = m["pre_l"].lower()
+        text += f"{_PRE_SPELLING.get(label, label)}{int(m['pre_n'] or 0)}"
+    if m["post_n1"] or m["post_l"]:
+        text += f".post{int(m['post_n1'] or m['post_n2'] or 0)}"
+    if m["dev_l"]:
+        text += f".dev{int(m['dev_n'] or 0)}"
+    return text
+
+
 def release(version: str | None, parts: int = 3) -> tuple[int, ...] | None:
     """The first `parts` numbers of a version as PEP 440 reads it, missing ones as 0:
     '2.9.1+cu126' -> (2, 9, 1), release('9.8', 3) -> (9, 8, 0); None when unreadable."""
-    from packaging.version import InvalidVersion, Version  # in the lock; only callers pay the import
-
-    try:
-        numbers = Version(str(version).strip()).release if version is not None else None
-    except InvalidVersion:
-        return None
+    numbers = _release_numbers(str(version).strip()) if version is not None else None
     return (numbers + (0,) * parts)[:parts] if numbers else None
 
 
 def public(version: str | None) -> str | None:
     """The version without its local build tag: '2.9.1+cu126' -> '2.9.1' ('2.9.1' and
     '2.9.1+cu128' are one release); None or an unreadable string comes back unchanged."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        return Version(version).public if version is not None else None
-    except InvalidVersion:
-        return version
+    if version is None:
+        return None
+    return _public_text(version) or version
 
 
 def major_minor(version: str) -> str:
@@ -200,6 +277,8 @@ class Versions:
 
 def load(path: Path | None = None) -> Versions:
     path = Path(path) if path else default_path()
+    if tomllib is None:
+        raise SystemExit("ftenv: " + NO_TOML_PARSER.format(python=".".join(map(str, sys.version_info[:2]))))
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -264,8 +343,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("versions", help="values derived from versions.toml (tags, build args)")
+    _arguments(sub.add_parser("versions", help="values derived from versions.toml (tags, build args)"))
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=["name", "tag", "image", "variants", "requirements", "build-args", "json"])
     p.add_argument("variant", nargs="?", help="variant name (default: versions.toml's default)")
     p.add_argument("--file", help="versions file (default: the checkout's or the image's)")
     p.set_defaults(func=run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ftenv.stack.versions WHAT`: what the Makefile asks, on the host's stock python3
+    (3.9+, this module and the standard library only, unlike `ftenv versions`, which loads ftenv)."""
+    p = argparse.ArgumentParser(prog="python -m ftenv.stack.versions", description=__doc__.splitlines()[0])
+    _arguments(p)
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
