@@ -31,22 +31,32 @@ ENGINE_PACKAGES = (
 #: What the tests add: tini (tests/test_watch.py runs `ftenv watch` under it, as the image does) and a
 #: one-machine Slurm (tests/test_slurm.py starts and stops its daemons itself).
 TEST_PACKAGES = ("tini", "slurm-wlm", "munge")
+#: What an emulated build for another CPU adds (`make image-arm64`, imagetools.emulated): qemu's
+#: user-mode emulators, registered with the kernel's binfmt_misc by binfmt-support.
+EMULATION_PACKAGES = ("qemu-user-static", "binfmt-support")
 #: The commands whose presence says the packages are there.
 ENGINE_COMMANDS = ("podman", "debootstrap")
 TEST_COMMANDS = ("tini", "slurmctld", "munged")
+EMULATION_COMMANDS = ("qemu-aarch64-static", "update-binfmts")
+#: Per purpose beyond the engine ("run" needs the engine only): (packages, the commands they bring).
+EXTRAS = {
+    "run": ((), ()),
+    "test": (TEST_PACKAGES, TEST_COMMANDS),
+    "emulate": (EMULATION_PACKAGES, EMULATION_COMMANDS),
+}
 
 
 def missing_commands(purpose: str) -> list[str]:
-    """The commands `purpose` ("run" or "test") needs and PATH lacks. A run needs no podman where a
-    Docker daemon answers; the tests always drive podman."""
+    """The commands `purpose` (a key of EXTRAS) needs and PATH lacks. A run needs no podman where a
+    Docker daemon answers; the tests and emulated builds always drive podman."""
     if purpose == "run" and (docker_daemon_answers() or shutil.which("podman")):
         return []
-    wanted = ENGINE_COMMANDS + (TEST_COMMANDS if purpose == "test" else ())
+    wanted = ENGINE_COMMANDS + EXTRAS[purpose][1]
     return [c for c in wanted if not shutil.which(c)]
 
 
 def packages(purpose: str) -> tuple[str, ...]:
-    return ENGINE_PACKAGES + (TEST_PACKAGES if purpose == "test" else ())
+    return ENGINE_PACKAGES + EXTRAS[purpose][0]
 
 
 def apt_command(purpose: str) -> str:
@@ -65,7 +75,10 @@ def ensure(purpose: str) -> int:
             file=sys.stderr,
         )
         return 2
-    what = "podman and its tools" + (", tini and Slurm for the tests" if purpose == "test" else "")
+    what = "podman and its tools" + {
+        "test": ", tini and Slurm for the tests",
+        "emulate": ", qemu-user-static and binfmt-support for the emulated build",
+    }.get(purpose, "")
     print(f"ftenv: no container engine answers: installing {what} with apt-get", file=sys.stderr, flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages(purpose)]):
@@ -79,6 +92,10 @@ def ensure(purpose: str) -> int:
 def add_parser(sub) -> None:
     p = sub.add_parser("engine", help="install podman and its tools where no engine answers (root, apt-get)")
     p.add_argument(
-        "--for", dest="purpose", choices=("run", "test"), default="run", help="test: also tini and Slurm"
+        "--for",
+        dest="purpose",
+        choices=tuple(EXTRAS),
+        default="run",
+        help="test: also tini and Slurm; emulate: also qemu-user-static (`make image-arm64`)",
     )
     p.set_defaults(func=lambda args: ensure(args.purpose))

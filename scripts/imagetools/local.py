@@ -83,7 +83,7 @@ def podman_build(plan: Plan, tags: list[str], args: dict[str, str]) -> list[str]
     ]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
     if plan.standin:
-        cmd.append(f"--label={STANDIN_LABEL}={STANDIN_BASE}")
+        cmd.append(f"--label={STANDIN_LABEL}={args[STANDIN_BASE_ENV]}")
     for tag in tags:
         cmd += ["-t", tag]
     return cmd
