@@ -8,6 +8,7 @@ that the image starts, reports and passes its self-check on that CPU. podman onl
 foreign platform from a local base with `--platform`, with the host's binfmt_misc registration.
 The platform must be one of the variant's `platforms` in versions.toml; the base is a stand-in for
 that CPU (scripts/make-standin-base.sh with its Debian architecture), under a local name of its own.
+The lock's wheels are downloaded natively first (pip under emulation is the slow part).
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ from imagetools import local
 from imagetools.machine import ROOT, STANDIN_BASE, Plan, Refusal, engine_env
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+#: Where the lock's wheels for the foreign CPU are downloaded natively, one folder per architecture:
+#: pip inside the emulated build downloads at about 1 MB/s here (TLS and hashing emulated), the
+#: host's pip at the network's speed. The build sees the folder at /wheelhouse, read-only, and a
+#: pip.conf that points pip there (no index); both are bind mounts, but the engine leaves their
+#: empty mount points (/wheelhouse, a 0-byte /etc/pip.conf) in the image.
+WHEELHOUSE_ROOT = Path("/var/tmp")
+#: The stand-in's Python (Debian bookworm), for which the wheels are picked.
+STANDIN_PYTHON = "3.11"
+#: pip builds the lock's few sdists (pure Python) in isolation with these, from the wheelhouse too.
+SDIST_BUILD_TOOLS = ("wheel",)
 #: Generous time limits: under emulation the start-up report and Inductor's compile in the build
 #: check take minutes where natively they take seconds.
 EMULATED_TIMEOUT_S = 1800
@@ -44,6 +55,17 @@ class Foreign:
     @property
     def standin_base(self) -> str:
         return f"{STANDIN_BASE}-{self.debian_arch}"
+
+    @property
+    def wheelhouse(self) -> Path:
+        return WHEELHOUSE_ROOT / f"ftenv-wheels-{self.debian_arch}"
+
+    def pip_platforms(self) -> list[str]:
+        """pip's --platform list for a manylinux machine of this CPU (pip does not widen a manylinux
+        tag by itself): every glibc from bookworm's 2.36 down, then the legacy tags."""
+        tags = [f"manylinux_2_{m}_{self.machine}" for m in range(36, 16, -1)]
+        tags += [f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
+        return [f"--platform={t}" for t in tags]
 
 
 FOREIGN = {"linux/arm64": Foreign("linux/arm64", "arm64", "aarch64", "qemu-aarch64")}
@@ -90,6 +112,58 @@ def enable_binfmt(target: Foreign) -> None:
     print(f"ftenv: registered {target.qemu} with binfmt_misc", file=sys.stderr)
 
 
+def prefetch_commands(variant: versions.Variant, target: Foreign) -> list[list[str]]:
+    """The host's pip downloads the variant's whole lock (hashes checked) for the foreign CPU."""
+    pick = [
+        *target.pip_platforms(),
+        f"--python-version={STANDIN_PYTHON}",
+        "--implementation=cp",
+        f"--abi=cp{STANDIN_PYTHON.replace('.', '')}",
+        "--abi=abi3",
+        "--abi=none",
+    ]
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--progress-bar=off",
+        "-d",
+        str(target.wheelhouse),
+    ]
+    lock = ROOT / "docker/locks" / f"{variant.name}.txt"
+    return [[*pip, "--require-hashes", *pick, "-r", str(lock)], [*pip, *SDIST_BUILD_TOOLS]]
+
+
+def wheelhouse_mounts(target: Foreign) -> list[str]:
+    pip_conf = target.wheelhouse.with_suffix(".pip.conf")
+    return [f"--volume={target.wheelhouse}:/wheelhouse:ro", f"--volume={pip_conf}:/etc/pip.conf:ro"]
+
+
+def prefetch(variant: versions.Variant, target: Foreign) -> list[str]:
+    """Download the wheels natively; the build's mounts, or none (pip then downloads in emulation)
+    where the host has no pip or the download fails."""
+    if subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode:
+        print(
+            f"ftenv: {sys.executable} has no pip: the build downloads its wheels under emulation (slow)",
+            file=sys.stderr,
+        )
+        return []
+    target.wheelhouse.mkdir(parents=True, exist_ok=True)
+    target.wheelhouse.with_suffix(".pip.conf").write_text(
+        "[global]\nno-index = true\nfind-links = /wheelhouse\n"
+    )
+    for cmd in prefetch_commands(variant, target):
+        if _timed(cmd, dict(os.environ), stdout=subprocess.DEVNULL).returncode:
+            print(
+                "ftenv: the native download failed: the build downloads under emulation (slow)",
+                file=sys.stderr,
+            )
+            return []
+    return wheelhouse_mounts(target)
+
+
 def build_command(
     variant: versions.Variant, target: Foreign, revision: str, created: str, extra: list[str] = ()
 ) -> list[str]:
@@ -134,8 +208,10 @@ def build(variant: versions.Variant, target: Foreign, extra: list[str]) -> int:
     )
     if made.returncode:
         return made.returncode
+    mounts = prefetch(variant, target)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return _timed(build_command(variant, target, local.git_revision(), created, extra), env).returncode
+    cmd = build_command(variant, target, local.git_revision(), created, [*mounts, *extra])
+    return _timed(cmd, env).returncode
 
 
 def check(variant: versions.Variant, target: Foreign) -> int:
