@@ -58,7 +58,7 @@ EMULATED := $(TOOLS) emulated
 .PHONY: image-arm64 check-arm64
 image-arm64: ## build the linux/arm64 image under qemu emulation (slow; not in `make test`)
 	$(TOOLS) engine --for emulate
-	flock /tmp/ftenv-build.lock $(EMULATED) build --variant $(VARIANT) --platform linux/arm64
+	flock /tmp/ftenv-build.lock env $(EMULATED) build --variant $(VARIANT) --platform linux/arm64
 
 check-arm64: ## start the linux/arm64 image under emulation: its CPU, `ftenv report`, the self-check
 	$(EMULATED) check --variant $(VARIANT) --platform linux/arm64

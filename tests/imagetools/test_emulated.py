@@ -125,9 +125,10 @@ def make_dry(*targets: str) -> list[str]:
 def test_make_image_arm64_sets_up_qemu_then_builds_under_the_build_lock():
     dry = make_dry("image-arm64")
     assert "imagetools engine --for emulate" in dry[0]
-    assert dry[1].startswith("flock /tmp/ftenv-build.lock") and dry[1].endswith(
-        "imagetools emulated build --variant cu130 --platform linux/arm64"
-    )
+    # flock runs its command directly: a VAR=value word there would be taken for the command.
+    assert dry[1].startswith("flock /tmp/ftenv-build.lock env PYTHONPATH=scripts python3") and dry[
+        1
+    ].endswith("imagetools emulated build --variant cu130 --platform linux/arm64")
     assert make_dry("check-arm64")[-1].endswith(
         "imagetools emulated check --variant cu130 --platform linux/arm64"
     )
