@@ -36,8 +36,6 @@ BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 WHEELHOUSE_ROOT = Path("/var/tmp")
 #: The stand-in's Python (Debian bookworm), for which the wheels are picked.
 STANDIN_PYTHON = "3.11"
-#: pip builds the lock's few sdists (pure Python) in isolation with these, from the wheelhouse too.
-SDIST_BUILD_TOOLS = ("wheel",)
 #: Generous time limits: under emulation the start-up report and Inductor's compile in the build
 #: check take minutes where natively they take seconds.
 EMULATED_TIMEOUT_S = 1800
@@ -112,8 +110,9 @@ def enable_binfmt(target: Foreign) -> None:
     print(f"ftenv: registered {target.qemu} with binfmt_misc", file=sys.stderr)
 
 
-def prefetch_commands(variant: versions.Variant, target: Foreign) -> list[list[str]]:
-    """The host's pip downloads the variant's whole lock (hashes checked) for the foreign CPU."""
+def prefetch_command(variant: versions.Variant, target: Foreign) -> list[str]:
+    """The host's pip downloads the variant's whole lock (hashes checked) for the foreign CPU. The
+    lock's few sdists (pure Python, `setup.py` only) install without build requirements."""
     pick = [
         *target.pip_platforms(),
         f"--python-version={STANDIN_PYTHON}",
@@ -122,18 +121,11 @@ def prefetch_commands(variant: versions.Variant, target: Foreign) -> list[list[s
         "--abi=abi3",
         "--abi=none",
     ]
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--progress-bar=off",
-        "-d",
-        str(target.wheelhouse),
-    ]
     lock = ROOT / "docker/locks" / f"{variant.name}.txt"
-    return [[*pip, "--require-hashes", *pick, "-r", str(lock)], [*pip, *SDIST_BUILD_TOOLS]]
+    return [
+        *(sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar=off"),
+        *("-d", str(target.wheelhouse), "--require-hashes", *pick, "-r", str(lock)),
+    ]
 
 
 def wheelhouse_mounts(target: Foreign) -> list[str]:
@@ -154,13 +146,11 @@ def prefetch(variant: versions.Variant, target: Foreign) -> list[str]:
     target.wheelhouse.with_suffix(".pip.conf").write_text(
         "[global]\nno-index = true\nfind-links = /wheelhouse\n"
     )
-    for cmd in prefetch_commands(variant, target):
-        if _timed(cmd, dict(os.environ), stdout=subprocess.DEVNULL).returncode:
-            print(
-                "ftenv: the native download failed: the build downloads under emulation (slow)",
-                file=sys.stderr,
-            )
-            return []
+    if _timed(prefetch_command(variant, target), dict(os.environ), stdout=subprocess.DEVNULL).returncode:
+        print(
+            "ftenv: the native download failed: the build downloads under emulation (slow)", file=sys.stderr
+        )
+        return []
     return wheelhouse_mounts(target)
 
 
