@@ -24,7 +24,7 @@ IMAGE = $(shell $(LOCAL) tag --variant $(VARIANT))
 .PHONY: help run test unit lint release-check bake generate image standin-base engine venv lock clean mutation scan layer-check docker-check
 
 help: ## this list (every target, from its `##` comment; starts no Python)
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | \
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## /\1\t/' | \
 	  awk -F'\t' '{ printf "make %-14s %s\n", $$1, $$2 }'
 
 venv: $(VENV)/.installed ## the host venv: the default image's locked stack, ftenv (editable), test tools
@@ -56,6 +56,18 @@ run: ## build the default image and run its default (report, then self-check); i
 	$(TOOLS) engine --for run
 	$(MAKE) --no-print-directory image
 	$(LOCAL) run --variant=$(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
+
+# The linux/arm64 image (GH200, GB200) built and started on this machine's CPU under qemu-user-static
+# (scripts/imagetools/emulated.py; docs/building-here.md, "linux/arm64 under emulation"). An hour or
+# more on 2 cores, so not part of `make test`; emulated times say nothing about speed.
+EMULATED := $(TOOLS) emulated
+.PHONY: image-arm64 check-arm64
+image-arm64: ## build the linux/arm64 image under qemu emulation (slow; not in `make test`)
+	$(TOOLS) engine --for emulate
+	flock /tmp/ftenv-build.lock env $(EMULATED) build --variant $(VARIANT) --platform linux/arm64
+
+check-arm64: ## start the linux/arm64 image under emulation: its CPU, `ftenv report`, the self-check
+	$(EMULATED) check --variant $(VARIANT) --platform linux/arm64
 
 # Every tracked Python file (ruff honours .gitignore; tests/test_lint.py checks that its file list
 # covers `git ls-files '*.py'`) and every tracked shell file.

@@ -5,10 +5,15 @@
 # pulled, and passes the stand-in to the build as BASE_IMAGE. The name must be a local one
 # (localhost/...): a stand-in under an upstream name would shadow the real image for every
 # later build on this machine. Debian's Python is 3.11 where Ubuntu 24.04 has 3.12; the locks
-# cover both (docker/locks/README.md).
+# cover both (docker/locks/README.md). ARCH (a Debian architecture, e.g. arm64) makes the base
+# for another CPU: debootstrap then runs that CPU's programs under qemu-user-static (registered
+# with binfmt_misc; scripts/imagetools/emulated.py checks that first), and the image is marked
+# with that architecture so that `podman build --platform` finds it.
 set -euo pipefail
-engine=${1:?usage: make-standin-base.sh ENGINE NAME}
-name=${2:?usage: make-standin-base.sh ENGINE NAME}
+usage="usage: make-standin-base.sh ENGINE NAME [ARCH]"
+engine=${1:?$usage}
+name=${2:?$usage}
+arch=${3:-}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 case $name in
@@ -26,8 +31,15 @@ command -v debootstrap >/dev/null || {
 }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+debootstrap ${arch:+--arch="$arch"} --variant=minbase --include=python3,python3-venv,ca-certificates \
     bookworm "$work/rootfs" "$mirror" >"$work/debootstrap.log" \
     || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
-tar -C "$work/rootfs" -c . | "$engine" import --change 'CMD ["/bin/bash"]' - "$name"
+marked=()
+if [ -n "$arch" ]; then
+    case $engine in
+        podman) marked=(--arch "$arch") ;;
+        *) marked=(--platform "linux/$arch") ;;
+    esac
+fi
+tar -C "$work/rootfs" -c . | "$engine" import "${marked[@]}" --change 'CMD ["/bin/bash"]' - "$name"
 echo "stand-in base $name imported"

@@ -11,7 +11,7 @@ import importlib
 import sys
 
 #: Modules under imagetools/ that provide `add_parser(subparsers)`; the order is the help's order.
-COMMANDS = ["release", "locks", "layers", "scan", "local", "engine", "gpukit"]
+COMMANDS = ["release", "locks", "layers", "scan", "local", "emulated", "engine", "gpukit"]
 
 
 def _add_unavailable(sub, name: str, missing: str) -> None:

@@ -37,6 +37,9 @@ TEST_PACKAGES = ("tini", "slurm-wlm", "munge")
 #: What `make docker-check` adds: Debian's Docker (dockerd 20.10 in Debian 12, no buildx), which the
 #: check starts and stops itself.
 DOCKER_CHECK_PACKAGES = ("docker.io",)
+#: What an emulated build for another CPU adds (`make image-arm64`, imagetools.emulated): qemu's
+#: user-mode emulators, registered with the kernel's binfmt_misc by binfmt-support.
+EMULATION_PACKAGES = ("qemu-user-static", "binfmt-support")
 #: The TOML parser of a python3 older than 3.11: the first of these the distribution has (tomli in
 #: Debian 12 and Ubuntu 22.04; Debian 11 has only toml), as ftenv.stack.versions reads either.
 TOML_PACKAGES = ("python3-tomli", "python3-toml")
@@ -44,25 +47,28 @@ TOML_PACKAGES = ("python3-tomli", "python3-toml")
 ENGINE_COMMANDS = ("podman", "debootstrap")
 TEST_COMMANDS = ("tini", "slurmctld", "munged")
 DOCKER_CHECK_COMMANDS = ("dockerd",)
-PURPOSES = ("run", "test", "docker-check")
+EMULATION_COMMANDS = ("qemu-aarch64-static", "update-binfmts")
+#: Per purpose beyond the engine ("run" needs the engine only): (packages, the commands they bring).
+EXTRAS = {
+    "run": ((), ()),
+    "test": (TEST_PACKAGES, TEST_COMMANDS),
+    "docker-check": (DOCKER_CHECK_PACKAGES, DOCKER_CHECK_COMMANDS),
+    "emulate": (EMULATION_PACKAGES, EMULATION_COMMANDS),
+}
+PURPOSES = tuple(EXTRAS)
 
 
 def missing_commands(purpose: str) -> list[str]:
-    """The commands `purpose` (one of PURPOSES) needs and PATH lacks. A run needs no podman where a
-    Docker daemon answers; the tests always drive podman."""
-    extra = DOCKER_CHECK_COMMANDS if purpose == "docker-check" else ()
+    """The commands `purpose` (a key of EXTRAS) needs and PATH lacks. A run needs no podman where a
+    Docker daemon answers; the tests, the Docker check and emulated builds always drive podman."""
     if purpose == "run" and (docker_daemon_answers() or shutil.which("podman")):
         return []
-    wanted = ENGINE_COMMANDS + (TEST_COMMANDS if purpose == "test" else ()) + extra
+    wanted = ENGINE_COMMANDS + EXTRAS[purpose][1]
     return [c for c in wanted if not shutil.which(c)]
 
 
 def packages(purpose: str) -> tuple[str, ...]:
-    return (
-        ENGINE_PACKAGES
-        + (TEST_PACKAGES if purpose == "test" else ())
-        + (DOCKER_CHECK_PACKAGES if purpose == "docker-check" else ())
-    )
+    return ENGINE_PACKAGES + EXTRAS[purpose][0]
 
 
 def apt_command(purpose: str) -> str:
@@ -127,6 +133,7 @@ def ensure(purpose: str) -> int:
         "run": "podman and its tools",
         "test": "podman and its tools, tini and Slurm for the tests",
         "docker-check": "podman and its tools, and Debian's docker.io for the Docker check",
+        "emulate": "podman and its tools, qemu-user-static and binfmt-support for the emulated build",
     }[purpose]
     print(f"ftenv: {', '.join(missing)} missing: installing {what} with apt-get", file=sys.stderr, flush=True)
     return _apt_install(packages(purpose))
@@ -139,6 +146,7 @@ def add_parser(sub) -> None:
         dest="purpose",
         choices=PURPOSES,
         default="run",
-        help="test: also tini and Slurm; docker-check: also docker.io",
+        help="test: also tini and Slurm; docker-check: also docker.io; emulate: also qemu-user-static "
+        "(`make image-arm64`)",
     )
     p.set_defaults(func=lambda args: ensure(args.purpose))

@@ -92,7 +92,7 @@ def podman_build(
     ]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
     if plan.standin:
-        cmd.append(f"--label={STANDIN_LABEL}={STANDIN_BASE}")
+        cmd.append(f"--label={STANDIN_LABEL}={args[STANDIN_BASE_ENV]}")
     cmd += [f"--secret={secret}" for secret in secrets(ca_bundle)]
     for tag in tags:
         cmd += ["-t", tag]
