@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.stack.versions import STANDIN_BASE_ENV
 from ftenv.stack import versions
+from ftenv.stack.versions import STANDIN_BASE_ENV
 from imagetools import local
 from imagetools.machine import ROOT, STANDIN_BASE, Plan, Refusal, engine_env
 
