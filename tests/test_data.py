@@ -1,4 +1,4 @@
-"""`ftenv data prepare` and `ftenv data check`, checked against FunASR 1.4.16 itself: what prepare
+"""`ftenv data prepare` and `ftenv data check`, checked against the pinned FunASR itself: what prepare
 writes, FunASR's own dataset class loads (built as the trainer builds it, on the tiny model); each
 fault planted in a manifest is found with its line number; the batch-budget prediction agrees with
 FunASR's own sampler; `ftenv finetune` refuses bad data before torchrun. Audio is generated here

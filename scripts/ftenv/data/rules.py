@@ -1,4 +1,4 @@
-"""FunASR 1.4.16's length rules for Fun-ASR-Nano data, read from its code, as functions of the
+"""The pinned FunASR release's length rules for Fun-ASR-Nano data, read from its code, as functions of the
 declared lengths and the run's `dataset_conf` (each default is the code's own):
 
 - indexing (funasr/datasets/fun_asr_datasets/datasets.py, the `FunASR` index class): a line with

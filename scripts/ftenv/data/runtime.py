@@ -1,5 +1,5 @@
 """Counting FunASR's silent data losses in the trainer (installed by ftenv.train.funasr_entry in
-every rank; DataLoader workers fork from it and inherit it). FunASR 1.4.16's Fun-ASR dataset
+every rank; DataLoader workers fork from it and inherit it). The pinned FunASR's Fun-ASR dataset
 replaces a sample it cannot load with a random other one (up to `retry` times, with only a
 warning), its collator drops samples over batch_size_token_max, its index and sampler skip too long
 lines: the wrapped methods below call FunASR's own and print one ftenv.steps.data_loss line per

@@ -1,6 +1,6 @@
 """FunASRNano's training forward without host syncs (`ftenv finetune --compile-parts ...,nosync`).
 
-funasr 1.4.16's `FunASRNano.forward` (funasr/models/fun_asr_nano/model.py) splices the audio
+The pinned funasr's `FunASRNano.forward` (funasr/models/fun_asr_nano/model.py) splices the audio
 embeddings into the text embeddings row by row: `fbank_beg[b, t].item()` per batch row and turn,
 and slices bounded by a 0-dim `fake_token_len` tensor (two more scalar reads each); its statistics
 call `.item()` four times and `masked_select` twice (the accuracy). Each of these makes the CPU wait
@@ -86,7 +86,7 @@ def forward(
     fbank_mask=None,
     **kwargs,
 ):
-    """FunASRNano.forward (funasr 1.4.16) for training and validation, without host syncs."""
+    """FunASRNano.forward (the pinned funasr) for training and validation, without host syncs."""
     from funasr.models.fun_asr_nano.device_utils import resolve_autocast_device_type
     from funasr.models.fun_asr_nano.model import dtype_map
     from funasr.train_utils.device_funcs import force_gatherable

@@ -1,6 +1,6 @@
 """Every file the trainer saves with torch.save to a path is written whole or not at all.
 
-FunASR 1.4.16 writes `model.pt.epE[.S]`, `model.pt`, `model.pt.best` and `model.pt.avgN` in place
+The pinned FunASR writes `model.pt.epE[.S]`, `model.pt`, `model.pt.best` and `model.pt.avgN` in place
 (a plain torch.save to the final name). A crash, a SIGKILL or a full disk in the middle leaves a
 cut file under the final name, and every restart then fails in torch.load. Here torch.save, in the
 trainer's process only, writes to a temporary name beside the file (a dot name FunASR never

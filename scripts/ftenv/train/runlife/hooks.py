@@ -3,7 +3,7 @@
 - train_epoch: its training DataLoader gets the step-boundary check of signals.py; a stop saves
   through FunASR's own save_checkpoint (its dict, its file names, so its resume path loads it),
   writes the stop record (rank 0) and exits STOPPED on every rank;
-- save_checkpoint: the saved `step` counts from the start of the epoch's data slice. FunASR 1.4.16
+- save_checkpoint: the saved `step` counts from the start of the epoch's data slice. The pinned FunASR
   saves `batch_idx + 1`, counted from where this process started the slice, and resumes from it:
   after one resume, a second stop in the same epoch would resume at the wrong batch;
 - torch.save: atomic (atomic.py).
