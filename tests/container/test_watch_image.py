@@ -12,6 +12,7 @@ import uuid
 
 from conftest import ROOT
 from ftenv.stack import versions
+from ftenv.steps import crash
 
 V = versions.load(ROOT / "versions.toml")
 MOUNT = ["-v", f"{ROOT / 'tests/support'}:/t:ro"]
@@ -44,7 +45,9 @@ def test_override_to_0_gets_the_cause_and_the_fix(run):
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=0" in detail and f"torch {V.default.torch_base}" in detail
     assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in detail
     assert "this image sets it to 1: something overrode it" in detail
-    assert "[ftenv-watch] verdict: FAIL" in r.stdout
+    # The command exited 1: the closing block says so first, and labels the step-time verdict.
+    assert "[ftenv-watch] the training command FAILED (exit code 1)" in r.stdout
+    assert f"[ftenv-watch] {crash.VERDICT_LABEL}: FAIL" in r.stdout
 
 
 def test_analyze_in_the_image(run):
