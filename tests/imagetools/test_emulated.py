@@ -118,7 +118,13 @@ def test_a_machine_without_qemu_installs_it_with_apt(tmp_path):
 
 def make_dry(*targets: str) -> list[str]:
     return subprocess.run(
-        ["make", "-n", *targets, "VARIANT=cu130"], cwd=ROOT, capture_output=True, text=True, check=True
+        # --no-print-directory: under `make test` this make is a sub-make, which prints its
+        # "Entering directory" lines by default.
+        ["make", "-n", "--no-print-directory", *targets, "VARIANT=cu130"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
 
 
