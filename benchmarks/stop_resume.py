@@ -25,14 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES  # noqa: E402
 
-CPU_RUN = (
-    "++device=cpu",
-    "++dataset_conf.num_workers=0",
-    "++llm_conf.llm_dtype=fp32",
-    "++train_conf.max_epoch=1",
-    "++dataset_conf.batch_size=300",
-)
+CPU_RUN = (*CPU_OVERRIDES, "++train_conf.max_epoch=1", "++dataset_conf.batch_size=300")
 STEP = re.compile(rb"step_in_epoch: (\d+),")
 #: Fun-ASR-Nano, as the estimate assumes: the Qwen3-0.6B decoder trained in bf16 (llm_dtype) with
 #: AdamW moments in the same dtype; the audio encoder and adaptor frozen, kept in fp32.

@@ -23,16 +23,11 @@ import torch
 
 from ftenv.selfcheck import tinymodel
 from ftenv.steps.stats import STOPPED, UNUSABLE
+from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
 from ftenv.train.runlife import atomic, folder, space
 from support import child_env
 
-CPU_RUN = (
-    "++device=cpu",
-    "++dataset_conf.num_workers=0",
-    "++llm_conf.llm_dtype=fp32",
-    "++train_conf.max_epoch=1",
-    "++dataset_conf.batch_size=300",
-)
+CPU_RUN = (*CPU_OVERRIDES, "++train_conf.max_epoch=1", "++dataset_conf.batch_size=300")
 STEP = re.compile(
     r"train, rank: (\d+), epoch: (\d+)/\d+, data_slice: \d+/\d+, "
     r"step_in_slice: \d+/(\d+), step_in_epoch: (\d+),"

@@ -27,7 +27,7 @@ from pathlib import Path
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.base import Measured, environment, pick_device, thresholds_from, tiny_dir
 from ftenv.steps import funasr_log
-from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
+from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES, CPU_SHIM_ENV
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
 
@@ -53,9 +53,7 @@ def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) ->
         "++{}={}".format(*hydra_run_dir(out)),  # the launcher's rule: Hydra writes under out
     ]
     if device == "cpu":
-        # fp32 LLM on a CPU: bf16 matmuls there build a oneDNN primitive per new shape (see
-        # base.llm_dtype), a CPU-only per-shape cost.
-        mine += ["++device=cpu", "++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32"]
+        mine += CPU_OVERRIDES  # fp32 LLM on a CPU: see base.llm_dtype
     return merge_overrides(RECIPE_DEFAULTS, mine)
 
 
