@@ -46,26 +46,26 @@ class Target:
 
 
 TARGETS = [
-    Target("sdpa", ("ftenv/report/sdpa.py",), ("tests/test_sdpa.py",)),
+    Target("sdpa", ("ftenv/attention/sdpa.py",), ("tests/ftenv/attention/test_sdpa.py",)),
     # The step statistics and verdicts, one target per module of the split wing, all against the
     # step-statistics tests. steps/thresholds.py holds constants only, which mutmut (it mutates
     # function bodies) leaves alone; the boundary tests pin each of them.
     *(
-        Target(name, (f"ftenv/steps/{name}.py",), ("tests/test_stats*.py",))
+        Target(name, (f"ftenv/steps/{name}.py",), ("tests/ftenv/steps/test_stats*.py",))
         for name in ("stats", "detector", "step", "fixes")
     ),
     Target(
         "funasr_log",
         ("ftenv/steps/funasr_log.py",),
-        ("tests/test_funasr_log.py", "tests/test_analyze.py"),
+        ("tests/ftenv/steps/test_funasr_log.py", "tests/ftenv/steps/test_analyze.py"),
     ),
-    Target("cluster_env", ("ftenv/train/cluster_env.py",), ("tests/test_cluster_env.py",)),
+    Target("cluster_env", ("ftenv/train/cluster_env.py",), ("tests/ftenv/train/test_cluster_env.py",)),
     Target(
         "release",
         ("imagetools/release.py",),
         ("tests/imagetools/test_release*.py",),
     ),
-    Target("versions", ("ftenv/stack/versions.py",), ("tests/test_versions.py",)),
+    Target("versions", ("ftenv/stack/versions.py",), ("tests/ftenv/stack/test_versions.py",)),
     # The release-check tooling, one target per pure-logic module of imagetools. The tags, the bake
     # file, the checks and the workflow rules are exercised by both release test files (the checks
     # call the others); the lock split has its own tests, and the release check runs its `check`.

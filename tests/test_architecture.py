@@ -19,7 +19,7 @@ MAX_FLOORS = 5  # modules in the longest import chain below the CLI
 MAX_LINES = 300
 LONG_REASON = "Long because"
 #: The wings, lowest first: a module may import its own wing and the ones before it.
-WINGS = ("stack", "report", "steps", "data", "train", "selfcheck")
+WINGS = ("stack", "attention", "report", "steps", "data", "train", "selfcheck")
 #: Floor-0 modules every wing may import (they import nothing of ftenv).
 SHARED = {"ftenv", "ftenv.text"}
 
@@ -204,9 +204,9 @@ def plant(package: Path, module: str, line: str) -> None:
 
 def test_a_planted_circle_is_found(copy):
     before = cycles(graph(copy)[0])
-    plant(copy, "report/facts.py", "from ftenv.report import render")  # render imports facts
+    plant(copy, "attention/facts.py", "from ftenv.report import render")  # render imports facts
     assert [c for c in cycles(graph(copy)[0]) if c not in before] == [
-        ["ftenv.report.facts", "ftenv.report.render"]
+        ["ftenv.attention.facts", "ftenv.report.render"]
     ]
 
 
@@ -228,16 +228,16 @@ def test_a_planted_long_chain_is_found(tmp_path):
     ("module", "line", "expected"),
     [
         (
-            "report/sdpa.py",
+            "attention/sdpa.py",
             "from ftenv.train import stall",
-            "ftenv.report.sdpa (report) imports ftenv.train.stall",
+            "ftenv.attention.sdpa (attention) imports ftenv.train.stall",
         ),
         (
             "steps/stats.py",
             "import ftenv.train.finetune",
             "ftenv.steps.stats (steps) imports ftenv.train.finetune",
         ),
-        ("stack/versions.py", "from ftenv.report import facts", "ftenv.stack.versions (stack) imports"),
+        ("stack/versions.py", "from ftenv.attention import facts", "ftenv.stack.versions (stack) imports"),
         ("steps/timer.py", "from ftenv import cli", "ftenv.steps.timer imports ftenv.cli"),
         ("report/render.py", "from .. import cli", "ftenv.report.render imports ftenv.cli"),
         ("text.py", "import imagetools.generated", "ftenv.text imports imagetools.generated"),

@@ -26,7 +26,7 @@ import pytest
 import referencing
 import yaml
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 from ftenv.stack import versions
 from ftenv.steps import stats
 from ftenv.train import finetune

@@ -14,8 +14,9 @@ import pytest
 from dockerfile_parse import DockerfileParser
 
 from ftenv import cli
-from ftenv.report import render, sdpa
-from ftenv.report.facts import Facts, Gpu
+from ftenv.attention import sdpa
+from ftenv.attention.facts import Facts, Gpu
+from ftenv.report import render
 from ftenv.stack import versions
 from ftenv.steps import stats, watcher
 from support import ROOT

@@ -8,8 +8,9 @@ import sys
 import traceback
 
 from ftenv import __version__
+from ftenv.attention import probe
 from ftenv.data import command as data
-from ftenv.report import probe, report
+from ftenv.report import report
 from ftenv.selfcheck import selfcheck, tinymodel
 from ftenv.stack import buildcheck, versions
 from ftenv.steps import analyze, stats, watch

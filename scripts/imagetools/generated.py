@@ -55,7 +55,8 @@ def variant_table(v: versions.Versions) -> str:
 
 def report_sample(v: versions.Versions) -> str:
     """`ftenv report` as the default image prints it on one H200, by the report's own code."""
-    from ftenv.report import facts, render
+    from ftenv.attention import facts
+    from ftenv.report import render
 
     var = v.default
     torch_version = var.torch if versions.public(var.torch) != var.torch else f"{var.torch}+{var.cuda_short}"

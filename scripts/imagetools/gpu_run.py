@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 from ftenv.stack import versions
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ TOTAL_BUDGET_S = 480
 #: The stack the run expects: the lock of the image's variant, else of the default one.
 LOCK = ROOT / "docker" / "locks" / f"{os.environ.get('FTENV_VARIANT') or versions.load().default.name}.txt"
 #: Test files holding `pytest.mark.gpu` tests (tests/imagetools/test_gpu_kit.py keeps this list complete).
-GPU_TEST_FILES = ("tests/test_report_gpu.py", "tests/test_selfcheck.py")
+GPU_TEST_FILES = ("tests/ftenv/report/test_report_gpu.py", "tests/ftenv/selfcheck/test_selfcheck.py")
 #: Deselected in the pytest step: the self-check steps below run the same four self-checks.
 GPU_TESTS_RUN_AS_STEPS = "test_gpu_passes_with_the_fix_and_fails_without"
 #: The compiled fast path's GPU benchmark (benchmarks/), run when it is there.

@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 from imagetools.gpu_run import (
     FUNASR_SCRIPT,
     LOCK,

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 from imagetools.gpu_run import (
     COMPILED_BENCHMARK_GLOB,
     GPU_TEST_FILES,

@@ -27,7 +27,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 from imagetools import gpu_run, gpu_setup
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -164,7 +164,7 @@ def test_a_non_root_user_never_gets_the_build_machine_settings(monkeypatch):
 
 
 def test_report_line_only_on_a_standin(monkeypatch):
-    from ftenv.report.facts import Facts
+    from ftenv.attention.facts import Facts
 
     f = Facts(image="localhost/ftenv:cu130")
     monkeypatch.delenv(render.STANDIN_BASE_ENV, raising=False)

@@ -25,7 +25,7 @@ BUMPED = ("funasr", "transformers")
 PIN_TESTS = (
     "tests/imagetools/test_release.py",
     "tests/imagetools/test_locks_scan.py",
-    "tests/test_versions.py",
+    "tests/ftenv/stack/test_versions.py",
 )
 
 

@@ -1,5 +1,2 @@
-"""Start-up wing: facts about the GPU and the stack, the live attention order, the SDPA rule and
-the report block printed at container start.
-
-May import ftenv.stack; never the wings above it (steps, train, selfcheck).
-"""
+"""Report wing: the start-up report of the GPU, the stack and the attention order (ftenv.attention),
+rendered once per node at container start, on demand (`ftenv report`) and read back from logs."""

@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ftenv import text
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 
 HEADER = "== ftenv report: "
 _HEADER_BYTES = HEADER.encode()

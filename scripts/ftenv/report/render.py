@@ -12,8 +12,9 @@ import os
 from dataclasses import dataclass, field
 
 from ftenv import text
-from ftenv.report import compile_setting, sdpa
-from ftenv.report import facts as facts_mod
+from ftenv.attention import facts as facts_mod
+from ftenv.attention import sdpa
+from ftenv.report import compile_setting
 from ftenv.stack import versions
 from ftenv.stack.versions import STANDIN_BASE_ENV
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ftenv.report import facts
+from ftenv.attention import facts
 from ftenv.report.render import assess, render_json, render_text
 
 

@@ -38,7 +38,8 @@ def _timeout(environ: Mapping[str, str]) -> float:
 
 
 def _in_process() -> tuple[str, str | None]:
-    from ftenv.report import facts, render
+    from ftenv.attention import facts
+    from ftenv.report import render
 
     try:
         f = facts.collect(live=True)

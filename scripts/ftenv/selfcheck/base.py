@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ftenv.report.sdpa import ENV_VAR
+from ftenv.attention.sdpa import ENV_VAR
 from ftenv.selfcheck import tinymodel
 from ftenv.steps import thresholds
 from ftenv.steps.step import Step

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from ftenv import text
-from ftenv.report.sdpa import ENV_VAR, cudnn_name
+from ftenv.attention.sdpa import ENV_VAR, cudnn_name
 from ftenv.steps import stats
 
 _fmt_s = partial(text.number, digits=3, unit=" s")

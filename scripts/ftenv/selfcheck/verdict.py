@@ -4,7 +4,7 @@ code of each verdict."""
 
 from __future__ import annotations
 
-from ftenv.report.sdpa import ENV_VAR, FIX, interpret_env
+from ftenv.attention.sdpa import ENV_VAR, FIX, interpret_env
 from ftenv.selfcheck.base import Measured
 from ftenv.steps import stats
 

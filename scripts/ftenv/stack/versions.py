@@ -5,7 +5,7 @@ Nothing else in the repository spells a version: the Dockerfile gets its ARGs fr
 the locks are compiled from `requirements`, and tags/labels come from here too.
 
 Long because it also reads version strings as PEP 440 does where packaging is missing (a host's
-stock python3 runs this module for `make run`; tests/test_versions.py holds that reading to
+stock python3 runs this module for `make run`; tests/ftenv/stack/test_versions.py holds that reading to
 packaging's): a module of its own would add a floor under every chain that reads versions.
 """
 

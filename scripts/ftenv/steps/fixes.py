@@ -1,11 +1,11 @@
 """What to do about slow steps, in plain words: the fixes the verdicts, the watchdog and the
-self-check name. The SDPA part comes from ftenv.report.sdpa, the one home of that rule's wording."""
+self-check name. The SDPA part comes from ftenv.attention.sdpa, the one home of that rule's wording."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 
 SET_FIX = f"set {sdpa.FIX} in the training process's environment before it starts"
 #: The per-shape fix when the variable's value is not known.

@@ -22,7 +22,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ftenv.report.attention import process_tree
+from ftenv.attention.live import process_tree
 
 PY_SPY = "py-spy"
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 
 from ftenv import text
-from ftenv.report import sdpa
-from ftenv.report.attention import AttentionSettings
+from ftenv.attention import sdpa
+from ftenv.attention.live import AttentionSettings
 from ftenv.steps import fixes
 from ftenv.steps.detector import SlowEvent
 from ftenv.steps.step import DATA, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, waits_text

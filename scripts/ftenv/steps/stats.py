@@ -36,7 +36,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from ftenv.report.sdpa import EnvSetting
+from ftenv.attention.sdpa import EnvSetting
 from ftenv.steps.apart import account_pauses, apart_text, pause_text
 from ftenv.steps.detector import Detector, SlowEvent, cause_of, waits_for
 from ftenv.steps.fixes import DATA_FIX, DATA_LOADER_FIX, SHAPE_FIX, Fix, shape_fix

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import TextIO
 
-from ftenv.report import attention
+from ftenv.attention import live
 from ftenv.steps import stats, watcher
 from ftenv.steps.thresholds import LIVE_WARMUP, SLOW_FACTOR
 
@@ -41,7 +41,7 @@ class StepTimer:
         self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
         self.stream, self.clock = stream, clock
         self.watcher = watcher.Watcher(
-            factor=factor, warmup=warmup, settings=lambda: attention.read_live_settings(None)
+            factor=factor, warmup=warmup, settings=lambda: live.read_live_settings(None)
         )
         self._last = clock()
         self._index = 0

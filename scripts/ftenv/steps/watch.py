@@ -13,7 +13,7 @@ output byte for byte.
 Process: the command runs in its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 sent to the watchdog (by a terminal, `docker stop`, tini, Slurm) are forwarded to that whole
 group, and the watchdog exits with the command's exit code (128+N when a signal N ended it). It
-never initialises CUDA (see ftenv.report.attention). A failure inside the watchdog's parsing stops the
+never initialises CUDA (see ftenv.attention.live). A failure inside the watchdog's parsing stops the
 watching, never the pass-through or the command.
 
 Long because the pumps, the process and signal handling and the summary placement share one
@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from ftenv.report import attention
+from ftenv.attention import live
 from ftenv.steps import crash, data_loss, funasr_log, hang, stats
 from ftenv.steps.crash import TRACEBACK
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
@@ -297,7 +297,7 @@ def watch(
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED:
             previous[sig] = signal.signal(sig, forward)
-    read_settings = settings or (lambda: attention.read_live_settings(proc.pid))
+    read_settings = settings or (lambda: live.read_live_settings(proc.pid))
     watcher = Watcher(
         factor=factor,
         warmup=warmup,

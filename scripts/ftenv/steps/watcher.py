@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from ftenv.report.attention import AttentionSettings
+from ftenv.attention.live import AttentionSettings
 from ftenv.steps import stats
 from ftenv.steps.funasr_log import PHASES
 from ftenv.steps.messages import INDENT, PREFIX, first_lines, short_line

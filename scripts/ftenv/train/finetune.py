@@ -34,7 +34,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from ftenv.report import sdpa, startup
+from ftenv.attention import sdpa
+from ftenv.report import startup
 from ftenv.steps import stats
 from ftenv.train import cache_dirs, cluster_env, data_gate, speed_options
 from ftenv.train.inputs import InputError

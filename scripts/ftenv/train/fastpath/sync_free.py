@@ -12,9 +12,10 @@ set the pace of a launch-bound step (FunASR issue #3704).
 the same row-major order), the masked fills are out-of-place `clamp`/`where`, the statistics stay
 tensors (FunASR's `force_gatherable` makes every statistic a 1-element tensor anyway, and the
 trainer reads them with `.item()` when it logs, after the step), and the accuracy is a masked sum.
-Loss, accuracy and every logged number are those of FunASR's forward (tests/test_fastpath_levers.py
-compares them). Where FunASR's splice falls back to the adaptor's lengths (an audio turn longer than
-the encoder output or the text), this does the same; where FunASR's fallback would raise, this
+Loss, accuracy and every logged number are those of FunASR's forward
+(tests/ftenv/train/test_fastpath_levers.py compares them). Where FunASR's splice falls back to
+the adaptor's lengths (an audio turn longer than the encoder output or the text), this does the
+same; where FunASR's fallback would raise, this
 clips the turn to the text and the encoder output instead.
 
 `install` puts it on one model instance, only when that model's forward is the packaged

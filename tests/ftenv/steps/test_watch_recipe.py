@@ -23,7 +23,7 @@ from ftenv.steps import silence
 from ftenv.train import stall
 from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 
-SCRIPTS = str(Path(__file__).resolve().parents[1] / "scripts")
+SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
 
 
 @pytest.fixture(scope="module")

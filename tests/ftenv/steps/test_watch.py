@@ -17,16 +17,16 @@ import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from ftenv.report import attention, sdpa
+from ftenv.attention import live, sdpa
 from ftenv.steps import funasr_log, stats
 from ftenv.steps.watcher import Watcher
+from support import ROOT
 from support.steplogs import ddp_log, field_report_run, flood
 
-HERE = Path(__file__).parent
+HERE = ROOT / "tests"  # where the support package is
 FAKE = [sys.executable, str(HERE / "support/fake_trainer.py")]
 WATCH = [sys.executable, "-m", "ftenv.cli", "watch"]
 MARKED = re.compile(rb"(?m)^\[ftenv-watch\][^\n]*\n")
@@ -232,8 +232,8 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
     driver = textwrap.dedent(
         f"""
         import sys
-        from ftenv.report import sdpa
-        from ftenv.report.attention import AttentionSettings
+        from ftenv.attention import sdpa
+        from ftenv.attention.live import AttentionSettings
         from ftenv.steps.watch import watch
         env = sdpa.interpret_env({raw!r})
         first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
@@ -501,12 +501,12 @@ def test_settings_come_from_the_training_process_environment():
     )
     try:
         for _ in range(100):  # until sh has exec'd into sleep with the exported variables
-            values, source = attention.process_env(proc.pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
+            values, source = live.process_env(proc.pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
             if values[sdpa.ENV_VAR] is not None:
                 break
             time.sleep(0.05)
         assert values == {sdpa.ENV_VAR: "0", "CUDNN_VERSION": "9.19.0.56"} and source == "training process"
-        s = attention.read_live_settings(proc.pid)
+        s = live.read_live_settings(proc.pid)
         assert s.env.state == "prefer-cudnn" and s.cudnn_version == 91900
     finally:
         proc.kill()
@@ -514,24 +514,24 @@ def test_settings_come_from_the_training_process_environment():
 
 
 def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
-    monkeypatch.setattr(attention, "gpu_arches", lambda: ((), "none"))
+    monkeypatch.setattr(live, "gpu_arches", lambda: ((), "none"))
     monkeypatch.setenv(sdpa.ENV_VAR, "1")
-    assert attention.read_live_settings(None).cudnn_first is False
+    assert live.read_live_settings(None).cudnn_first is False
     monkeypatch.setenv(sdpa.ENV_VAR, "0")
-    s = attention.read_live_settings(None)
+    s = live.read_live_settings(None)
     assert s.cudnn_first is None and "GPU arch unknown" in s.line() and "first: unknown" in s.line()
-    monkeypatch.setattr(attention, "gpu_arches", lambda: (((10, 0),), "nvml"))
+    monkeypatch.setattr(live, "gpu_arches", lambda: (((10, 0),), "nvml"))
     monkeypatch.setenv("CUDNN_VERSION", "9.19.0.56")
-    monkeypatch.setattr(attention, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
-    assert attention.read_live_settings(None).cudnn_first is True
-    monkeypatch.setattr(attention, "_proc_environ", lambda pid: None)
-    assert attention.read_live_settings(12345).env_source == "environment"
+    monkeypatch.setattr(live, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
+    assert live.read_live_settings(None).cudnn_first is True
+    monkeypatch.setattr(live, "_proc_environ", lambda pid: None)
+    assert live.read_live_settings(12345).env_source == "environment"
 
 
 def test_cudnn_version_text():
-    assert attention.cudnn_int_or_none("9.19.0.56") == 91900
-    assert attention.cudnn_int_or_none("9.10.2.21") == 91002
-    assert attention.cudnn_int_or_none("") is None and attention.cudnn_int_or_none(None) is None
+    assert live.cudnn_int_or_none("9.19.0.56") == 91900
+    assert live.cudnn_int_or_none("9.10.2.21") == 91002
+    assert live.cudnn_int_or_none("") is None and live.cudnn_int_or_none(None) is None
 
 
 # --- DDP: a rank waiting for another rank's new shape ------------------------------------------

@@ -227,7 +227,7 @@ def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
 
 
 def test_probe_machinery_on_cpu():
-    from ftenv.report import probe
+    from ftenv.attention import probe
 
     r = probe.probe("cpu", heads=2, head_dim=16)
     rows = r["modes"]["current"]["rows"]

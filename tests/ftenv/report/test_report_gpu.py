@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 
 pytestmark = pytest.mark.gpu
 

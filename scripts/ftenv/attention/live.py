@@ -9,7 +9,7 @@ hold GPU memory for the whole run) and must not import torch. So:
   is seen), else from this process's environment.
 - torch: importlib.metadata (no import). cuDNN: the image's CUDNN_VERSION variable, else the
   version of the installed cuDNN wheel, by the package names versions.toml lists.
-Then the rule in ftenv.report.sdpa decides whether cuDNN goes first. Anything unreadable is "unknown";
+Then the rule in ftenv.attention.sdpa decides whether cuDNN goes first. Anything unreadable is "unknown";
 nothing here raises.
 """
 
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv import text
-from ftenv.report import sdpa
-from ftenv.report.facts import package_version
+from ftenv.attention import sdpa
+from ftenv.attention.facts import package_version
 from ftenv.stack import versions
 
 

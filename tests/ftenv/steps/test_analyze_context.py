@@ -11,9 +11,10 @@ import json
 import pytest
 
 from ftenv import cli
-from ftenv.report import render, sdpa
+from ftenv.attention import sdpa
+from ftenv.attention.facts import Facts, Gpu
+from ftenv.report import render
 from ftenv.report.compile_setting import ENV as COMPILE_ENV
-from ftenv.report.facts import Facts, Gpu
 from ftenv.report.logged import ReportReader
 from support.steplogs import field_report_log
 

@@ -22,7 +22,7 @@ import sys
 import time
 
 from ftenv import text
-from ftenv.report import facts, sdpa
+from ftenv.attention import facts, sdpa
 
 #: (batch, padded length) per mode: distinct, so that one mode never reuses the other's plans.
 SHAPES = {

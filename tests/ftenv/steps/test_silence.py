@@ -13,13 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_watch import read_until
 
 from ftenv.steps import hang, stats
 from ftenv.steps.silence import FACTOR_ENV, LIMIT_ENV, MIN_ENV, STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
-from test_watch import read_until
+from support import ROOT
 
-HERE = Path(__file__).parent
+HERE = ROOT / "tests"  # where the support package is
 FAKE = [sys.executable, str(HERE / "support/fake_trainer.py")]
 WATCH = [sys.executable, "-m", "ftenv.cli", "watch"]
 TIMEOUT = 60

@@ -4,11 +4,11 @@ what each flag puts in the trainer's environment and overrides, and the errors t
 from __future__ import annotations
 
 import pytest
+from test_finetune import overrides_of, plan, work  # noqa: F401  (work: the launcher's fixture)
 
 from ftenv.report import compile_setting
 from ftenv.train import compile_cache
 from ftenv.train.inputs import InputError
-from test_finetune import overrides_of, plan, work  # noqa: F401  (work: the launcher's fixture)
 
 ENTRY = "ftenv.train.funasr_entry"
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ftenv.report.sdpa import FIX
+from ftenv.attention.sdpa import FIX
 from ftenv.selfcheck import base, verdict
 from ftenv.steps import fixes, stats, thresholds
 from ftenv.steps.step import EPOCH_START, RUN_START, Step

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 
 H100, B200, B300, A100, RTX5090 = (9, 0), (10, 0), (10, 3), (8, 0), (12, 0)
 CUDNN_9_10, CUDNN_9_19 = 91002, 91900
@@ -199,8 +199,8 @@ def test_the_cu126_builds_with_their_cudnn_9_10_are_not_first(torch):
 
 @pytest.mark.parametrize("torch, cudnn", NEWER)
 def test_the_report_renders_the_newer_stacks_from_injected_facts(torch, cudnn):
+    from ftenv.attention.facts import Facts, Gpu
     from ftenv.report import render
-    from ftenv.report.facts import Facts, Gpu
 
     f = Facts(torch_version=torch, cudnn_version=cudnn, gpus=[Gpu(0, "NVIDIA H200", H100, 141 * 2**30)])
     text = render.render_text(f, render.assess(f))
@@ -246,7 +246,7 @@ def test_reason_not_first_speaks_the_rule():
     assert "never" in sdpa.reason_not_first("2.8.0", CUDNN_9_19, [H100], unset)
 
 
-GUIDE = Path(__file__).resolve().parents[1] / "docs/cudnn-sdpa-guide.md"
+GUIDE = Path(__file__).resolve().parents[3] / "docs/cudnn-sdpa-guide.md"
 
 
 def section(title_start: str) -> str:

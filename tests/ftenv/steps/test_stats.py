@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from ftenv.report import sdpa
+from ftenv.attention import sdpa
 from ftenv.steps import detector, stats
 from ftenv.steps import step as step_types
 from ftenv.steps.stats import (

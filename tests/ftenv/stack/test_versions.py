@@ -275,7 +275,8 @@ def _edited_versions(tmp_path, monkeypatch, old: str, new: str):
 
 
 def test_the_old_driver_note_names_the_variant_versions_toml_has(tmp_path, monkeypatch):
-    from ftenv.report import facts, render
+    from ftenv.attention import facts
+    from ftenv.report import render
 
     oldest = min(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
     newest = max(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
@@ -301,14 +302,14 @@ def test_the_old_driver_note_names_the_variant_versions_toml_has(tmp_path, monke
 
 
 def test_the_watchdog_reads_the_cudnn_wheels_versions_toml_names(tmp_path, monkeypatch):
-    from ftenv.report import attention
+    from ftenv.attention import live
 
-    assert attention.cudnn_packages() == tuple(dict.fromkeys(v.cudnn_package for v in V.variants.values()))
+    assert live.cudnn_packages() == tuple(dict.fromkeys(v.cudnn_package for v in V.variants.values()))
     package = V.default.cudnn_package
     _edited_versions(tmp_path, monkeypatch, f'"{package}"', '"nvidia-cudnn-cu99"')
-    assert "nvidia-cudnn-cu99" in attention.cudnn_packages()
+    assert "nvidia-cudnn-cu99" in live.cudnn_packages()
     monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "missing.toml"))
-    assert attention.cudnn_packages() == ()  # unknown, not a guess
+    assert live.cudnn_packages() == ()  # unknown, not a guess
 
 
 #: Versions as packages, CUDA and cuDNN write them, and strings that are no version at all.

@@ -6,9 +6,9 @@ import types
 
 import pytest
 
-from ftenv.report import facts as facts_mod
+from ftenv.attention import facts as facts_mod
+from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
-from ftenv.report.facts import Facts, Gpu
 
 GIB = 2**30
 

@@ -28,9 +28,9 @@ from ftenv import cli
 from ftenv.report import compile_setting
 from ftenv.steps import fixes
 from ftenv.train.fastpath import compiled_decoder
-from support import child_env, finetune_tiny
+from support import ROOT, child_env, finetune_tiny
 
-HERE = Path(__file__).parent
+HERE = ROOT / "tests"  # where the support package is
 
 
 # --- the switch --------------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def test_the_entrypoint_marks_the_report_as_shown(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "ftenv").write_text("#!/bin/sh\necho '== ftenv report: fake ==' >&2\n")
     (bin_dir / "ftenv").chmod(0o755)
-    entrypoint = Path(__file__).resolve().parents[1] / "docker/entrypoint.sh"
+    entrypoint = Path(__file__).resolve().parents[3] / "docker/entrypoint.sh"
 
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     proc = subprocess.run(
