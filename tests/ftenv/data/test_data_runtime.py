@@ -8,11 +8,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_data import funasr_dataset, line, wav
 
 from ftenv.steps import data_loss
 from support import child_env, run_ftenv
 from support.steplogs import GenStep, train_line
+from support.training_data import funasr_dataset, line, wav
 
 
 @pytest.fixture

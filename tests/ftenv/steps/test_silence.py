@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_watch import read_until
 
 from ftenv.steps import hang, stats
 from ftenv.steps.silence import FACTOR_ENV, LIMIT_ENV, MIN_ENV, STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
 from support import ROOT
+from support.child_output import read_until
 
 HERE = ROOT / "tests"  # where the support package is
 FAKE = [sys.executable, str(HERE / "support/fake_trainer.py")]

@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import os
 import re
-import selectors
 import shutil
 import signal
 import subprocess
@@ -24,6 +23,7 @@ from ftenv.attention import live, sdpa
 from ftenv.steps import funasr_log, stats
 from ftenv.steps.watcher import Watcher
 from support import ROOT
+from support.child_output import read_until
 from support.steplogs import ddp_log, field_report_run, flood
 
 HERE = ROOT / "tests"  # where the support package is
@@ -55,26 +55,6 @@ def slow_lines(out: bytes) -> tuple[str, str]:
     at = next(i for i, line in enumerate(lines) if "SLOW STEP" in line)
     assert lines[at + 1].startswith("[ftenv-watch]   "), lines[at + 1]
     return lines[at], lines[at + 1]
-
-
-def read_until(proc, needle: bytes, deadline_s: float = 60, whole_line: bool = False) -> bytes:
-    """Read proc.stdout until needle (and, with whole_line, the rest of its line) shows up;
-    fails instead of hanging."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    got = b""
-    end = time.monotonic() + deadline_s
-
-    def done():
-        return needle in got and (not whole_line or b"\n" in got.split(needle, 1)[1])
-
-    while not done():
-        assert time.monotonic() < end, f"{needle!r} never came; got {got[-500:]!r}"
-        if sel.select(timeout=1):
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            assert chunk, f"EOF before {needle!r}; got {got[-500:]!r}"
-            got += chunk
-    return got
 
 
 # --- output ---------------------------------------------------------------------------------

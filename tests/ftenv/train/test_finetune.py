@@ -14,49 +14,12 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli
-from ftenv.train import finetune, inputs, launch_plan
+from ftenv.train import inputs, launch_plan
 from ftenv.train.inputs import InputError, check_line
 from support import GOOD_RECORD, ROOT
+from support.finetune_launch import cmdline, overrides_of, parse, plan
 
 GOOD = GOOD_RECORD
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """A fake model dir, data with one (empty) wav, an output dir: all the launcher checks."""
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model/config.yaml").write_text("model: FunASRNano\n")
-    (tmp_path / "model/model.pt").write_bytes(b"")
-    (tmp_path / "wav").mkdir()
-    (tmp_path / "wav/a.wav").write_bytes(b"")
-    line = json.dumps(GOOD, ensure_ascii=False)
-    (tmp_path / "train.jsonl").write_text(f"{line}\n{line}\n", encoding="utf-8")
-    (tmp_path / "val.jsonl").write_text(f"{line}\n", encoding="utf-8")
-    return tmp_path
-
-
-def cmdline(work: Path, *extra: str) -> list[str]:
-    return [
-        "finetune",
-        "--model-dir", "model", "--train", "train.jsonl", "--valid", "val.jsonl",
-        "--output-dir", "out", "--cwd", str(work), *extra,
-    ]  # fmt: skip
-
-
-def parse(argv: list[str]):
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    finetune.add_parser(parser.add_subparsers())
-    return parser.parse_args(argv)
-
-
-def plan(work: Path, *extra: str, env: dict | None = None) -> launch_plan.Plan:
-    return launch_plan.plan(parse(cmdline(work, *extra)), environ=env or {})
-
-
-def overrides_of(p: launch_plan.Plan) -> list[str]:
-    return [a for a in p.argv if a.startswith("++")]
 
 
 def test_single_node_command_is_upstreams_recipe(work):

@@ -4,16 +4,16 @@ what each flag puts in the trainer's environment and overrides, and the errors t
 from __future__ import annotations
 
 import pytest
-from test_finetune import overrides_of, plan, work  # noqa: F401  (work: the launcher's fixture)
 
 from ftenv.report import compile_setting
 from ftenv.train import compile_cache
 from ftenv.train.inputs import InputError
+from support.finetune_launch import overrides_of, plan
 
 ENTRY = "ftenv.train.funasr_entry"
 
 
-def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(work):  # noqa: F811
+def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(work):
     p = plan(work, "--gpus-per-node", "1", "--compile")
     assert p.env[compile_setting.ENV] == "1"
     assert compile_setting.compile_parts(p.env) == compile_setting.DEFAULT_PARTS == ("decoder",)
@@ -23,7 +23,7 @@ def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(
     assert any("a re-run starts warm" in n for n in p.notes)
 
 
-def test_each_lever_has_its_own_flag(work):  # noqa: F811
+def test_each_lever_has_its_own_flag(work):
     p = plan(
         work, "--gpus-per-node", "1", "--compile-parts", "regional,audio", "--buckets", "64", "--fused-adamw"
     )
@@ -40,7 +40,7 @@ def test_each_lever_has_its_own_flag(work):  # noqa: F811
     assert ENTRY in " ".join(b.argv) and compile_setting.ENV not in b.env and "TRITON_CACHE_DIR" not in b.env
 
 
-def test_cuda_graphs_are_planned_without_gradient_accumulation(work):  # noqa: F811
+def test_cuda_graphs_are_planned_without_gradient_accumulation(work):
     flags = ["--gpus-per-node", "1", "--compile-parts", "regional,cudagraphs", "--buckets", "64"]
     assert compile_setting.compile_parts(plan(work, *flags).env) == ("regional", "cudagraphs")
     one = plan(work, *flags, "++train_conf.accum_grad=1")
@@ -49,7 +49,7 @@ def test_cuda_graphs_are_planned_without_gradient_accumulation(work):  # noqa: F
     assert plan(work, "--gpus-per-node", "1", "--compile-parts", "regional", "++train_conf.accum_grad=4")
 
 
-def test_off_by_default(work):  # noqa: F811
+def test_off_by_default(work):
     p = plan(work, "--gpus-per-node", "1")
     assert ENTRY in " ".join(p.argv)  # always (the run's life), but with nothing of the fast path on
     assert not {compile_setting.ENV, compile_setting.BUCKETS_ENV, "TORCHINDUCTOR_CACHE_DIR"} & set(p.env)
@@ -70,7 +70,7 @@ def test_off_by_default(work):  # noqa: F811
         ),
     ],
 )
-def test_bad_values_are_errors_that_name_the_fix(work, flags, message):  # noqa: F811
+def test_bad_values_are_errors_that_name_the_fix(work, flags, message):
     with pytest.raises(InputError, match=message):
         plan(work, "--gpus-per-node", "1", *flags)
 
