@@ -5,14 +5,14 @@ with a planted violation."""
 
 from __future__ import annotations
 
-import ast
 import shutil
-from functools import cache
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from support import ROOT
+from support import ROOT, architecture_doc, package_shape
+from support.package_shape import cycles, graph, longest_chain, plant
 
 PACKAGE = ROOT / "scripts/ftenv"
 MAX_FLOORS = 5  # modules in the longest import chain below the CLI
@@ -24,120 +24,12 @@ WINGS = ("stack", "attention", "report", "steps", "data", "train", "selfcheck")
 SHARED = {"ftenv", "ftenv.text"}
 
 
-def module_name(path: Path, package: Path) -> str:
-    parts = path.relative_to(package.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports(path: Path, name: str) -> list[tuple[str, list[str]]]:
-    """(module, names taken from it) of each import of the file, relative imports resolved."""
-    is_package = path.name == "__init__.py"
-    here = name.split(".") if is_package else name.split(".")[:-1]
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found += [(alias.name, []) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parent = here[: len(here) - node.level + 1]
-                base = ".".join([*parent, base] if base else parent)
-            found.append((base, [alias.name for alias in node.names]))
-    return found
-
-
-def graph(package: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(module -> the package's modules it imports, module -> every name it imports).
-
-    `from ftenv.stack import versions` is an edge to ftenv.stack.versions, not to the package
-    ftenv.stack: a package counts only where a name is taken from its __init__."""
-    files = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
-    raw, edges = {}, {}
-    for name, path in files.items():
-        raw[name], edges[name] = set(), set()
-        for base, taken in imports(path, name):
-            modules = {f"{base}.{t}" for t in taken if f"{base}.{t}" in files}
-            raw[name] |= {base} | modules
-            edges[name] |= modules | ({base} if len(modules) < len(taken) or not taken else set())
-        edges[name] = {n for n in edges[name] if n in files and n != name}
-    return edges, raw
-
-
-def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles (strongly connected components of more than one module), sorted."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    return sorted(found)
-
-
-def longest_chain(edges: dict[str, set[str]]) -> list[str]:
-    """The longest import chain, importer first (edges inside a circle are not followed)."""
-    in_circle = {m for c in cycles(edges) for m in c}
-
-    @cache
-    def chain(v: str) -> tuple[str, ...]:
-        below = [chain(w) for w in sorted(edges[v]) if not (v in in_circle and w in in_circle)]
-        return (v, *max(below, key=len, default=()))
-
-    return list(max((chain(v) for v in sorted(edges)), key=len))
-
-
-def wing_of(name: str) -> str | None:
-    parts = name.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in WINGS else None
-
-
-def wrong_way_imports(edges: dict[str, set[str]], raw: dict[str, set[str]]) -> list[str]:
-    """Imports against the wings' direction, of the CLI, of imagetools, or of an unknown top module."""
-    bad = []
-    for name in sorted(edges):
-        for target in sorted(edges[name]):
-            if target == "ftenv.cli":
-                bad.append(f"{name} imports ftenv.cli")
-            src, dst = wing_of(name), wing_of(target)
-            if src and dst and WINGS.index(dst) > WINGS.index(src):
-                bad.append(f"{name} ({src}) imports {target} ({dst})")
-            if src and dst is None and target not in SHARED and target != "ftenv.cli":
-                bad.append(f"{name} ({src}) imports {target}, which is not floor 0")
-        bad += [f"{name} imports {n}" for n in sorted(raw[name]) if n.split(".")[0] == "imagetools"]
-    return bad
-
-
-def long_modules(package: Path) -> list[str]:
-    """Modules over MAX_LINES lines whose docstring gives no line starting with LONG_REASON."""
-    bad = []
-    for path in sorted(package.rglob("*.py")):
-        text = path.read_text()
-        lines = len(text.splitlines())
-        doc = ast.get_docstring(ast.parse(text)) or ""
-        reasoned = any(line.strip().startswith(LONG_REASON) for line in doc.splitlines())
-        if lines > MAX_LINES and not reasoned:
-            bad.append(f"{path.relative_to(package.parent)} ({lines} lines)")
-    return bad
+#: The readings of tests/support/package_shape.py, bound to this package's rules.
+wing_of = partial(package_shape.wing_of, wings=WINGS)
+wrong_way_imports = partial(
+    package_shape.wrong_way_imports, wings=WINGS, shared=SHARED, top="ftenv.cli", host_only="imagetools"
+)
+long_modules = partial(package_shape.long_modules, max_lines=MAX_LINES, reason=LONG_REASON)
 
 
 # --- the tree as it is -----------------------------------------------------------------------------
@@ -195,11 +87,6 @@ def copy(tmp_path) -> Path:
     dest = tmp_path / "ftenv"
     shutil.copytree(PACKAGE, dest, ignore=shutil.ignore_patterns("__pycache__"))
     return dest
-
-
-def plant(package: Path, module: str, line: str) -> None:
-    path = package / module
-    path.write_text(path.read_text() + f"\n{line}\n")
 
 
 def test_a_planted_circle_is_found(copy):
@@ -260,3 +147,42 @@ def test_a_planted_long_module_is_found_unless_it_says_why(copy):
         f'"""A planted module.\n\n{LONG_REASON} it is a table of {MAX_LINES} constants."""\n' + body
     )
     assert long_modules(copy) == before
+
+
+# --- docs/architecture.md describes this tree -------------------------------------------------------
+
+ARCHITECTURE_DOC = ROOT / "docs/architecture.md"
+#: Wings the doc may name before their folder is there (once it is, they must be in WINGS).
+NOT_BUILT = ("commands",)
+
+
+def test_the_architecture_doc_names_the_wings_in_order_and_every_folder():
+    text = ARCHITECTURE_DOC.read_text()
+    assert architecture_doc.problems(text, ROOT, WINGS, SHARED, NOT_BUILT) == []
+    rows = {w: next(r for r in text.splitlines() if r.startswith(f"| `{w}` |")) for w in ("steps", "data")}
+    wings = "the doc's wings, lowest first"
+    broken = {
+        wings: [
+            text.replace(rows["steps"], rows["steps"].replace("`steps`", "`step`")),  # renamed
+            text.replace(rows["data"] + "\n", ""),  # dropped
+            text.replace(f"{rows['steps']}\n{rows['data']}", f"{rows['data']}\n{rows['steps']}"),  # swapped
+            text.replace(rows["data"], rows["data"] + "\n| `widgets` | x |"),  # not in the package
+        ],
+        "scripts/ftenv/train/runlife/ is not a wing": [text.replace("`train/runlife/`", "`train/run-life/`")],
+        "does not name ftenv.text": [text.replace("`ftenv.text`", "`ftenv.texts`")],
+        "tests/schemas/ is not named": [text.replace("`tests/schemas/`", "`tests/schema/`")],
+    }
+    for expected, copies in broken.items():
+        for copy_ in copies:
+            found = architecture_doc.problems(copy_, ROOT, WINGS, SHARED, NOT_BUILT)
+            assert copy_ != text and [p for p in found if expected in p] == found != [], (expected, found)
+
+
+def test_the_readme_sums_up_the_same_wings_and_links_the_doc():
+    readme = (ROOT / "README.md").read_text()
+    assert architecture_doc.readme_problems(readme, ROOT, WINGS, NOT_BUILT) == []
+    for broken in (
+        readme.replace("steps, data,", "data, steps,"),
+        readme.replace("(docs/architecture.md)", ""),
+    ):
+        assert broken != readme and architecture_doc.readme_problems(broken, ROOT, WINGS, NOT_BUILT)
