@@ -4,9 +4,11 @@ batch shape" (https://github.com/modelscope/FunASR/issues/3704).
 
 docs/cudnn-sdpa-guide.md marks the figures it takes from there with **[FR]**, and tests/support/steplogs.py
 generates a run with the same shape; tests/test_guide.py checks the guide against the excerpts below
-(short quotes of the issue, each stating the figures it is kept for), so that no test needs anything
-outside the repository.
+(short quotes of the issue, each stating the figures it is kept for) with figures_not_in_the_issue,
+so that no test needs anything outside the repository.
 """
+
+import re
 
 URL = "https://github.com/modelscope/FunASR/issues/3704"
 
@@ -27,3 +29,19 @@ EXCERPTS = (
 
 #: The figures the guide must quote from the issue (each is in EXCERPTS).
 FIGURES = ("0.098", "1.05", "0.245", "0.44", "0.55", "0.100", "323", "382", "59", "3600", "B200")
+
+
+def fr_sentences(text: str) -> list[str]:
+    """The sentences of a doc marked **[FR]** (a figure taken from the issue)."""
+    return [s for s in re.split(r"(?<=[.:])\s", text.replace("\n", " ")) if "**[FR]**" in s]
+
+
+def figures_not_in_the_issue(guide: str) -> list[str]:
+    """Figures the guide takes from FunASR issue #3704 that the issue does not state."""
+    source = " ".join(EXCERPTS)
+    bad = [f for f in FIGURES if f not in guide or f not in source]
+    # Every number in an [FR] sentence is the issue's (issue and PR references are not figures).
+    for sentence in fr_sentences(guide):
+        sentence = re.sub(r"#\d+|/issues/\d+|/pull/\d+", "", sentence)
+        bad += [n for n in re.findall(r"\d+\.\d+|\d{2,}", sentence) if n not in source]
+    return bad
