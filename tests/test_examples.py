@@ -12,69 +12,36 @@ is written from kubeflow/training-operator v1.9.0's CRD and webhook (see its $co
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
 import pytest
-import referencing
-import yaml
 
 from ftenv.attention import sdpa
 from ftenv.stack import versions
 from ftenv.steps import stats
-from ftenv.train import finetune
 from support import ROOT
+from support.example_runs import SRUN_STANDIN, dry_run, finetune_args, record, shellcheck, split_docker_run
+from support.manifests import (
+    EXAMPLES,
+    first_container,
+    load_yaml,
+    pod_specs,
+    restricted_violations,
+    set_at,
+    validate_job,
+    validate_pytorchjob,
+)
+from support.retry_rules import restart_policies, restarts_in_place, retry_problems, sbatch_problems
 
-EXAMPLES = ROOT / "docs/examples"
-K8S_VERSION = "1.37"
 VAR = sdpa.ENV_VAR
 IMAGE = versions.load(ROOT / "versions.toml").default.image_ref
-SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
-
-
-def load_yaml(name: str) -> list[dict]:
-    return [d for d in yaml.safe_load_all((EXAMPLES / "kubernetes" / name).read_text()) if d]
 
 
 # --- Kubernetes ------------------------------------------------------------------------------
-
-
-def _k8s_schema(name: str) -> tuple[dict, referencing.Registry]:
-    base = Path(kubernetes_validate.__file__).parent / f"kubernetes-json-schema/v{K8S_VERSION}.0-local-strict"
-    schema = json.loads((base / name).read_text())
-    definitions = json.loads((base / "_definitions.json").read_text())
-    registry = referencing.Registry().with_resources(
-        [
-            ("/api/_definitions.json", referencing.Resource.from_contents(definitions)),
-        ]
-    )
-    return schema, registry
-
-
-def validate_job(doc: dict) -> None:
-    kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
-
-
-def validate_pytorchjob(doc: dict) -> None:
-    outer = json.loads((ROOT / "tests/schemas/pytorchjob-kubeflow-v1.schema.json").read_text())
-    jsonschema.Draft202012Validator(outer).validate(doc)
-    pod_schema, registry = _k8s_schema("podtemplatespec-v1.json")
-    validator = jsonschema.Draft202012Validator(pod_schema, registry=registry)
-    for replica in doc["spec"]["pytorchReplicaSpecs"].values():
-        validator.validate(replica["template"])
-
-
-def pod_specs(doc: dict) -> list[dict]:
-    if doc["kind"] == "Job":
-        return [doc["spec"]["template"]["spec"]]
-    return [r["template"]["spec"] for r in doc["spec"]["pytorchReplicaSpecs"].values()]
 
 
 MANIFESTS = [("job-one-node.yaml", validate_job), ("pytorchjob-multi-node.yaml", validate_pytorchjob)]
@@ -87,27 +54,11 @@ def test_manifests_validate(name, validate):
     validate(docs[0])
 
 
-def _container(doc):
-    return pod_specs(doc)[0]["containers"][0]
-
-
-def _set(path):
-    """A mutation that sets doc[path...] (the last item is the value)."""
-
-    def mutate(doc):
-        target = doc
-        for key in path[:-2]:
-            target = target[key]
-        target[path[-2]] = path[-1]
-
-    return mutate
-
-
 JOB_BREAKAGES = {
-    "env value not a string": lambda d: _container(d)["env"][0].update(value=1),
-    "misspelt field": lambda d: _container(d).update(volumeMount=_container(d).pop("volumeMounts")),
-    "resources.limit typo": lambda d: _container(d)["resources"].update(
-        limit=_container(d)["resources"].pop("limits")
+    "env value not a string": lambda d: first_container(d)["env"][0].update(value=1),
+    "misspelt field": lambda d: first_container(d).update(volumeMount=first_container(d).pop("volumeMounts")),
+    "resources.limit typo": lambda d: first_container(d)["resources"].update(
+        limit=first_container(d)["resources"].pop("limits")
     ),
     "emptyDir medium typo": lambda d: pod_specs(d)[0]["volumes"][-1]["emptyDir"].update(medum="Memory"),
 }
@@ -117,9 +68,9 @@ PYTORCHJOB_BREAKAGES = {
         Workers=d["spec"]["pytorchReplicaSpecs"].pop("Worker")
     ),
     "two masters": lambda d: d["spec"]["pytorchReplicaSpecs"]["Master"].update(replicas=2),
-    "container not named pytorch": lambda d: _container(d).update(name="trainer"),
-    "cleanPodPolicy typo": _set(["spec", "runPolicy", "cleanPodPolicy", "Runing"]),
-    "wrong apiVersion": _set(["apiVersion", "kubeflow.org/v2"]),
+    "container not named pytorch": lambda d: first_container(d).update(name="trainer"),
+    "cleanPodPolicy typo": set_at(["spec", "runPolicy", "cleanPodPolicy", "Runing"]),
+    "wrong apiVersion": set_at(["apiVersion", "kubeflow.org/v2"]),
 }
 
 
@@ -133,20 +84,6 @@ def test_validation_catches(name, validate, breakage):
     (PYTORCHJOB_BREAKAGES if "pytorchjob" in name else JOB_BREAKAGES)[breakage](doc)
     with pytest.raises((kubernetes_validate.ValidationError, jsonschema.ValidationError)):
         validate(doc)
-
-
-def restart_policies(doc: dict) -> set[str]:
-    """Every restartPolicy of a manifest: the replica's (PyTorchJob) and the pod template's."""
-    if doc["kind"] == "Job":
-        return {doc["spec"]["template"]["spec"]["restartPolicy"]}
-    replicas = doc["spec"]["pytorchReplicaSpecs"].values()
-    return {r["restartPolicy"] for r in replicas} | {r["template"]["spec"]["restartPolicy"] for r in replicas}
-
-
-def restarts_in_place(doc: dict) -> set[str]:
-    """Restart policies that restart a failed container in place: its torchrun cannot rejoin the
-    static rendezvous, and with backoffLimit 0 the operator fails the job at the first restart."""
-    return restart_policies(doc) & {"OnFailure", "Always"}
 
 
 @pytest.mark.parametrize("name", [n for n, _ in MANIFESTS])
@@ -185,18 +122,6 @@ def test_manifests_follow_the_rules(name):
             assert any(path.startswith(m + "/") for m in mounts), f"{path} is on no volume"
 
 
-def finetune_args(argv: list[str]):
-    """Parse an `ftenv finetune ...` argv with the real parser (unknown options fail)."""
-    import argparse
-
-    assert argv[:2] == ["ftenv", "finetune"], argv
-    parser = argparse.ArgumentParser(exit_on_error=False)
-    finetune.add_parser(parser.add_subparsers())
-    args = parser.parse_args(argv[1:])
-    assert all(o.startswith("++") and "=" in o for o in args.overrides), args.overrides
-    return args
-
-
 def test_finetune_args_parser_catches_a_typo(capsys):
     with pytest.raises(SystemExit) as exit_info:
         finetune_args(["ftenv", "finetune", "--outptu-dir=/out"])
@@ -209,10 +134,6 @@ def test_finetune_args_parser_catches_a_typo(capsys):
 SCRIPTS = sorted(
     p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*") if p.suffix in (".sh", ".sbatch")
 )
-
-
-def shellcheck(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([SHELLCHECK, "-s", "bash", str(path)], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -236,70 +157,6 @@ def test_scripts_pin_the_image():
 
 
 # --- running the scripts with recorders --------------------------------------------------------
-
-RECORDER = """#!/usr/bin/env python3
-import json, os, sys
-with open(os.environ["RECORD"], "a") as f:
-    f.write(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
-                        "var": os.environ.get(os.environ["WATCH_VAR"])}) + "\\n")
-"""
-
-
-def record(script: Path, tools: list[str], env: dict, tmp_path: Path) -> list[dict]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for tool in tools:
-        (bin_dir / tool).write_text(RECORDER)
-        (bin_dir / tool).chmod(0o755)
-    rec = tmp_path / "record.jsonl"
-    full = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
-        **{k: str(v) for k, v in env.items()},
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "RECORD": str(rec),
-        "WATCH_VAR": VAR,
-    }
-    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=full, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    return [json.loads(line) for line in rec.read_text().splitlines()]
-
-
-def dry_run(argv: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run an example's `ftenv finetune ...` here, with --dry-run right after `finetune`."""
-    assert argv[:2] == ["ftenv", "finetune"], argv
-    cmd = [sys.executable, "-m", "ftenv.cli", "finetune", "--dry-run", *argv[2:]]
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_", "TORCH_CUDNN"))}
-    clean["PYTHONPATH"] = str(ROOT / "scripts")
-    clean["CUDA_VISIBLE_DEVICES"] = (
-        "" if env is None or "CUDA_VISIBLE_DEVICES" not in env else env["CUDA_VISIBLE_DEVICES"]
-    )
-    return subprocess.run(cmd, capture_output=True, text=True, env={**clean, **(env or {})})
-
-
-def split_docker_run(argv: list[str]) -> tuple[list[str], str, list[str]]:
-    """docker run [options] IMAGE COMMAND... -> (options, image, command)."""
-    assert argv[0] == "run"
-    i, opts = 1, []
-    takes_value = {
-        "--gpus",
-        "--user",
-        "-v",
-        "--volume",
-        "-e",
-        "--env",
-        "--shm-size",
-        "--entrypoint",
-        "--name",
-    }
-    while argv[i].startswith("-"):
-        opt = argv[i]
-        if opt in takes_value:
-            opts += [opt, argv[i + 1]]
-            i += 2
-        else:
-            opts.append(opt)
-            i += 1
-    return opts, argv[i], argv[i + 1 :]
 
 
 DOCKER = ["docker/finetune-one-gpu.sh", "docker/finetune-all-gpus.sh", "docker/finetune-cudnn-on.sh"]
@@ -400,9 +257,6 @@ def test_apptainer_example(layout, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-SRUN_STANDIN = 'while [ "${1#-}" != "$1" ]; do shift; done; exec "$@"'
-
-
 def test_srun_standin_drops_options_and_runs_the_command():
     out = subprocess.run(
         ["sh", "-c", SRUN_STANDIN, "srun", "--ntasks-per-node=1", "-v", "echo", "x", "--y"],
@@ -427,40 +281,6 @@ def test_every_example_is_linked_from_the_docs():
 
 # --- a run's life: retries, the restricted profile, Slurm's requeue --------------------------------
 
-#: The volume types the restricted Pod Security Standard allows (kubernetes.io/docs/concepts/security/
-#: pod-security-standards, "Volume Types").
-RESTRICTED_VOLUMES = {
-    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
-    "persistentVolumeClaim", "projected", "secret",
-}  # fmt: skip
-
-
-def restricted_violations(spec: dict) -> list[str]:
-    """What in a pod spec breaks the restricted Pod Security Standard (its checks that apply here)."""
-    bad = []
-    pod = spec.get("securityContext", {})
-    for v in spec.get("volumes", []):
-        kinds = set(v) - {"name"}
-        if not kinds <= RESTRICTED_VOLUMES:
-            bad.append(f"volume {v['name']}: {kinds - RESTRICTED_VOLUMES}")
-    for c in spec.get("initContainers", []) + spec["containers"]:
-        sc = c.get("securityContext", {})
-        if not sc.get("runAsNonRoot", pod.get("runAsNonRoot")):
-            bad.append(f"{c['name']}: runAsNonRoot is not true")
-        if sc.get("runAsUser", pod.get("runAsUser")) == 0:
-            bad.append(f"{c['name']}: runAsUser 0")
-        if sc.get("allowPrivilegeEscalation") is not False:
-            bad.append(f"{c['name']}: allowPrivilegeEscalation is not false")
-        caps = sc.get("capabilities", {})
-        if caps.get("drop") != ["ALL"] or set(caps.get("add", [])) - {"NET_BIND_SERVICE"}:
-            bad.append(f"{c['name']}: capabilities must drop ALL (and add at most NET_BIND_SERVICE)")
-        seccomp = sc.get("seccompProfile", pod.get("seccompProfile", {})).get("type")
-        if seccomp not in ("RuntimeDefault", "Localhost"):
-            bad.append(f"{c['name']}: seccompProfile {seccomp}")
-        if sc.get("privileged"):
-            bad.append(f"{c['name']}: privileged")
-    return bad
-
 
 RESTRICTED_BREAKAGES = {
     "root allowed": lambda s: s["securityContext"].pop("runAsNonRoot"),
@@ -483,57 +303,16 @@ def test_manifests_pass_the_restricted_pod_security_standard_with_gpus(name):
         assert restricted_violations(pod_specs(broken)[0]), breakage
 
 
-#: training-operator v1.9 (pkg/controller.v1/common: isRetryableExitCode): permanent exit codes.
-KUBEFLOW_PERMANENT = {1, 2, 126, 127, 128, 139}
-
-
-def retry_problems(doc: dict) -> list[str]:
-    """Why a manifest would not retry a preemption, would retry a bad input, or kill the stop's save."""
-    bad = []
-    for spec in pod_specs(doc):
-        if spec.get("terminationGracePeriodSeconds", 30) < 60:
-            bad.append("terminationGracePeriodSeconds < 60: too short for a full checkpoint's save")
-    if doc["kind"] == "Job":
-        spec = doc["spec"]
-        if spec.get("backoffLimit", 6) < 1:
-            bad.append("backoffLimit 0: nothing is retried")
-        rules = spec.get("podFailurePolicy", {}).get("rules", [])
-        name = spec["template"]["spec"]["containers"][0]["name"]
-        fail = [r for r in rules if r["action"] == "FailJob" and "onExitCodes" in r]
-        if not any(
-            r["onExitCodes"]["operator"] == "In"
-            and stats.UNUSABLE in r["onExitCodes"]["values"]
-            and r["onExitCodes"].get("containerName", name) == name
-            for r in fail
-        ):
-            bad.append(f"a bad input (exit {stats.UNUSABLE}) would be retried")
-        ignore = [r for r in rules if r["action"] == "Ignore"]
-        if not any({"type": "DisruptionTarget"} in r.get("onPodConditions", []) for r in ignore):
-            bad.append("an eviction or preemption counts against backoffLimit")
-        failing = [r.get("onExitCodes", {}).get("values", []) for r in rules if r["action"] == "FailJob"]
-        if any(stats.STOPPED in values for values in failing):
-            bad.append(f"a saved stop (exit {stats.STOPPED}) fails the job")
-    else:
-        if doc["spec"]["runPolicy"].get("backoffLimit", 0) < 1:
-            bad.append("runPolicy.backoffLimit 0: nothing is retried")
-        for replica in doc["spec"]["pytorchReplicaSpecs"].values():
-            if replica["restartPolicy"] != "ExitCode":
-                bad.append(f"restartPolicy {replica['restartPolicy']}: a saved stop is not retried")
-        if stats.STOPPED in KUBEFLOW_PERMANENT or stats.UNUSABLE not in KUBEFLOW_PERMANENT:
-            bad.append("the exit codes do not fit the operator's ExitCode policy")
-    return bad
-
-
 RETRY_BREAKAGES = {
     "Job": {
-        "no retries": _set(["spec", "backoffLimit", 0]),
+        "no retries": set_at(["spec", "backoffLimit", 0]),
         "bad input retried": lambda d: d["spec"]["podFailurePolicy"]["rules"].pop(0),
         "evictions counted": lambda d: d["spec"]["podFailurePolicy"]["rules"].pop(1),
         "default grace": lambda d: d["spec"]["template"]["spec"].pop("terminationGracePeriodSeconds"),
     },
     "PyTorchJob": {
-        "no retries": _set(["spec", "runPolicy", "backoffLimit", 0]),
-        "never restarted": _set(["spec", "pytorchReplicaSpecs", "Worker", "restartPolicy", "Never"]),
+        "no retries": set_at(["spec", "runPolicy", "backoffLimit", 0]),
+        "never restarted": set_at(["spec", "pytorchReplicaSpecs", "Worker", "restartPolicy", "Never"]),
         "default grace": lambda d: d["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"].pop(
             "terminationGracePeriodSeconds"
         ),
@@ -552,20 +331,6 @@ def test_manifests_retry_a_preemption_but_not_a_bad_input(name):
 
 
 SBATCH = ["slurm/finetune-pyxis.sbatch", "slurm/finetune-apptainer.sbatch"]
-
-
-def sbatch_problems(text: str) -> list[str]:
-    bad = []
-    directives = re.findall(r"^#SBATCH (\S+)", text, re.M)
-    if "--requeue" not in directives:
-        bad.append("no --requeue")
-    if not any(re.fullmatch(r"--signal=(B:)?(USR1|TERM)@\d+", d) for d in directives):
-        bad.append("no --signal before the time limit")
-    if not re.search(r"^srun (.*\\\n)*\s*--kill-on-bad-exit=1 \\$", text, re.M):
-        bad.append("srun without --kill-on-bad-exit=1")
-    if re.search(r"OUT_DIR=.*SLURM_JOB_ID", text):
-        bad.append("OUT_DIR named after the job id: a resubmitted job starts over in a new folder")
-    return bad
 
 
 @pytest.mark.parametrize("name", SBATCH)

@@ -1,7 +1,8 @@
-"""Helpers shared by the tests: the repository root, the `ftenv` command run as a user runs it,
-`ftenv finetune` on the tiny model, a valid ChatML training record, and (in this package's
-modules) step-log builders, a stand-in trainer, a lock-compiler stub and FunASR issue #3704's
-figures."""
+"""Helpers shared by the tests, so that test files hold tests and import no other test file: here
+the repository root, the `ftenv` command run as a user runs it, `ftenv finetune` on the tiny model
+and a valid ChatML training record; in this package's modules, stand-ins (trainer, engines, lock
+compiler), generated logs and data, and the readers the repository-wide tests check docs and
+layout with."""
 
 from __future__ import annotations
 
