@@ -1,7 +1,8 @@
 """The package keeps its shape: the imports of scripts/ftenv (read with ast, lazy ones included)
 form no circle and at most MAX_FLOORS floors, run one way between the wings, and modules stay
 short unless their docstring says why. Each rule is also shown failing on a copy of the package
-with a planted violation."""
+with a planted violation. The last tests hold docs/architecture.md and the README's summary to the
+same wings, in order, and to every folder."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from support import ROOT, architecture_doc, package_shape
+from support.doc_refs import broken_links
 from support.package_shape import cycles, graph, longest_chain, plant
 
 PACKAGE = ROOT / "scripts/ftenv"
@@ -159,6 +161,7 @@ NOT_BUILT = ("commands",)
 def test_the_architecture_doc_names_the_wings_in_order_and_every_folder():
     text = ARCHITECTURE_DOC.read_text()
     assert architecture_doc.problems(text, ROOT, WINGS, SHARED, NOT_BUILT) == []
+    assert broken_links(ARCHITECTURE_DOC, text) == []
     rows = {w: next(r for r in text.splitlines() if r.startswith(f"| `{w}` |")) for w in ("steps", "data")}
     wings = "the doc's wings, lowest first"
     broken = {
