@@ -27,9 +27,9 @@ import referencing
 import yaml
 
 from ftenv.attention import sdpa
+from ftenv.commands import finetune as finetune_command
 from ftenv.stack import versions
 from ftenv.steps import stats
-from ftenv.train import finetune
 from support import ROOT
 
 EXAMPLES = ROOT / "docs/examples"
@@ -191,7 +191,7 @@ def finetune_args(argv: list[str]):
 
     assert argv[:2] == ["ftenv", "finetune"], argv
     parser = argparse.ArgumentParser(exit_on_error=False)
-    finetune.add_parser(parser.add_subparsers())
+    finetune_command.add_parser(parser.add_subparsers())
     args = parser.parse_args(argv[1:])
     assert all(o.startswith("++") and "=" in o for o in args.overrides), args.overrides
     return args

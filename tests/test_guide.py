@@ -19,6 +19,7 @@ from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
 from ftenv.stack import versions
 from ftenv.steps import stats, watcher
+from ftenv.train import compile_setting
 from support import ROOT
 from support import funasr_issue_3704 as issue
 
@@ -127,7 +128,7 @@ def report_text(sm: tuple[int, int] | None, raw: str | None, order, choice) -> l
     gpus = [Gpu(0, "GPU0", sm, 141 * 2**30)] if sm else []
     f = Facts(torch_version=TORCH, cudnn_version=91900, gpus=gpus, env_raw=raw)
     f.live_order, f.padded_choice = order, choice
-    return render.render_text(f, render.assess(f)).splitlines()
+    return render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
 
 
 def template(quoted: str) -> re.Pattern:

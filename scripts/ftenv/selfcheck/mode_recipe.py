@@ -15,7 +15,6 @@ check.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -25,7 +24,14 @@ import time
 from pathlib import Path
 
 from ftenv.selfcheck import tinymodel
-from ftenv.selfcheck.base import Measured, environment, pick_device, thresholds_from, tiny_dir
+from ftenv.selfcheck.base import (
+    Measured,
+    SelfcheckOptions,
+    environment,
+    pick_device,
+    thresholds_from,
+    tiny_dir,
+)
 from ftenv.steps import funasr_log
 from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES, CPU_SHIM_ENV
 from ftenv.train.overrides import merge_overrides
@@ -77,10 +83,10 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_
     return [*launcher, *program, *overrides(tiny, out, device, epochs)]
 
 
-def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
+def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
     wall0 = time.perf_counter()
-    tiny = tinymodel.paths(tiny_dir(args.tiny, workdir))
-    device = pick_device(args.device)
+    tiny = tinymodel.paths(tiny_dir(options.tiny, workdir))
+    device = pick_device(options.device)
     out = workdir / "recipe"
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -88,14 +94,14 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
     # The child must import this same ftenv (an editable or a source checkout included).
     here = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
-    use_entry = device == "cpu" or bool(args.inject_stall)
+    use_entry = device == "cpu" or bool(options.inject_stall)
     if device == "cpu":
         env[CPU_SHIM_ENV] = "1"
-    if args.inject_stall:
+    if options.inject_stall:
         from ftenv.train import stall
 
-        env[stall.ENV] = str(args.inject_stall)
-    cmd = command(tiny, out, device, args.recipe_epochs, use_entry)
+        env[stall.ENV] = str(options.inject_stall)
+    cmd = command(tiny, out, device, options.recipe_epochs, use_entry)
     log = out / "train.log"
     t0 = time.perf_counter()
     with open(log, "wb") as fh:
@@ -113,12 +119,12 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
     return Measured(
         "recipe",
         scan.steps,
-        thresholds_from(args, device),
+        thresholds_from(options, device),
         extra={
             "environment": environment(device),
             "losses": [],
             "tiny_dir": str(tiny.root),
-            "injected_stall_s": args.inject_stall or None,
+            "injected_stall_s": options.inject_stall or None,
             "command": cmd,
             "log": str(log),
             "val_lines": scan.val_lines,

@@ -22,11 +22,9 @@ Use `build(out_dir)`; it returns `TinyPaths`. The build takes a few seconds on a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -300,22 +298,3 @@ def build(out_dir: str | os.PathLike, *, seed: int = 0, n_train: int = 48, n_val
         json.dumps({"seed": seed, "n_train": n_train, "n_val": n_val, "paths": p.to_dict()}, indent=2) + "\n"
     )
     return p
-
-
-def add_parser(sub) -> None:
-    ap = sub.add_parser(
-        "tinymodel",
-        help="build the tiny offline Fun-ASR-Nano (random weights) and synthetic data into OUT_DIR",
-    )
-    ap.add_argument("out_dir")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--n-train", type=int, default=48)
-    ap.add_argument("--n-val", type=int, default=4)
-    ap.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    p = build(args.out_dir, seed=args.seed, n_train=args.n_train, n_val=args.n_val)
-    json.dump(p.to_dict(), sys.stdout, indent=2)
-    print()
-    return 0

@@ -75,7 +75,7 @@ def _base(tmp: Path, create: bool) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"ftenv-cache-{os.getuid()}-", dir=tmp))
 
 
-def plan_moves(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
+def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
     """The cache variables to repoint, or None when every cache can be written where it is.
     create=False (a dry run) creates nothing."""
     env = os.environ if environ is None else environ
@@ -113,7 +113,7 @@ def plan_moves(environ: Mapping[str, str] | None = None, tmp: str | None = None,
 def redirect(prog: str, environ: MutableMapping[str, str] | None = None, create: bool = True) -> None:
     """Apply the rule to this process's environment (children inherit it) and say so in one line."""
     env = os.environ if environ is None else environ
-    moved = plan_moves(env, create=create)
+    moved = moves_needed(env, create=create)
     if moved is None:
         return
     env.update(moved.env)

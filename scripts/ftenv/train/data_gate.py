@@ -17,14 +17,6 @@ ENV_SWITCH = "FTENV_DATA_CHECK"
 REPORT_NAME = check.REPORT_NAME
 
 
-def add_arguments(p) -> None:
-    p.add_argument(
-        "--skip-data-check",
-        action="store_true",
-        help=f"do not check every line and audio file of the data before training ({ENV_SWITCH}=0 too)",
-    )
-
-
 def _value(argv: list[str], flag: str) -> str | None:
     return argv[argv.index(flag) + 1] if flag in argv and argv.index(flag) + 1 < len(argv) else None
 

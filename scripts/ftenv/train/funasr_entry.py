@@ -24,8 +24,7 @@ import sys
 from importlib import metadata
 
 from ftenv.data import runtime
-from ftenv.report import compile_setting
-from ftenv.train import funasr_cpu_shim
+from ftenv.train import compile_setting, funasr_cpu_shim
 from ftenv.train.runlife import hooks as runlife_hooks
 
 SCRIPT = "funasr-train-ds"
