@@ -1,11 +1,5 @@
-"""What every `ftenv selfcheck` mode shares: where the tiny model is, which device, the thresholds,
-the environment it ran in, and what a mode hands back (`Measured`: the timed steps and what the
-mode found, before any verdict).
-
-The modes (mode_inprocess, mode_recipe, mode_compile) import this and return a
-Measured; the command (selfcheck) has it judged (verdict). No mode imports another mode
-or the verdict, so each sits one floor below the command.
-"""
+"""What every self-check mode shares (the options, the tiny model's place, the device, thresholds,
+the environment, `Measured`), so that no mode imports another mode or the verdict."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""The self-check's training loop: load the tiny Fun-ASR-Nano with FunASR's AutoModel, collate the
-scheduled batches with FunASR's own dataset class, and train them as the recipe does, timing every
-step. The in-process mode (mode_inprocess) and the compiled mode (mode_compile) run it;
-benchmarks/compile_speedup.py trains with it too."""
+"""The self-check's training loop: the tiny Fun-ASR-Nano loaded by FunASR's AutoModel, the scheduled
+batches collated by FunASR's own dataset class and trained as the recipe trains, every step timed,
+so that the check measures the real code path (also used by benchmarks/compile_speedup.py).
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""`ftenv selfcheck --compile`: the in-process steps with the compiled decoder forward, next to an
-eager run of the same seeded steps from the same weights.
-
-Unlike training (ftenv.train.fastpath.compiled_decoder compiles CUDA batches only, as upstream does), this
-compiles on the CPU too, with Inductor's C++ backend, so that what matters can be proven on any
-machine: the compiled forward must not recompile per new (batch, padded length), its losses must
-match eager, and step times must stay flat (the step-time verdict of the compiled run). A compile
-per new shape is exactly the per-shape stall class the self-check exists to catch: the TEST AID
-`--force-recompiles` (dynamic=False) shows the check FAILs on it.
+"""`ftenv selfcheck --compile`: the in-process steps with the compiled decoder forward beside an
+eager run from the same weights, on the CPU too, so that any machine proves the compiled forward
+does not recompile per new shape, matches eager's losses and keeps step times flat
+(`--force-recompiles`, a TEST AID, shows the FAIL).
 """
 
 from __future__ import annotations

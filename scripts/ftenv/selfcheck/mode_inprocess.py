@@ -1,5 +1,5 @@
-"""`ftenv selfcheck` (the default mode): the tiny model's steps trained in this process
-(ftenv.selfcheck.loop), optionally with a test stall per new shape, measured for the verdict."""
+"""`ftenv selfcheck` (the default mode): the tiny model's steps trained in this process, optionally
+with a test stall per new shape, measured for the verdict."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
-"""`ftenv selfcheck --recipe`: the real `funasr-train-ds`, through torchrun, on the tiny model.
-
-It runs what upstream's finetune.sh runs (one process, the recipe's Hydra overrides from
-ftenv.train.recipe.RECIPE_DEFAULTS: token batching with the sorting buffer, encoder and adaptor frozen,
-LLM trainable, log_interval 1), with these changes for the tiny model and data: the model and data
-paths, a writable output dir, batch_size 500 tokens (6000 would put the whole tiny set in one
-batch), 2 epochs, no update check, and on a CPU `++device=cpu`, num_workers 0 and the CPU shim.
-
-Why 2 epochs: the sampler sorts each buffer by declared length; the tiny data has no ties, so the
-second epoch repeats every batch of the first. Epoch 1 is where each (batch, padded length) is new,
-epoch 2 where it recurs. The trainer's per-step lines are read with ftenv.steps.funasr_log (step time =
-data_load + forward + backward + optim, the time inside the step) and judged like the in-process
-check.
+"""`ftenv selfcheck --recipe`: the real `funasr-train-ds` through torchrun on the tiny model, with the
+recipe's overrides and 2 epochs (the first has every shape new, the second repeats every batch), its
+step lines read and judged like the in-process check, so that the whole trainer path is checked.
 """
 
 from __future__ import annotations

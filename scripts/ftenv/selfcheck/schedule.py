@@ -1,4 +1,4 @@
-"""The self-check's schedule: which (batch, padded length) each step trains on, so that every shape
+"""The self-check's schedule: the (batch, padded length) each step trains on, so that every shape
 first appears once (a new shape) and then recurs (seen shapes)."""
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""`ftenv selfcheck`: a few real Fun-ASR-Nano fine-tune steps, offline, and a verdict on step times.
-
-The stall it guards against: with cuDNN first in torch's attention order (torch >= 2.10 on sm_90,
-sm_100, sm_103 unless TORCH_CUDNN_SDPA_DEPRIORITIZED=1), a training step is slow the FIRST time its
-(batch, padded length) appears in the process, and fast when that shape recurs. So the check
-
-1. loads the tiny offline Fun-ASR-Nano (ftenv.selfcheck.tinymodel: FunASR's packaged `FunASRNano`, a Qwen3
-   LLM in bf16 with transformers' sdpa attention and the padding mask) through FunASR's AutoModel;
-2. builds batches with FunASR's own dataset class and collator from the tiny ChatML JSONL, on a
-   schedule in which every (batch, padded length) first appears and then recurs;
-3. trains as the recipe does (encoder and adaptor frozen, LLM trainable, AdamW, grad clip 10),
-   timing each step with the GPU synchronised;
-4. compares the steps on new shapes with the steps on seen shapes (ftenv.steps.stats) and says
-   PASS or FAIL, why, and what to do.
-
-`--recipe` runs the real `funasr-train-ds` through torchrun instead (mode_recipe.py);
-`--compile` runs the steps with the compiled decoder forward beside an eager run (mode_compile.py).
-This module is the command line; the package docstring says how the wing's modules divide the work.
-Exit codes: 0 PASS, 1 FAIL, 3 INCONCLUSIVE, 2 could not run.
+"""`ftenv selfcheck`: runs one mode in a work folder and prints its verdict, because a step that is
+slow the first time its (batch, padded length) appears (cuDNN attention first, torch >= 2.10 on
+sm_90/sm_100/sm_103) is what a fine-tuner must see before a long run. Exit codes: 0 PASS, 1 FAIL,
+3 INCONCLUSIVE, 2 could not run.
 """
 
 from __future__ import annotations

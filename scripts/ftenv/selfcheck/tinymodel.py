@@ -1,24 +1,6 @@
-"""`ftenv tinymodel OUT_DIR`: a tiny, random Fun-ASR-Nano and a synthetic dataset, made offline.
-
-Everything the self-check (and the launcher tests) need to run the real FunASR training code
-without a hub, without weights and without a network:
-
-- the packaged `FunASRNano` model: a small `SenseVoiceEncoderSmall`, a `Transformer` adaptor and a
-  Qwen3 LLM built from a tiny `config.json` (the LLM keeps transformers' default `sdpa` attention,
-  bf16, and a head size of 128 like Qwen3-0.6B, so that cuDNN attention is eligible on a GPU);
-- a byte-level BPE tokenizer trained here with the `tokenizers` library (ChatML special tokens);
-- `model.pt` (the random weights: FunASR's local-directory loader asserts that it exists) and
-  `config.yaml` with absolute paths (a relative one is resolved against the working directory and
-  then taken for a hub id);
-- 16 kHz synthetic wavs and the recipe's ChatML JSONL (train and validation).
-
-Long because the model's config, the tokenizer and the data must agree (vocabulary, special
-tokens, lengths) and are made in one seeded pass; split, each part would need the others' choices.
-
-The same seed gives the same files: the random weights come from a seeded generator, the wavs
-from a seeded NumPy generator, the texts from a seeded `random.Random`.
-Use `build(out_dir)`; it returns `TinyPaths`. The build takes a few seconds on a CPU.
-"""
+"""A tiny, random Fun-ASR-Nano and a synthetic dataset, made offline (`ftenv tinymodel OUT_DIR`,
+`build(out_dir)`), so that the self-check and the tests run the real FunASR training code without a
+hub, weights or network; the same seed gives the same files."""
 
 from __future__ import annotations
 

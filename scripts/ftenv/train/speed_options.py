@@ -1,12 +1,7 @@
-"""The faster-training options of `ftenv finetune` and what they add to the trainer's environment
-and overrides, in one block (their flags: ftenv.commands.finetune).
-
-- `--compile`: FTENV_COMPILE=1, the default combination (compile_setting.DEFAULT_PARTS), and
-  Inductor's and Triton's caches under the output dir (compile_cache.py);
-- `--compile-parts decoder|regional[,audio][,cudagraphs]`: the parts one by one, for comparison;
-- `--buckets SPEC`: FTENV_BUCKETS, batches padded to few shapes (fastpath/buckets.py);
-- `--fused-adamw`: `++optim_conf.fused=true` (FunASR passes optim_conf to torch.optim.AdamW).
-The trainer entry (funasr_entry.py) applies the first three in each training process.
+"""The faster-training options of `ftenv finetune` (--compile, --compile-parts, --buckets,
+--fused-adamw) and what they add to the trainer's variables and overrides, in one place, so that
+their combinations are checked (CUDA graphs need buckets and no gradient accumulation) before
+torchrun. Their flags: ftenv.commands.finetune.
 """
 
 from __future__ import annotations

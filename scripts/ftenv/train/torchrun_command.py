@@ -1,6 +1,6 @@
-"""The torchrun command `ftenv finetune` will run, worked out without running anything: the inputs
-checked (inputs.py), the nodes found (cluster_env.py), the recipe's overrides merged with the user's
-(recipe.py, overrides.py). The unit tests and `--dry-run` stop here.
+"""The torchrun command `ftenv finetune` will run, worked out without running anything, so that
+`--dry-run` and the unit tests see exactly what would start: inputs checked (inputs.py), nodes found
+(cluster_env.py), the recipe's overrides merged with the user's (recipe.py, overrides.py).
 """
 
 from __future__ import annotations
