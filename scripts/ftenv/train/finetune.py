@@ -99,7 +99,7 @@ def run(options: FinetuneOptions) -> int:
         print(shlex.join(p.argv))
         return 0
     if refused := data_gate.check_before_launch(
-        PROG, p.argv, options.folder(), options.skip_data_check, p.launch.node_rank
+        PROG, p.argv, options.working_folder(), options.skip_data_check, p.launch.node_rank
     ):
         return refused
     os.environ.update(p.env)

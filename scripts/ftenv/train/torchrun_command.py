@@ -50,7 +50,8 @@ class FinetuneOptions:
     trainer: str | None = None
     cwd: Path | None = None
 
-    def folder(self) -> Path:
+    def working_folder(self) -> Path:
+        """Where the command line's relative paths start."""
         return Path(self.cwd or os.getcwd())
 
 
@@ -121,7 +122,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
         raise InputError(f"missing {', '.join(missing)} (see `ftenv finetune --help`)")
     problems = check_options(options.gpus_per_node, options.nnodes, options.node_rank, options.master_port)
     notes: list[str] = []
-    cwd = options.folder()
+    cwd = options.working_folder()
     model = options.model_dir
     model_path = _absolute(model, cwd)
     if options.allow_hub and not model_path.exists():
