@@ -71,7 +71,7 @@ def test_a_failing_or_hanging_report_is_named_and_passed_over(fake_report, capsy
 
 
 def test_selfcheck_prints_it_in_process_with_the_compile_line_it_passes(capsys):
-    line = compile_setting.report_line()
+    line = compile_setting.report_line({compile_setting.ENV: "regional"})  # not this process's setting
     assert show_once("ftenv selfcheck", {}, compile_line=line) is True
     err = capsys.readouterr().err
     assert "== ftenv report:" in err and f"\n{line}\n" in err
