@@ -21,7 +21,7 @@ MAX_FLOORS = 5  # modules in the longest import chain below the CLI
 MAX_LINES = 300
 LONG_REASON = "Long because"
 #: The wings, lowest first: a module may import its own wing and the ones before it.
-WINGS = ("stack", "attention", "report", "steps", "data", "train", "selfcheck")
+WINGS = ("stack", "attention", "report", "steps", "data", "train", "selfcheck", "commands")
 #: Floor-0 modules every wing may import (they import nothing of ftenv).
 SHARED = {"ftenv", "ftenv.text"}
 
@@ -44,9 +44,10 @@ def test_no_import_circle():
 
 
 def test_at_most_five_floors():
-    """The CLI imports every command, so it stands on top of every chain: the floors are below it."""
+    """The CLI imports every command (ftenv.commands), each a parser over its wing: they stand on top
+    of every chain, and the floors are below them."""
     assert EDGES["ftenv.cli"], "the CLI imports its commands explicitly"
-    below_cli = {m: e for m, e in EDGES.items() if m != "ftenv.cli"}
+    below_cli = {m: e for m, e in EDGES.items() if m != "ftenv.cli" and wing_of(m) != "commands"}
     chain = longest_chain(below_cli)
     assert len(chain) <= MAX_FLOORS, " <- ".join(reversed(chain))
 

@@ -1,4 +1,5 @@
-"""The `ftenv` command: each subcommand lives in the module of its name, which adds its own parser."""
+"""The `ftenv` command: one parser assembled from the commands (ftenv.commands), and one rule for a
+bug in any of them: exit 4, never a verdict's 0 or 1."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ import sys
 import traceback
 
 from ftenv import __version__
-from ftenv.attention import probe
-from ftenv.data import command as data
-from ftenv.report import report
-from ftenv.selfcheck import selfcheck, tinymodel
-from ftenv.stack import buildcheck, versions
-from ftenv.steps import analyze, stats, watch
-from ftenv.train import finetune
+from ftenv.commands import (
+    analyze,
+    buildcheck,
+    data,
+    finetune,
+    probe,
+    report,
+    selfcheck,
+    tinymodel,
+    versions,
+    watch,
+)
+from ftenv.steps import stats
 
 #: The subcommands' modules, in the help's order.
 COMMANDS = (report, versions, buildcheck, data, finetune, watch, analyze, selfcheck, probe, tinymodel)

@@ -57,6 +57,7 @@ def report_sample(v: versions.Versions) -> str:
     """`ftenv report` as the default image prints it on one H200, by the report's own code."""
     from ftenv.attention import facts
     from ftenv.report import render
+    from ftenv.train import compile_setting
 
     var = v.default
     torch_version = var.torch if versions.public(var.torch) != var.torch else f"{var.torch}+{var.cuda_short}"
@@ -77,7 +78,7 @@ def report_sample(v: versions.Versions) -> str:
         live_order=[1, 2, 0, 3, 4],  # torch's default order: flash, efficient, math, cudnn
         padded_choice=2,  # efficient
     )
-    return f"```\n{render.render_text(f, render.assess(f))}\n```\n"
+    return f"```\n{render.render_text(f, render.assess(f), compile_setting.report_line())}\n```\n"
 
 
 BLOCKS: dict[str, Callable[[versions.Versions], str]] = {

@@ -122,7 +122,6 @@ def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tm
         {
             "FTENV_TEST_RUN": "1",
             "FTENV_TEST_PODMAN": "-e FTENV_FUNASR_CPU_SHIM=1",
-            "FTENV_TEST_OPTIONS": "--trainer '-m ftenv.train.funasr_entry'",
             "FTENV_TEST_OVERRIDES": "++train_conf.max_epoch=1 ++device=cpu ++dataset_conf.batch_size=400 "
             "++dataset_conf.num_workers=0",
         },

@@ -50,7 +50,6 @@ def test_finetune_trains_to_a_checkpoint(run, out):
     r = run(
         "ftenv", "finetune", "--model-dir", TINY, "--train", f"{TINY}/data/train.jsonl",
         "--valid", f"{TINY}/data/val.jsonl", "--output-dir", "/out/run", "--gpus-per-node", "1",
-        "--trainer", "-m ftenv.train.funasr_entry",
         "++train_conf.max_epoch=1", "++device=cpu", "++dataset_conf.batch_size=400",
         "++dataset_conf.num_workers=0",
         user=USER, env={CPU_SHIM_ENV: "1"}, extra=read_only(out),

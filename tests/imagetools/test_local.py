@@ -18,6 +18,7 @@ import pytest
 
 from ftenv.report import render
 from ftenv.stack import versions
+from ftenv.train import compile_setting
 from imagetools import bake as bake_file
 from imagetools import local, machine
 from support import ROOT
@@ -168,9 +169,9 @@ def test_report_line_only_on_a_standin(monkeypatch):
 
     f = Facts(image="localhost/ftenv:cu130")
     monkeypatch.delenv(render.STANDIN_BASE_ENV, raising=False)
-    assert "stand-in" not in render.render_text(f, render.assess(f))
+    assert "stand-in" not in render.render_text(f, render.assess(f), compile_setting.report_line())
     monkeypatch.setenv(render.STANDIN_BASE_ENV, local.STANDIN_BASE)
-    line = render.render_text(f, render.assess(f)).splitlines()[1]
+    line = render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()[1]
     assert line == f"base    built on a stand-in base ({local.STANDIN_BASE}): for tests, not for training"
 
 

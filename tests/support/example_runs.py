@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ftenv.attention import sdpa
-from ftenv.train import finetune
+from ftenv.commands import finetune as finetune_command
 from support import ROOT
 
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
@@ -24,7 +24,7 @@ def finetune_args(argv: list[str]):
     """Parse an `ftenv finetune ...` argv with the real parser (unknown options fail)."""
     assert argv[:2] == ["ftenv", "finetune"], argv
     parser = argparse.ArgumentParser(exit_on_error=False)
-    finetune.add_parser(parser.add_subparsers())
+    finetune_command.add_parser(parser.add_subparsers())
     args = parser.parse_args(argv[1:])
     assert all(o.startswith("++") and "=" in o for o in args.overrides), args.overrides
     return args

@@ -1,33 +1,36 @@
-"""The launch plan of `ftenv finetune` without training, for the launcher's tests in more than one
-file: the command line on a work folder (tests/ftenv/train/conftest.py), its parse by the real
-parser, and the plan and overrides the launcher makes of it."""
+"""`ftenv finetune`'s torchrun command worked out without training, for the launcher's tests in more
+than one file: the command line on a work folder (tests/ftenv/train/conftest.py), its parse by the
+real parser into typed options, and the command and overrides the launcher makes of it."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 from pathlib import Path
 
-from ftenv.train import finetune, launch_plan
+from ftenv.commands import finetune as finetune_command
+from ftenv.train import torchrun_command
 
 
 def cmdline(work: Path, *extra: str) -> list[str]:
     return [
         "finetune",
         "--model-dir", "model", "--train", "train.jsonl", "--valid", "val.jsonl",
-        "--output-dir", "out", "--cwd", str(work), *extra,
+        "--output-dir", "out", *extra,
     ]  # fmt: skip
 
 
-def parse(argv: list[str]):
-    import argparse
-
+def parse(argv: list[str], **seams) -> torchrun_command.FinetuneOptions:
+    """The typed options the real parser gives for argv, with any test seams (trainer, cwd) set."""
     parser = argparse.ArgumentParser()
-    finetune.add_parser(parser.add_subparsers())
-    return parser.parse_args(argv)
+    finetune_command.add_parser(parser.add_subparsers())
+    return dataclasses.replace(finetune_command.options_of(parser.parse_args(argv)), **seams)
 
 
-def plan(work: Path, *extra: str, env: dict | None = None) -> launch_plan.Plan:
-    return launch_plan.plan(parse(cmdline(work, *extra)), environ=env or {})
+def work_out(work: Path, *extra: str, env: dict | None = None, **seams) -> torchrun_command.TorchrunCommand:
+    options = parse(cmdline(work, *extra), cwd=work, **seams)
+    return torchrun_command.work_out(options, environ=env or {})
 
 
-def overrides_of(p: launch_plan.Plan) -> list[str]:
+def overrides_of(p: torchrun_command.TorchrunCommand) -> list[str]:
     return [a for a in p.argv if a.startswith("++")]

@@ -12,6 +12,7 @@ from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
 from ftenv.stack import versions
 from ftenv.steps import stats, watcher
+from ftenv.train import compile_setting
 from support import ROOT
 
 #: The torch the images pin, as the rule reads it (the guide's sample lines are for this stack).
@@ -34,7 +35,7 @@ def report_text(sm: tuple[int, int] | None, raw: str | None, order, choice) -> l
     gpus = [Gpu(0, "GPU0", sm, 141 * 2**30)] if sm else []
     f = Facts(torch_version=TORCH, cudnn_version=91900, gpus=gpus, env_raw=raw)
     f.live_order, f.padded_choice = order, choice
-    return render.render_text(f, render.assess(f)).splitlines()
+    return render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
 
 
 def template(quoted: str) -> re.Pattern:

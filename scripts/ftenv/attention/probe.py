@@ -13,13 +13,13 @@ half on the CPU, to try the machinery).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 
 from ftenv import text
 from ftenv.attention import facts, sdpa
@@ -150,10 +150,18 @@ def render(r: dict) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class ProbeOptions:
+    """What `ftenv probe` was asked for (ftenv.commands.probe)."""
+
+    device: str = "auto"  # auto, cuda or cpu
+    json: bool = False
+
+
+def run(options: ProbeOptions) -> int:
     import torch
 
-    device = args.device
+    device = options.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else None
     if device is None:
@@ -161,23 +169,12 @@ def run(args: argparse.Namespace) -> int:
             "ftenv probe: no CUDA GPU visible, skipped (it times cuDNN attention plan builds, which "
             "happen only on a GPU; `--device cpu` tries the machinery on the CPU)"
         )
-        print(json.dumps({"skipped": msg}) if args.json else msg)
+        print(json.dumps({"skipped": msg}) if options.json else msg)
         return 0
     result = probe(device)
-    print(json.dumps(result, indent=2) if args.json else render(result))
+    print(json.dumps(result, indent=2) if options.json else render(result))
     return 0
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "probe",
-        help="time the per-new-shape cost of padded bf16 attention (current settings vs cuDNN first)",
-        description=(__doc__ or "").split("\n\n")[0],
-    )
-    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
-
-
 if __name__ == "__main__":
-    sys.exit(run(argparse.Namespace(device="auto", json="--json" in sys.argv)))
+    sys.exit(run(ProbeOptions(json="--json" in sys.argv)))

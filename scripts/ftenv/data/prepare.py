@@ -11,7 +11,6 @@ line and reason on the terminal and in OUTPUT.rejected.tsv.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import csv
 import multiprocessing
@@ -208,41 +207,55 @@ def _write(path: Path, lines: list[str]) -> None:
     tmp.replace(path)
 
 
-def run(args: argparse.Namespace) -> int:
-    sources = [bool(args.wav_scp or args.text), bool(args.table), bool(args.audio_dir)]
-    if sum(sources) != 1 or (sources[0] and not (args.wav_scp and args.text)):
+@dataclass(frozen=True)
+class PrepareOptions:
+    """What `ftenv data prepare` was asked for (ftenv.commands.data): one input, a tokenizer source."""
+
+    output: str
+    wav_scp: str | None = None
+    text: str | None = None
+    table: str | None = None
+    audio_dir: str | None = None
+    model_dir: str | None = None
+    tokenizer: str | None = None
+    jobs: int | None = None
+
+
+def run(options: PrepareOptions) -> int:
+    sources = [bool(options.wav_scp or options.text), bool(options.table), bool(options.audio_dir)]
+    if sum(sources) != 1 or (sources[0] and not (options.wav_scp and options.text)):
         print(
             f"{PROG}: give one input: --wav-scp FILE --text FILE (Kaldi), --table FILE (.tsv/.csv: "
             "path, transcript) or --audio-dir DIR (a transcript NAME.txt beside each audio file)",
             file=sys.stderr,
         )
         return UNUSABLE
-    if not args.model_dir and not args.tokenizer:
+    if not options.model_dir and not options.tokenizer:
         print(
             f"{PROG}: give --model-dir DIR (its tokenizer counts text_length) or --tokenizer DIR",
             file=sys.stderr,
         )
         return UNUSABLE
-    given = [Path(x) for x in (args.wav_scp, args.text, args.table, args.audio_dir) if x]
+    given = [Path(x) for x in (options.wav_scp, options.text, options.table, options.audio_dir) if x]
     missing = [str(p) for p in given if not p.exists()]
     if missing:
         print(f"{PROG}: not found: {', '.join(missing)}", file=sys.stderr)
         return UNUSABLE
     try:
-        tok_dir = Path(args.tokenizer) if args.tokenizer else tokenizer_dir(Path(args.model_dir))
+        tok_dir = Path(options.tokenizer) if options.tokenizer else tokenizer_dir(Path(options.model_dir))
         tokenizer = load_tokenizer(tok_dir)
     except (OSError, ValueError) as exc:
         print(f"{PROG}: cannot load the tokenizer: {exc}", file=sys.stderr)
         return UNUSABLE
     rejected: list[Rejected] = []
-    if args.wav_scp:
-        rows = from_kaldi(Path(args.wav_scp), Path(args.text), rejected)
-    elif args.table:
-        rows = from_table(Path(args.table), rejected)
+    if options.wav_scp:
+        rows = from_kaldi(Path(options.wav_scp), Path(options.text), rejected)
+    elif options.table:
+        rows = from_table(Path(options.table), rejected)
     else:
-        rows = from_folder(Path(args.audio_dir), rejected)
-    lines = prepare(rows, tokenizer, args.jobs or lines_mod.default_jobs(), rejected)
-    out = Path(args.output)
+        rows = from_folder(Path(options.audio_dir), rejected)
+    lines = prepare(rows, tokenizer, options.jobs or lines_mod.default_jobs(), rejected)
+    out = Path(options.output)
     _write(out, lines)
     listing = out.with_name(out.name + ".rejected.tsv")
     if rejected:
@@ -267,20 +280,3 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0 if lines else UNUSABLE
-
-
-def add_arguments(data) -> None:
-    p = data.add_parser(
-        "prepare",
-        help="write upstream's ChatML JSONL from Kaldi wav.scp + text, a TSV/CSV, or a folder of audio",
-        description=__doc__.split("\n\n")[0],
-    )
-    p.add_argument("--wav-scp", help="Kaldi wav.scp: KEY PATH per line (with --text)")
-    p.add_argument("--text", help="Kaldi text: KEY TRANSCRIPT per line (with --wav-scp)")
-    p.add_argument("--table", help="a .tsv or .csv of audio path, transcript (a header row is skipped)")
-    p.add_argument("--audio-dir", help="a folder of audio files, each with NAME.txt beside it")
-    p.add_argument("--model-dir", help="the model folder: its tokenizer counts text_length")
-    p.add_argument("--tokenizer", help="a tokenizer folder instead of --model-dir's")
-    p.add_argument("--output", "-o", required=True, help="the JSONL to write")
-    p.add_argument("--jobs", type=int, help="worker processes for the audio (default: the usable cores)")
-    p.set_defaults(func=run)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from ftenv import text
 from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
-from ftenv.report import compile_setting
 from ftenv.stack import versions
 from ftenv.stack.versions import STANDIN_BASE_ENV
 
@@ -105,7 +104,9 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def render_text(f: facts_mod.Facts, a: Assessment) -> str:
+def render_text(f: facts_mod.Facts, a: Assessment, compile_line: str) -> str:
+    """The report's text; `compile_line` is the faster-training line, worked out by the caller (the
+    train wing owns those settings, and this wing may not import it)."""
     driver = f.driver_version or ("unknown" if f.libcuda_found else "not detected")
     if f.driver_cuda:
         driver += f" (CUDA {versions.cuda_name(f.driver_cuda)})"
@@ -131,7 +132,7 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
             f"        live order: {order}; padded-mask bf16 attention (head_dim "
             f"{facts_mod.LLM_HEAD_DIM}) takes: {sdpa.backend_name(f.padded_choice)}"
         )
-    lines.append(compile_setting.report_line())
+    lines.append(compile_line)
     lines.append(f"verdict {a.exposure.line}")
     if a.exposure.risk:
         lines.append(f"        also: {a.exposure.risk}")

@@ -1,28 +1,30 @@
 """`ftenv report`: the start-up report on demand, as text (stderr by default) or JSON (stdout).
 
-The rendering is ftenv.report.render's; this module is only the command line.
+The rendering is ftenv.report.render's; the command line is ftenv.commands.report.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 
 from ftenv.attention import facts
 from ftenv.report.render import assess, render_json, render_text
 
 
-def run(args: argparse.Namespace) -> int:
-    f = facts.collect(live=not args.no_gpu_probe)
+@dataclass(frozen=True)
+class ReportOptions:
+    """What `ftenv report` was asked for."""
+
+    json: bool = False
+    stdout: bool = False  # the text block to stdout, not stderr
+    gpu_probe: bool = True  # the tiny SDPA call on the GPU
+
+
+def run(options: ReportOptions, compile_line: str) -> int:
+    """Print the report; `compile_line` is the faster-training line (ftenv.train.compile_setting)."""
+    f = facts.collect(live=options.gpu_probe)
     a = assess(f)
-    out = render_json(f, a) if args.json else render_text(f, a)
-    print(out, file=sys.stdout if args.json or args.stdout else sys.stderr)
+    out = render_json(f, a) if options.json else render_text(f, a, compile_line)
+    print(out, file=sys.stdout if options.json or options.stdout else sys.stderr)
     return 0
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="GPU, stack and attention-backend report (exit 0 always)")
-    p.add_argument("--json", action="store_true", help="machine-readable, to stdout")
-    p.add_argument("--stdout", action="store_true", help="print the text block to stdout, not stderr")
-    p.add_argument("--no-gpu-probe", action="store_true", help="skip the tiny SDPA call on the GPU")
-    p.set_defaults(func=run)

@@ -37,13 +37,13 @@ def _timeout(environ: Mapping[str, str]) -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def _in_process() -> tuple[str, str | None]:
+def _in_process(compile_line: str) -> tuple[str, str | None]:
     from ftenv.attention import facts
     from ftenv.report import render
 
     try:
         f = facts.collect(live=True)
-        return render.render_text(f, render.assess(f)) + "\n", None
+        return render.render_text(f, render.assess(f), compile_line) + "\n", None
     except Exception as exc:  # the report must never stop the command
         return "", f"{type(exc).__name__}: {exc}"
 
@@ -66,16 +66,17 @@ def _subprocess(env: Mapping[str, str]) -> tuple[str, str | None]:
         return "", exc.strerror or str(exc)
 
 
-def show_once(who: str, environ: Mapping[str, str] | None = None, in_process: bool = False) -> bool:
+def show_once(who: str, environ: Mapping[str, str] | None = None, compile_line: str | None = None) -> bool:
     """Print the report to stderr unless `wanted` says no; True when it was attempted.
 
-    By default in a process of its own with a time limit: a launcher that stays alive for the
-    whole training must not hold a CUDA context of its own (the report's live attention read makes
-    one). `in_process=True` is for a command that uses the GPU itself anyway (the self-check)."""
+    By default in a process of its own (`ftenv report`) with a time limit: a launcher that stays
+    alive for the whole training must not hold a CUDA context of its own (the report's live
+    attention read makes one). A command that uses the GPU itself anyway (the self-check) renders
+    it here instead by passing the report's compile line (ftenv.train.compile_setting.report_line)."""
     env = os.environ if environ is None else environ
     if not wanted(env):
         return False
-    text, failure = _in_process() if in_process else _subprocess(env)
+    text, failure = _subprocess(env) if compile_line is None else _in_process(compile_line)
     if text:
         print(text, end="" if text.endswith("\n") else "\n", file=sys.stderr)
     if failure:

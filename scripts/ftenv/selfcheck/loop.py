@@ -1,7 +1,7 @@
-"""The self-check's training loop: load the tiny Fun-ASR-Nano with FunASR's AutoModel, collate the
-planned batches with FunASR's own dataset class, and train them as the recipe does, timing every
-step. The in-process mode (mode_inprocess) and the compiled mode (mode_compile) run it;
-benchmarks/compile_speedup.py trains with it too."""
+"""The self-check's training loop: the tiny Fun-ASR-Nano loaded by FunASR's AutoModel, the scheduled
+batches collated by FunASR's own dataset class and trained as the recipe trains, every step timed,
+so that the check measures the real code path (also used by benchmarks/compile_speedup.py).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv.selfcheck import tinymodel
-from ftenv.selfcheck.schedule import PlannedStep, plan_schedule
+from ftenv.selfcheck.schedule import ScheduledStep, shape_schedule
 from ftenv.steps.step import Step
 
 #: FunASR's AutoModel prints its version (funasr/utils/version_checker.py, check_for_update) to
@@ -41,13 +41,13 @@ def without_funasr_banner():
 class Prepared:
     model: object
     batches: list[dict]
-    plan: list[PlannedStep]
+    schedule: list[ScheduledStep]
     setup_seconds: float
     notes: list[str] = field(default_factory=list)
 
 
 def prepare(tiny: Path, device: str, n_new: int, recur: int, seed: int, dtype: str = "bf16") -> Prepared:
-    """Load the model with FunASR's AutoModel and collate the planned batches with FunASR's dataset."""
+    """Load the model with FunASR's AutoModel and collate the scheduled batches with FunASR's dataset."""
     t0 = time.perf_counter()
     os.environ.update(tinymodel.OFFLINE_ENV)
     tables = tinymodel.quiet_funasr_import()
@@ -73,16 +73,16 @@ def prepare(tiny: Path, device: str, n_new: int, recur: int, seed: int, dtype: s
     )
     items = [dataset[i] for i in range(len(dataset))]
     lengths = [len(item["input_ids"]) for item in items]
-    plan = plan_schedule(lengths, n_new=n_new, recur=recur, seed=seed)
+    schedule = shape_schedule(lengths, n_new=n_new, recur=recur, seed=seed)
     batches = []
-    for planned in plan:
-        batch = dataset.collator([items[i] for i in planned.indices])
+    for step in schedule:
+        batch = dataset.collator([items[i] for i in step.indices])
         batch.pop("item", None)
         got = tuple(batch["input_ids"].shape)
-        if got != planned.shape:
-            raise RuntimeError(f"collated batch has shape {got}, planned {planned.shape}")
+        if got != step.shape:
+            raise RuntimeError(f"collated batch has shape {got}, scheduled {step.shape}")
         batches.append(batch)
-    return Prepared(am.model, batches, plan, time.perf_counter() - t0)
+    return Prepared(am.model, batches, schedule, time.perf_counter() - t0)
 
 
 def train(
@@ -131,8 +131,8 @@ def train(
     return seconds, losses
 
 
-def timed_steps(plan: list[PlannedStep], seconds: list[float]) -> list[Step]:
+def timed_steps(schedule: list[ScheduledStep], seconds: list[float]) -> list[Step]:
     return [
         Step(index=i, seconds=sec, batch=p.shape[0], padded_len=p.shape[1])
-        for i, (sec, p) in enumerate(zip(seconds, plan, strict=True))
+        for i, (sec, p) in enumerate(zip(seconds, schedule, strict=True))
     ]

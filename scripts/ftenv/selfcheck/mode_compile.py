@@ -1,17 +1,11 @@
-"""`ftenv selfcheck --compile`: the in-process steps with the compiled decoder forward, next to an
-eager run of the same seeded steps from the same weights.
-
-Unlike training (ftenv.train.fastpath.compiled_decoder compiles CUDA batches only, as upstream does), this
-compiles on the CPU too, with Inductor's C++ backend, so that what matters can be proven on any
-machine: the compiled forward must not recompile per new (batch, padded length), its losses must
-match eager, and step times must stay flat (the step-time verdict of the compiled run). A compile
-per new shape is exactly the per-shape stall class the self-check exists to catch: the TEST AID
-`--force-recompiles` (dynamic=False) shows the check FAILs on it.
+"""`ftenv selfcheck --compile`: the in-process steps with the compiled decoder forward beside an
+eager run from the same weights, on the CPU too, so that any machine proves the compiled forward
+does not recompile per new shape, matches eager's losses and keeps step times flat
+(`--force-recompiles`, a TEST AID, shows the FAIL).
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import statistics
 import time
@@ -19,6 +13,7 @@ from pathlib import Path
 
 from ftenv.selfcheck.base import (
     Measured,
+    SelfcheckOptions,
     environment,
     llm_dtype,
     pick_device,
@@ -66,16 +61,16 @@ def compile_findings(
     return fails, unsure, fix
 
 
-def run_compiled(args: argparse.Namespace, workdir: Path) -> Measured:
+def run_compiled(options: SelfcheckOptions, workdir: Path) -> Measured:
     wall0 = time.perf_counter()
-    tiny = tiny_dir(args.tiny, workdir)
-    device = pick_device(args.device)
-    prepared = prepare(tiny, device, args.shapes, args.recur, args.seed, llm_dtype(args, device))
+    tiny = tiny_dir(options.tiny, workdir)
+    device = pick_device(options.device)
+    prepared = prepare(tiny, device, options.shapes, options.recur, options.seed, llm_dtype(options, device))
     reference = copy.deepcopy(prepared.model)  # the same weights, before any step
-    eager_seconds, eager_losses = train(reference, prepared.batches, device, seed=args.seed)
+    eager_seconds, eager_losses = train(reference, prepared.batches, device, seed=options.seed)
     del reference
 
-    dynamic = not args.force_recompiles
+    dynamic = not options.force_recompiles
     switch = compiled_decoder.install(prepared.model, devices=(device,), dynamic=dynamic)
     graphs: list[int | None] = []
     try:
@@ -83,17 +78,17 @@ def run_compiled(args: argparse.Namespace, workdir: Path) -> Measured:
             prepared.model,
             prepared.batches,
             device,
-            seed=args.seed,
+            seed=options.seed,
             after_step=lambda: graphs.append(compiled_decoder.graphs_compiled()),
         )
     finally:
         compiled_decoder.uninstall(prepared.model)
-    steps = timed_steps(prepared.plan, seconds)
-    thresholds = thresholds_from(args, device)
+    steps = timed_steps(prepared.schedule, seconds)
+    thresholds = thresholds_from(options, device)
     n_new = len({s.shape for s in steps[thresholds.warmup :]} - {s.shape for s in steps[: thresholds.warmup]})
     known = None not in graphs and bool(graphs)
     recompiles = graphs[-1] - graphs[0] if known else None
-    loss_rtol = args.loss_rtol if args.loss_rtol is not None else LOSS_RTOL[device]
+    loss_rtol = options.loss_rtol if options.loss_rtol is not None else LOSS_RTOL[device]
     loss_diff = max_relative_difference(losses, eager_losses)
     fails, unsure, fix = compile_findings(
         recompiles, n_new, loss_diff, loss_rtol, switch.calls["compiled"], len(steps)
@@ -110,7 +105,7 @@ def run_compiled(args: argparse.Namespace, workdir: Path) -> Measured:
             "wall_seconds": time.perf_counter() - wall0,
             "compile": {
                 "dynamic": dynamic,
-                "forced_recompiles": bool(args.force_recompiles),
+                "forced_recompiles": bool(options.force_recompiles),
                 "first_step_s": seconds[0],
                 "eager_first_step_s": eager_seconds[0],
                 "compile_s": seconds[0] - eager_seconds[0],

@@ -1,21 +1,10 @@
-"""`ftenv selfcheck --recipe`: the real `funasr-train-ds`, through torchrun, on the tiny model.
-
-It runs what upstream's finetune.sh runs (one process, the recipe's Hydra overrides from
-ftenv.train.recipe.RECIPE_DEFAULTS: token batching with the sorting buffer, encoder and adaptor frozen,
-LLM trainable, log_interval 1), with these changes for the tiny model and data: the model and data
-paths, a writable output dir, batch_size 500 tokens (6000 would put the whole tiny set in one
-batch), 2 epochs, no update check, and on a CPU `++device=cpu`, num_workers 0 and the CPU shim.
-
-Why 2 epochs: the sampler sorts each buffer by declared length; the tiny data has no ties, so the
-second epoch repeats every batch of the first. Epoch 1 is where each (batch, padded length) is new,
-epoch 2 where it recurs. The trainer's per-step lines are read with ftenv.steps.funasr_log (step time =
-data_load + forward + backward + optim, the time inside the step) and judged like the in-process
-check.
+"""`ftenv selfcheck --recipe`: the real `funasr-train-ds` through torchrun on the tiny model, with the
+recipe's overrides and 2 epochs (the first has every shape new, the second repeats every batch), its
+step lines read and judged like the in-process check, so that the whole trainer path is checked.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -25,7 +14,14 @@ import time
 from pathlib import Path
 
 from ftenv.selfcheck import tinymodel
-from ftenv.selfcheck.base import Measured, environment, pick_device, thresholds_from, tiny_dir
+from ftenv.selfcheck.base import (
+    Measured,
+    SelfcheckOptions,
+    environment,
+    pick_device,
+    thresholds_from,
+    tiny_dir,
+)
 from ftenv.steps import funasr_log
 from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES, CPU_SHIM_ENV
 from ftenv.train.overrides import merge_overrides
@@ -77,10 +73,10 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_
     return [*launcher, *program, *overrides(tiny, out, device, epochs)]
 
 
-def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
+def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
     wall0 = time.perf_counter()
-    tiny = tinymodel.paths(tiny_dir(args.tiny, workdir))
-    device = pick_device(args.device)
+    tiny = tinymodel.paths(tiny_dir(options.tiny, workdir))
+    device = pick_device(options.device)
     out = workdir / "recipe"
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -88,14 +84,14 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
     # The child must import this same ftenv (an editable or a source checkout included).
     here = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
-    use_entry = device == "cpu" or bool(args.inject_stall)
+    use_entry = device == "cpu" or bool(options.inject_stall)
     if device == "cpu":
         env[CPU_SHIM_ENV] = "1"
-    if args.inject_stall:
+    if options.inject_stall:
         from ftenv.train import stall
 
-        env[stall.ENV] = str(args.inject_stall)
-    cmd = command(tiny, out, device, args.recipe_epochs, use_entry)
+        env[stall.ENV] = str(options.inject_stall)
+    cmd = command(tiny, out, device, options.recipe_epochs, use_entry)
     log = out / "train.log"
     t0 = time.perf_counter()
     with open(log, "wb") as fh:
@@ -113,12 +109,12 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
     return Measured(
         "recipe",
         scan.steps,
-        thresholds_from(args, device),
+        thresholds_from(options, device),
         extra={
             "environment": environment(device),
             "losses": [],
             "tiny_dir": str(tiny.root),
-            "injected_stall_s": args.inject_stall or None,
+            "injected_stall_s": options.inject_stall or None,
             "command": cmd,
             "log": str(log),
             "val_lines": scan.val_lines,

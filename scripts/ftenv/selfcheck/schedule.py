@@ -1,4 +1,4 @@
-"""The self-check's schedule: which (batch, padded length) each step trains on, so that every shape
+"""The self-check's schedule: the (batch, padded length) each step trains on, so that every shape
 first appears once (a new shape) and then recurs (seen shapes)."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from ftenv.steps.thresholds import SELFCHECK_WARMUP as WARMUP
 
 
 @dataclass(frozen=True)
-class PlannedStep:
+class ScheduledStep:
     shape: tuple[int, int]  # (batch, padded token length) of the LLM input
     indices: tuple[int, ...]  # dataset items
 
 
-def plan_schedule(
+def shape_schedule(
     lengths: list[int], n_new: int = 8, recur: int = 3, warmup: int = WARMUP, seed: int = 0
-) -> list[PlannedStep]:
+) -> list[ScheduledStep]:
     """Steps whose shapes first appear, then recur.
 
     lengths[i] is item i's token length. Shape 0 is the largest (batch 3, longest length) and is
@@ -47,7 +47,7 @@ def plan_schedule(
     shapes = [(3 if i % 2 == 0 else 2, n) for i, n in enumerate(picks)]
     turn: dict[int, int] = defaultdict(int)
 
-    def batch_for(shape: tuple[int, int]) -> PlannedStep:
+    def batch_for(shape: tuple[int, int]) -> ScheduledStep:
         b, n = shape
         longest = by_len[n][turn[n] % len(by_len[n])]
         turn[n] += 1
@@ -56,7 +56,7 @@ def plan_schedule(
         for k in range(b - 1):
             others.append(shorter[(turn[-n] + k) % len(shorter)])
         turn[-n] += 1
-        return PlannedStep(shape, (longest, *others))
+        return ScheduledStep(shape, (longest, *others))
 
     steps = [batch_for(shapes[0]) for _ in range(warmup)]
     order = shapes[1:]

@@ -1,32 +1,12 @@
-"""`ftenv tinymodel OUT_DIR`: a tiny, random Fun-ASR-Nano and a synthetic dataset, made offline.
-
-Everything the self-check (and the launcher tests) need to run the real FunASR training code
-without a hub, without weights and without a network:
-
-- the packaged `FunASRNano` model: a small `SenseVoiceEncoderSmall`, a `Transformer` adaptor and a
-  Qwen3 LLM built from a tiny `config.json` (the LLM keeps transformers' default `sdpa` attention,
-  bf16, and a head size of 128 like Qwen3-0.6B, so that cuDNN attention is eligible on a GPU);
-- a byte-level BPE tokenizer trained here with the `tokenizers` library (ChatML special tokens);
-- `model.pt` (the random weights: FunASR's local-directory loader asserts that it exists) and
-  `config.yaml` with absolute paths (a relative one is resolved against the working directory and
-  then taken for a hub id);
-- 16 kHz synthetic wavs and the recipe's ChatML JSONL (train and validation).
-
-Long because the model's config, the tokenizer and the data must agree (vocabulary, special
-tokens, lengths) and are made in one seeded pass; split, each part would need the others' choices.
-
-The same seed gives the same files: the random weights come from a seeded generator, the wavs
-from a seeded NumPy generator, the texts from a seeded `random.Random`.
-Use `build(out_dir)`; it returns `TinyPaths`. The build takes a few seconds on a CPU.
-"""
+"""A tiny, random Fun-ASR-Nano and a synthetic dataset, made offline (`ftenv tinymodel OUT_DIR`,
+`build(out_dir)`), so that the self-check and the tests run the real FunASR training code without a
+hub, weights or network; the same seed gives the same files."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -300,22 +280,3 @@ def build(out_dir: str | os.PathLike, *, seed: int = 0, n_train: int = 48, n_val
         json.dumps({"seed": seed, "n_train": n_train, "n_val": n_val, "paths": p.to_dict()}, indent=2) + "\n"
     )
     return p
-
-
-def add_parser(sub) -> None:
-    ap = sub.add_parser(
-        "tinymodel",
-        help="build the tiny offline Fun-ASR-Nano (random weights) and synthetic data into OUT_DIR",
-    )
-    ap.add_argument("out_dir")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--n-train", type=int, default=48)
-    ap.add_argument("--n-val", type=int, default=4)
-    ap.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    p = build(args.out_dir, seed=args.seed, n_train=args.n_train, n_val=args.n_val)
-    json.dump(p.to_dict(), sys.stdout, indent=2)
-    print()
-    return 0

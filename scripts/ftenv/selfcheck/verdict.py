@@ -1,6 +1,5 @@
-"""The self-check's verdict: a mode's measured steps judged by the step-time rules (ftenv.steps.stats),
-with the mode's own findings added, as the result dict that `ftenv selfcheck` prints; and the exit
-code of each verdict."""
+"""The self-check's verdict: a mode's measured steps judged by the step-time rules (ftenv.steps.stats)
+plus the mode's own findings, as the result `ftenv selfcheck` prints, and each verdict's exit code."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ index all stop the build instead of shipping a different stack under the same ta
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -127,7 +126,8 @@ def compile_problems(timeout_s: float = 600) -> list[str]:
     return problems
 
 
-def run(args: argparse.Namespace) -> int:
+def run() -> int:
+    """`ftenv buildcheck` (it takes no options): 0 when the stack matches and compiles."""
     try:
         problems = mismatches(_expected_from_env())
     except KeyError as exc:
@@ -155,8 +155,3 @@ def run(args: argparse.Namespace) -> int:
         "ftenv buildcheck: torch.compile works (Inductor C++ on CPU; C compiler, Python.h)", file=sys.stderr
     )
     return 0
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser("buildcheck", help="fail if the installed stack differs from versions.toml")
-    p.set_defaults(func=run)

@@ -310,23 +310,36 @@ def parse_tag(tag: str) -> dict[str, str]:
 # `ftenv versions`
 
 
-def run(args: argparse.Namespace) -> int:
-    v = load(args.file)
-    variant = v.variant(args.variant or v.image["default_variant"])
-    if args.what == "name":
+@dataclass(frozen=True)
+class VersionsQuery:
+    """What `ftenv versions` (or `python -m ftenv.stack.versions`) was asked."""
+
+    what: str  # one of WHATS
+    variant: str | None = None  # default: versions.toml's default variant
+    file: str | None = None  # default: the checkout's or the image's versions.toml
+
+
+#: What `ftenv versions` answers.
+WHATS = ("name", "tag", "image", "variants", "requirements", "build-args", "json")
+
+
+def run(query: VersionsQuery) -> int:
+    v = load(query.file)
+    variant = v.variant(query.variant or v.image["default_variant"])
+    if query.what == "name":
         print(variant.name)
-    elif args.what == "tag":
+    elif query.what == "tag":
         print(variant.tag)
-    elif args.what == "image":
+    elif query.what == "image":
         print(variant.image_ref)
-    elif args.what == "variants":
+    elif query.what == "variants":
         print("\n".join(v.variants))
-    elif args.what == "requirements":
+    elif query.what == "requirements":
         print("\n".join(variant.requirements()))
-    elif args.what == "build-args":
+    elif query.what == "build-args":
         # One `--build-arg K=V` per line, for `xargs` or `$(...)` in the Makefile.
         print("\n".join(f"--build-arg={k}={val}" for k, val in variant.build_args().items()))
-    elif args.what == "json":
+    elif query.what == "json":
         print(
             json.dumps(
                 {
@@ -342,24 +355,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
-    _arguments(sub.add_parser("versions", help="values derived from versions.toml (tags, build args)"))
-
-
-def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("what", choices=["name", "tag", "image", "variants", "requirements", "build-args", "json"])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of both command lines (`ftenv versions`, ftenv.commands.versions, and main)."""
+    p.add_argument("what", choices=list(WHATS))
     p.add_argument("variant", nargs="?", help="variant name (default: versions.toml's default)")
     p.add_argument("--file", help="versions file (default: the checkout's or the image's)")
-    p.set_defaults(func=run)
+
+
+def query_of(args: argparse.Namespace) -> VersionsQuery:
+    return VersionsQuery(what=args.what, variant=args.variant, file=args.file)
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m ftenv.stack.versions WHAT`: what the Makefile asks, on the host's stock python3
     (3.9+, this module and the standard library only, unlike `ftenv versions`, which loads ftenv)."""
     p = argparse.ArgumentParser(prog="python -m ftenv.stack.versions", description=__doc__.splitlines()[0])
-    _arguments(p)
-    args = p.parse_args(argv)
-    return args.func(args)
+    add_arguments(p)
+    return run(query_of(p.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -13,18 +13,18 @@ made; 4 when ftenv itself fails (ftenv.cli), so that a CI gate never reads a cra
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sys
+from dataclasses import dataclass
 
 from ftenv import text
 from ftenv.steps import apart, funasr_log, stats
 from ftenv.steps.log_context import Context, closing_lines, read_context
-from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.stats import Step, Summary, Thresholds
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, waits_text
+from ftenv.steps.thresholds import SLOW_FACTOR
 
 BAR = 40
 _MARK_WORDS = {EPOCH: "Train epoch:", VALIDATION: "Validate epoch:", CHECKPOINT: "Save checkpoint:"}
@@ -103,7 +103,7 @@ def correlation(s: Summary) -> list[str]:
 
 
 def render_text(
-    scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], args, ctx: Context
+    scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], options: AnalyzeOptions, ctx: Context
 ) -> str:
     out = []
     ranks = sorted(per_rank)
@@ -125,7 +125,7 @@ def render_text(
             f"median {_f(rs.median)} s, p95 {_f(rs.p95)} s, "
             f"max {_f(rs.max)} s, mean {_f(rs.mean)} s; step time histogram:"
         )
-        out.extend(render_histogram(histogram(values, args.bins)))
+        out.extend(render_histogram(histogram(values, options.bins)))
     out.append("")
     out.append(
         f"slow steps (>= {s.slow_factor:g}x the baseline {_f(s.baseline)} s, the median of steps on "
@@ -134,7 +134,7 @@ def render_text(
         + (f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else "")
     )
     if s.slow_steps:
-        out.extend(slow_table(s, None if args.all else args.top))
+        out.extend(slow_table(s, None if options.all else options.top))
     out.append("")
     out.append("new-shape correlation (a shape is new on its first (batch, padded length) in its rank):")
     out.extend(correlation(s))
@@ -225,32 +225,47 @@ def plot(path: str, steps: list[Step], s: Summary) -> str | None:
     return None
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """What `ftenv analyze` was asked for (ftenv.commands.analyze)."""
+
+    logs: tuple[str, ...]
+    factor: float = SLOW_FACTOR
+    warmup: int = 0
+    time: str = "phases"  # phases or total
+    top: int = 20
+    all: bool = False
+    bins: int = 12
+    json: bool = False
+    plot: str | None = None
+
+
+def run(options: AnalyzeOptions) -> int:
     try:
-        return _run(args)
+        return _run(options)
     except BrokenPipeError:  # `ftenv analyze LOG | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
 
 
-def _run(args: argparse.Namespace) -> int:
-    scan, ctx = read_context(args.logs, args.time)
+def _run(options: AnalyzeOptions) -> int:
+    scan, ctx = read_context(options.logs, options.time)
     unusable = False
     for problem in scan.unreadable:
         print(f"ftenv analyze: cannot read {problem}", file=sys.stderr)
         unusable = True
-    thresholds = Thresholds(warmup=args.warmup)
+    thresholds = Thresholds(warmup=options.warmup)
     steps = stats.mark_new_shapes(scan.steps)
-    summary = stats.summarize(steps, thresholds, args.factor, **ctx.fix_facts())
+    summary = stats.summarize(steps, thresholds, options.factor, **ctx.fix_facts())
     per_rank = {
-        r: stats.summarize([st for st in steps if st.rank == r], thresholds, args.factor)
+        r: stats.summarize([st for st in steps if st.rank == r], thresholds, options.factor)
         for r in sorted({st.rank for st in steps})
     }
     status = stats.UNUSABLE if unusable or not steps else exit_code(summary)
     if not scan.files:
         return stats.UNUSABLE
-    if args.json:
-        print(to_json(scan, summary, per_rank, args.bins, ctx))
+    if options.json:
+        print(to_json(scan, summary, per_rank, options.bins, ctx))
     elif not steps:
         for name in scan.files:
             why = " (it looks like a binary file, not a log)" if name in scan.binary else ""
@@ -263,32 +278,12 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     else:
-        print(render_text(scan, summary, per_rank, args, ctx))
-    if args.plot:
-        problem = plot(args.plot, steps, summary) if steps else "no training steps to plot"
+        print(render_text(scan, summary, per_rank, options, ctx))
+    if options.plot:
+        problem = plot(options.plot, steps, summary) if steps else "no training steps to plot"
         if problem:
             print(f"ftenv analyze: {problem}", file=sys.stderr)
             status = stats.UNUSABLE
         else:
-            print(f"ftenv analyze: plot written to {args.plot}", file=sys.stderr)
+            print(f"ftenv analyze: plot written to {options.plot}", file=sys.stderr)
     return status
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "analyze",
-        help="step-time analysis of saved FunASR training logs: slow steps, cause, verdict, fix",
-        description=__doc__.split("\n\n")[1],
-    )
-    p.add_argument("logs", nargs="+", metavar="LOG", help="log files (several ranks, rotated, .gz: fine)")
-    add_factor_option(p, "the baseline")
-    p.add_argument("--warmup", type=count_type, default=0, help="steps per rank to leave out (0)")
-    add_time_option(p)
-    p.add_argument("--top", type=count_type, default=20, help="slow steps listed (20)")
-    p.add_argument("--all", action="store_true", help="list every slow step")
-    p.add_argument(
-        "--bins", type=int, choices=range(2, 101), default=12, metavar="N", help="histogram bins (12)"
-    )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the series and histogram (needs matplotlib)")
-    p.set_defaults(func=run)

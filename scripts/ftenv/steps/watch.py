@@ -22,7 +22,6 @@ piece of state and are only correct together; the words are in messages, the pol
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shlex
@@ -31,12 +30,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.attention import live
 from ftenv.steps import crash, data_loss, funasr_log, hang, stats
 from ftenv.steps.crash import TRACEBACK
-from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, STOP_GRACE_S
 from ftenv.steps.watcher import PREFIX, RECOMPILE_MARK, Watcher
@@ -392,8 +391,23 @@ def run_watched(argv: list[str], **options) -> int:
     return watch(argv, **options)
 
 
-def run(args: argparse.Namespace) -> int:
-    argv = list(args.cmd)
+@dataclass(frozen=True)
+class WatchOptions:
+    """What `ftenv watch` was asked for (ftenv.commands.watch); `cmd` may start with `--`."""
+
+    cmd: tuple[str, ...]
+    factor: float = SLOW_FACTOR
+    warmup: int = LIVE_WARMUP
+    repeat: int = REPEAT
+    summary: bool = True
+    summary_every: int = 0
+    hint_stream: str = "same"  # same or stderr
+    time: str = "phases"  # phases or total
+    output_dir: Path | None = None
+
+
+def run(options: WatchOptions) -> int:
+    argv = list(options.cmd)
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv:
@@ -410,57 +424,12 @@ def run(args: argparse.Namespace) -> int:
     return run_watched(
         argv,
         silence=limits,
-        output_dir=args.output_dir,
-        factor=args.factor,
-        warmup=args.warmup,
-        repeat=args.repeat,
-        summary=not args.no_summary,
-        summary_every=args.summary_every,
-        hint_stream=args.hint_stream,
-        time_field=args.time,
+        output_dir=options.output_dir,
+        factor=options.factor,
+        warmup=options.warmup,
+        repeat=options.repeat,
+        summary=options.summary,
+        summary_every=options.summary_every,
+        hint_stream=options.hint_stream,
+        time_field=options.time,
     )
-
-
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "watch",
-        help="run a training command and name slow steps, their cause and the fix, in its log",
-        description=(
-            "Runs COMMAND, passes its stdout and stderr through unchanged, and after a FunASR "
-            "training step that takes at least K times the running median prints one line marked "
-            f"{PREFIX} with the step's batch shape, the attention settings, the cause and the fix. "
-            f"{ENV_SWITCH}=0 in the image's fine-tune entry turns it off. See docs/watchdog.md."
-        ),
-        usage="ftenv watch [OPTIONS] -- COMMAND [ARGS...]",
-    )
-    add_factor_option(p, "the running median")
-    p.add_argument(
-        "--warmup",
-        type=count_type,
-        default=LIVE_WARMUP,
-        help=f"steps per rank before any is judged ({LIVE_WARMUP})",
-    )
-    p.add_argument(
-        "--repeat",
-        type=count_type,
-        default=REPEAT,
-        help=f"slow steps of one cause printed before the pattern line ({REPEAT})",
-    )
-    p.add_argument(
-        "--summary-every", type=count_type, default=0, metavar="N", help="also a summary every N steps"
-    )
-    p.add_argument("--no-summary", action="store_true", help="no summary at the end")
-    p.add_argument(
-        "--hint-stream",
-        choices=("same", "stderr"),
-        default="same",
-        help="where the watchdog's lines go: right after the step line in its own stream (default) or stderr",
-    )
-    add_time_option(p)
-    p.add_argument(
-        "--output-dir",
-        type=Path,
-        help="where the stacks of a silent run go (default: the command's ++output_dir=, else here)",
-    )
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
-    p.set_defaults(func=run)

@@ -1,7 +1,4 @@
-"""Training wing: the fine-tune launcher (`ftenv finetune`: inputs, overrides, the cluster
-environment, the launch plan, the faster-training options and their caches), and what the trainer
-process loads (`python -m ftenv.train.funasr_entry`: the fast path in fastpath/, the CPU shim, the
-test stall).
-
-May import stack, report and steps; the self-check and the CLI import it.
+"""Training wing: `ftenv finetune` works out and starts upstream's recipe (launcher side), and
+`python -m ftenv.train.funasr_entry` adds what every training process needs (trainer side). May
+import stack, report and steps; the self-check and the commands import it.
 """

@@ -1,14 +1,6 @@
-"""Where a run's caches go: where the image puts them (under HOME), or under the temporary
-directory when that place is not writable.
-
-enroot starts containers with a read-only root filesystem and a tmpfs on /tmp, and pyxis runs the
-tasks as the job user's own uid AND gid; Kubernetes' `readOnlyRootFilesystem: true`, `runAsGroup`
-and `docker run --user "$(id -u):$(id -g)"` do the same. The image's HOME then cannot be written,
-and a run would die at the first cache a library creates there (Triton's kernel cache on a GPU,
-Hugging Face's or ModelScope's on a download). One rule, used by `ftenv finetune` and
-`ftenv selfcheck`: every cache variable whose folder cannot be written points under one
-folder of the temporary directory instead, and one line says so. A cache the user made writable
-(a mounted volume, a variable set to a writable path) stays where it is.
+"""Where a run's caches go: where the image puts them (under HOME), or under the temporary directory
+when that is not writable (a read-only root filesystem, a job's own uid and gid, as under enroot,
+pyxis or Kubernetes), so that a run does not die at the first cache a library creates.
 """
 
 from __future__ import annotations
@@ -75,7 +67,7 @@ def _base(tmp: Path, create: bool) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"ftenv-cache-{os.getuid()}-", dir=tmp))
 
 
-def plan_moves(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
+def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
     """The cache variables to repoint, or None when every cache can be written where it is.
     create=False (a dry run) creates nothing."""
     env = os.environ if environ is None else environ
@@ -113,7 +105,7 @@ def plan_moves(environ: Mapping[str, str] | None = None, tmp: str | None = None,
 def redirect(prog: str, environ: MutableMapping[str, str] | None = None, create: bool = True) -> None:
     """Apply the rule to this process's environment (children inherit it) and say so in one line."""
     env = os.environ if environ is None else environ
-    moved = plan_moves(env, create=create)
+    moved = moves_needed(env, create=create)
     if moved is None:
         return
     env.update(moved.env)

@@ -1,26 +1,8 @@
-"""Where is `ftenv finetune` running, and what torchrun arguments follow from it?
-
-Pure logic on a mapping of environment variables, so that every scheduler can be tested without it:
-
-- torchrun's own variables (`PET_NNODES`, `PET_NODE_RANK`, `PET_MASTER_ADDR`, `PET_MASTER_PORT`,
-  `PET_NPROC_PER_NODE`, `PET_RDZV_ENDPOINT`, ...). Kubeflow's training operator (v1.7 and later)
-  sets these as well as the variables below.
-- Slurm (`SLURM_JOB_ID` and `SLURM_NODEID`, inside an `srun` step): one task per node, node rank
-  `SLURM_NODEID`, the first host of the step's node list as the master (127.0.0.1 on one node),
-  port MASTER_PORT or one derived from the job id (jobs sharing a node do not collide). Under
-  pyxis, enroot's PyTorch hook (50-slurm-pytorch.sh, where a site enables it) sets MASTER_PORT to
-  61000 + SLURM_JOB_ID % 4536 in every task: that port is used, and every node agrees on it because
-  it depends on the job id only. Its MASTER_ADDR, WORLD_SIZE, RANK and LOCAL_RANK are not read here.
-- Kubernetes / Kubeflow PyTorchJob (`MASTER_ADDR`, `MASTER_PORT`, `WORLD_SIZE`, `RANK`): as in
-  upstream's finetune.sh, WORLD_SIZE is the number of nodes (pods) and RANK the node rank.
-- Nothing of the above: a single node.
-
-Options given on the command line (`--nnodes`, `--node-rank`, `--master-addr`, `--master-port`) win
-over all of these.
-
-Long because the four sources and their precedence are one rule: split, the order in which they
-win would live in two places.
-"""
+"""Where `ftenv finetune` runs and which torchrun arguments follow: torchrun's PET_* variables,
+Slurm (one task per node; the port enroot's PyTorch hook sets, or one from the job id), Kubeflow
+PyTorchJob (WORLD_SIZE = nodes, RANK = node rank, as upstream's finetune.sh), else one node; the
+command line's --nnodes/--node-rank/--master-addr/--master-port win. Pure logic on a mapping, so
+every scheduler is tested without it."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""Where Inductor's and Triton's caches go for a compiled training run: under the run's output
-directory (or FTENV_COMPILE_CACHE_DIR, a mount), so that the next run of the same job finds them
-and starts warm instead of compiling again.
-
-Inductor and Triton keep their caches under /tmp and $HOME/.cache by default: lost with the
-container, and on a read-only root file system or with an arbitrary UID (no home) not writable at
-all. The layout here works for any UID: `compile-cache/` is made sticky and world-writable (mode
-1777, like /tmp) by whoever creates it, and each UID writes below its own `uid-N/`: Inductor and
-Triton create their subfolders with the creator's umask, so a second UID could not write into the
-first one's. A re-run with the same UID (the image's ftenv user, 1000, or the same arbitrary UID
-of a Kubernetes/OpenShift job) finds its compiled kernels; another UID starts cold, and works.
-
-Caches key on the GPU, CUDA and Triton versions: an H200's cache does not serve a B200 (it is not
-wrong, only cold). Kept apart from the other run-time directories the launcher chooses, as its
-own rule.
+"""Inductor's and Triton's caches for a compiled run under the output directory (or
+FTENV_COMPILE_CACHE_DIR, a mount), one sticky folder with a `uid-N/` per user, so that the next run
+of the same job starts warm under any uid instead of compiling again in a /tmp lost with the
+container.
 """
 
 from __future__ import annotations

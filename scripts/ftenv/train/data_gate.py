@@ -1,7 +1,6 @@
-"""`ftenv finetune` checks the whole manifest (ftenv.data.check) before torchrun starts, once per
-node rather than once per rank: with the settings the trainer will get (the model's config.yaml,
-the recipe, the user's overrides, the world size), read from the very command it will run. Errors
-refuse the run (exit 2) with the report's path; `--skip-data-check` or FTENV_DATA_CHECK=0 skips it.
+"""The data check (ftenv.data.check) before torchrun, once per node, with the settings read from the
+very command the trainer will get, so that bad data refuses the run (exit 2) instead of failing or
+being silently dropped inside every rank.
 """
 
 from __future__ import annotations
@@ -15,14 +14,6 @@ from ftenv.steps.stats import UNUSABLE
 
 ENV_SWITCH = "FTENV_DATA_CHECK"
 REPORT_NAME = check.REPORT_NAME
-
-
-def add_arguments(p) -> None:
-    p.add_argument(
-        "--skip-data-check",
-        action="store_true",
-        help=f"do not check every line and audio file of the data before training ({ENV_SWITCH}=0 too)",
-    )
 
 
 def _value(argv: list[str], flag: str) -> str | None:

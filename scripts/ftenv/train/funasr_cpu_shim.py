@@ -1,11 +1,7 @@
-"""CPU SHIM for FunASR's trainer: only for running `funasr-train-ds` on a machine without CUDA.
-
-The pinned FunASR's trainer assumes CUDA: train_ds.main sets `trainer.device = int(LOCAL_RANK)` (a GPU
-index) and, with several ranks, calls torch.cuda.set_device(LOCAL_RANK); Trainer.warp_model moves
-the model with .cuda(local_rank) and wraps it in DDP with device_ids=[local_rank]; Trainer.log reads
-torch.cuda.memory_*. On a GPU nothing here is needed or used. On a CPU, with `++device=cpu` (and
-`++backend=gloo` for several ranks) among the overrides, `apply()` turns exactly those into their
-CPU equivalents. Nothing else of FunASR is changed.
+"""CPU SHIM for FunASR's trainer, so that the real `funasr-train-ds` runs in tests on a machine
+without CUDA: with `++device=cpu` it turns the pinned trainer's CUDA-only calls (the GPU index as
+device, torch.cuda.set_device, .cuda(local_rank), DDP device_ids, torch.cuda.memory_*) into their
+CPU equivalents and changes nothing else. Never used on a GPU.
 """
 
 from __future__ import annotations

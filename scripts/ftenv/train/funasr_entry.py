@@ -1,19 +1,7 @@
-"""`python -m ftenv.train.funasr_entry ++key=value ...`: FunASR's `funasr-train-ds`, in this process.
-
-`ftenv finetune` has torchrun start this (`torchrun ... -m ftenv.train.funasr_entry ++...`) in every
-training process, to add at run time, without touching site-packages:
-- always: the run's life (ftenv.train.runlife.hooks: stop on a signal at a step boundary, saved;
-  atomic checkpoints; the saved step counted from the epoch's start; the collective timeout);
-- FTENV_COMPILE (`ftenv finetune --compile`, `--compile-parts`) and FTENV_BUCKETS (`--buckets`):
-  the compiled parts and the bucketed batches (ftenv.train.fastpath.parts) on the model and the dataset
-  the trainer builds;
-- on a machine without CUDA, FTENV_FUNASR_CPU_SHIM=1 applies ftenv.train.funasr_cpu_shim;
-- FunASR's silent substitutions and drops of samples counted for the watchdog (ftenv.data.runtime;
-  FTENV_DATA_COUNT=0 turns it off);
-- a test's per-shape attention stall (FTENV_TEST_SDPA_STALL_S, ftenv.train.stall).
-It then calls the very function the `funasr-train-ds` console script calls (read from funasr's entry
-points). The self-check's recipe run starts this only for the CPU shim or the test stall, and the
-`funasr-train-ds` script otherwise.
+"""`python -m ftenv.train.funasr_entry ++key=value ...`: FunASR's `funasr-train-ds` in this process,
+so that every training process gets, without touching site-packages, the run's life (runlife/), the
+faster path (FTENV_COMPILE, FTENV_BUCKETS: fastpath/parts.py), the data counts for the watchdog
+(ftenv.data.runtime), and in tests the CPU shim and the attention stall.
 """
 
 from __future__ import annotations
@@ -24,8 +12,7 @@ import sys
 from importlib import metadata
 
 from ftenv.data import runtime
-from ftenv.report import compile_setting
-from ftenv.train import funasr_cpu_shim
+from ftenv.train import compile_setting, funasr_cpu_shim
 from ftenv.train.runlife import hooks as runlife_hooks
 
 SCRIPT = "funasr-train-ds"

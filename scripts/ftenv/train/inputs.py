@@ -1,7 +1,6 @@
-"""What `ftenv finetune` checks before anything starts: its numeric options, the model folder,
-the JSONL data (the recipe's ChatML format) and the output folder. Each problem is one message
-that names the file, the line or the option, what is wrong and the fix; `ftenv finetune` prints
-them and exits with status 2.
+"""What `ftenv finetune` checks before anything starts (numeric options, model folder, ChatML JSONL,
+output folder), so that each problem is one message naming the file, line or option and the fix
+(exit 2) rather than a trainer's traceback on every rank.
 """
 
 from __future__ import annotations

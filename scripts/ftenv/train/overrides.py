@@ -1,10 +1,7 @@
-"""Hydra `++key=value` overrides: the recipe's defaults merged with the user's, checked with
-Hydra's own override parser (the one `funasr-train-ds` parses them with), so that a bad override
-is refused before torchrun starts rather than by every rank after it.
-
-Only `++key=value` (set, whether or not the config has the key) and `~key` (delete) are taken,
-and plain `hydra.KEY=value` for Hydra's own settings (which always exist): a plain `key=value` or
-`+key=value` fails inside the trainer on keys its config lacks or has.
+"""Hydra `++key=value` overrides: the recipe's defaults merged with the user's and checked with the
+override parser `funasr-train-ds` uses, so that a bad override is refused before torchrun rather
+than by every rank after it. Only `++key=value`, `~key` and plain `hydra.KEY=value` are taken: a
+plain or `+` override fails inside the trainer on keys its config lacks or has.
 """
 
 from __future__ import annotations

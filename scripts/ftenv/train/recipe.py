@@ -1,10 +1,6 @@
-"""Upstream's Fun-ASR-Nano fine-tuning recipe, as data: what `ftenv finetune`, the self-check's
-recipe run and the tiny model all start from.
-
-The overrides are those of FunASR's examples/industrial_data_pretraining/fun_asr_nano/finetune.sh,
-in its order (model, data and output are added by the launcher). Its
-`++train_conf.deepspeed_config=...` is left out: it points into the example folder and is unused
-with use_deepspeed=false.
+"""Upstream's Fun-ASR-Nano fine-tuning recipe (examples/industrial_data_pretraining/fun_asr_nano/
+finetune.sh, in its order; its unused deepspeed_config left out) as data, so that `ftenv finetune`,
+the self-check's recipe run and the tiny model start from the same one.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
-"""The faster-training options of `ftenv finetune`, in one block: their flags, and what they put in
-the trainer's environment and overrides (launch_plan.py calls `plan`).
-
-- `--compile`: FTENV_COMPILE=1, the default combination (ftenv.report.compile_setting.DEFAULT_PARTS),
-  and Inductor's and Triton's caches under the output dir (ftenv.train.compile_cache);
-- `--compile-parts decoder|regional[,audio][,cudagraphs]`: the parts one by one, for comparison;
-- `--buckets SPEC`: FTENV_BUCKETS, batches padded to few shapes (ftenv.train.fastpath.buckets);
-- `--fused-adamw`: `++optim_conf.fused=true` (FunASR passes optim_conf to torch.optim.AdamW).
-The trainer entry (ftenv.train.funasr_entry) applies the first three in each training process.
+"""The faster-training options of `ftenv finetune` (--compile, --compile-parts, --buckets,
+--fused-adamw) and what they add to the trainer's variables and overrides, in one place, so that
+their combinations are checked (CUDA graphs need buckets and no gradient accumulation) before
+torchrun. Their flags: ftenv.commands.finetune.
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.report import compile_setting
-from ftenv.train import compile_cache
+from ftenv.train import compile_cache, compile_setting
 from ftenv.train.fastpath import buckets
 from ftenv.train.inputs import InputError
 
@@ -38,50 +31,36 @@ def accum_grad(overrides) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class SpeedOptions:
+    """What the user asked of the faster path (--compile, --compile-parts, --buckets, --fused-adamw)."""
+
+    compile: bool = False
+    compile_parts: str | None = None
+    buckets: str | None = None
+    fused_adamw: bool = False
+
+
 @dataclass
-class SpeedPlan:
+class TrainerAdditions:
+    """What the options add to the trainer's start: variables, recipe overrides, notes to print."""
+
     env: dict[str, str] = field(default_factory=dict)
     recipe: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--compile",
-        action="store_true",
-        help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+, no KV cache in "
-        "training), caches kept under the output dir: faster steps after a start-up compile; same as "
-        "FTENV_COMPILE=1 (docs/finetune.md)",
-    )
-    p.add_argument(
-        "--compile-parts",
-        metavar="PARTS",
-        help=f"compile these parts instead (comma-separated: {', '.join(compile_setting.PARTS)}); "
-        "for comparing the levers (docs/finetune.md)",
-    )
-    p.add_argument(
-        "--buckets",
-        metavar="SPEC",
-        help="pad every batch to few shapes: LENGTHS[:BATCHES], e.g. 64 (lengths to multiples of 64, "
-        "batch sizes to powers of two); padded rows and positions stay out of the loss",
-    )
-    p.add_argument(
-        "--fused-adamw",
-        action="store_true",
-        help="the fused AdamW kernel (++optim_conf.fused=true)",
-    )
-
-
-def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> SpeedPlan:
-    """What the options (and FTENV_COMPILE / FTENV_BUCKETS already set) ask of the trainer."""
-    sp = SpeedPlan()
+def for_trainer(speed: SpeedOptions, overrides, env, output_dir: Path, create: bool) -> TrainerAdditions:
+    """What the options (and FTENV_COMPILE / FTENV_BUCKETS already set in `env`) add to the trainer's
+    start; `overrides` are the user's `++key=value` (gradient accumulation rules out CUDA graphs)."""
+    sp = TrainerAdditions()
     wanted = dict(env)
-    if getattr(args, "compile_parts", None):
-        wanted[compile_setting.ENV] = args.compile_parts
-    elif getattr(args, "compile", False):
+    if speed.compile_parts:
+        wanted[compile_setting.ENV] = speed.compile_parts
+    elif speed.compile:
         wanted[compile_setting.ENV] = "1"
-    if getattr(args, "buckets", None):
-        wanted[compile_setting.BUCKETS_ENV] = args.buckets
+    if speed.buckets:
+        wanted[compile_setting.BUCKETS_ENV] = speed.buckets
     spec = wanted.get(compile_setting.BUCKETS_ENV)
     try:
         parts = compile_setting.compile_parts(wanted)
@@ -89,7 +68,7 @@ def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> Speed
             buckets.parse(spec)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    accumulation = accum_grad(getattr(args, "overrides", None))
+    accumulation = accum_grad(overrides)
     if "cudagraphs" in parts and accumulation > 1:
         raise InputError(
             f"CUDA graphs with gradient accumulation ({ACCUM_GRAD}={accumulation}): each forward "
@@ -107,6 +86,6 @@ def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> Speed
         sp.notes.append(f"compiled: {', '.join(parts)}; compile caches: {where} (a re-run starts warm)")
     if spec:
         sp.env[compile_setting.BUCKETS_ENV] = spec
-    if getattr(args, "fused_adamw", False):
+    if speed.fused_adamw:
         sp.recipe.append(FUSED_ADAMW)
     return sp

@@ -1,12 +1,6 @@
-"""A TEST AID, never on by default: make attention slow the first time it sees a shape.
-
-It imitates the stall the self-check guards against (cuDNN attention building a plan for every new
-(batch, padded length)) on any machine, so that tests can show the check FAILs when the stall is
-there and PASSes when it is not. It wraps torch.nn.functional.scaled_dot_product_attention (which
-transformers' sdpa attention calls at each layer) and sleeps `seconds` on the first call with a
-new (query, key, mask) shape in this process, like cuDNN's per-process plan cache.
-
-Enabled only by `install(seconds)` or, in a child process (the recipe path), by the variable
+"""A TEST AID, never on by default: attention sleeps the first time it sees a (query, key, mask)
+shape in the process, imitating cuDNN's per-shape plan builds on any machine, so that tests show the
+self-check FAILs with the stall and PASSes without it. `install(seconds)`, or in a child process
 FTENV_TEST_SDPA_STALL_S through `install_from_env()`.
 """
 

@@ -9,6 +9,7 @@ import pytest
 from ftenv.attention import facts as facts_mod
 from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
+from ftenv.train import compile_setting
 
 GIB = 2**30
 
@@ -55,7 +56,7 @@ def test_matrix_without_live_probe(sm, raw, cudnn, level):
 
 def test_text_block_has_each_fact():
     f = _facts(order=[1, 2, 0, 3, 4], choice=2)
-    text = render.render_text(f, render.assess(f))
+    text = render.render_text(f, render.assess(f), compile_setting.report_line())
     assert "torch 2.11.0+cu130 (CUDA 13.0), cuDNN 9.19.0" in text
     assert "driver  580.126.20 (CUDA 13.0)" in text
     assert "GPU 0   GPU0, sm_90, 141.0 GiB" in text
@@ -67,7 +68,7 @@ def test_text_block_has_each_fact():
 
 def test_ignored_value_is_explained_with_the_fix():
     f = _facts(raw="true")
-    text = render.render_text(f, render.assess(f))
+    text = render.render_text(f, render.assess(f), compile_setting.report_line())
     assert "WARNING: TORCH_CUDNN_SDPA_DEPRIORITIZED='true': torch ignores 'true'" in text
     assert "Fix: set TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in text
 
@@ -81,7 +82,7 @@ def test_unsupported_gpu_warns():
 def test_no_gpu_says_so_and_warns_about_the_driver():
     f = _facts(sms=[])
     a = render.assess(f)
-    text = render.render_text(f, a)
+    text = render.render_text(f, a, compile_setting.report_line())
     assert "GPU     none visible" in text and "verdict NO GPU" in text
     assert any(
         n.startswith("WARNING: The NVIDIA driver was not detected") and "--gpus all" in n for n in a.notes
@@ -155,7 +156,7 @@ def test_missing_private_apis_give_unknown_and_the_rule_still_decides():
     assert any("_fused_sdp_choice" in p for p in f.problems)
     a = render.assess(f)
     assert a.exposure.level == "exposed" and "by torch's rule" in a.exposure.reason
-    text = render.render_text(f, a)
+    text = render.render_text(f, a, compile_setting.report_line())
     assert "live order: unknown" in text and "takes: unknown" in text
 
 
@@ -218,13 +219,13 @@ def test_collect_on_this_machine_never_raises_and_report_exits_0(capsys, monkeyp
 )
 def test_the_variable_is_shown_unambiguously(raw, shown):
     f = _facts(raw=raw)
-    assert shown in render.render_text(f, render.assess(f))
+    assert shown in render.render_text(f, render.assess(f), compile_setting.report_line())
 
 
 @pytest.mark.parametrize("raw", ["0", None, "yes"])
 def test_the_report_names_the_nan_risk_next_to_the_speed_cost(raw):
     f = _facts(raw=raw, order=[3, 1, 2, 0, 4], choice=3)
-    lines = render.render_text(f, render.assess(f)).splitlines()
+    lines = render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
     verdict = next(i for i, line in enumerate(lines) if line.startswith("verdict EXPOSED"))
     assert "new batch shapes" in lines[verdict]  # the speed cost...
     assert "NaN gradients" in lines[verdict + 1] and "pytorch/pytorch#196678" in lines[verdict + 1]
@@ -233,18 +234,22 @@ def test_the_report_names_the_nan_risk_next_to_the_speed_cost(raw):
 
 def test_no_nan_risk_line_with_the_variable_at_1_or_a_fixed_cudnn():
     for f in (_facts(raw="1", order=[1, 2, 0, 3, 4], choice=2), _facts(raw="0", cudnn=92600, choice=3)):
-        assert "NaN" not in render.render_text(f, render.assess(f))
+        assert "NaN" not in render.render_text(f, render.assess(f), compile_setting.report_line())
 
 
 def test_a_torch_2_9_report_is_not_ok_when_the_build_is_unknown():
     f = _facts(raw="1", torch_version="2.9.1+cu130", torch_cuda="13.0")
-    text = render.render_text(f, render.assess(f))
+    text = render.render_text(f, render.assess(f), compile_setting.report_line())
     assert "verdict UNKNOWN: possibly affected on sm_90" in text and "TORCH_CUDNN_SDPA_PREFERRED=0" in text
 
 
 def test_on_torch_2_9_the_sdpa_line_says_the_variable_is_not_read():
     f = _facts(raw="1", torch_version="2.9.1+cu130", torch_cuda="13.0")
-    sdpa_line = next(x for x in render.render_text(f, render.assess(f)).splitlines() if x.startswith("SDPA"))
+    sdpa_line = next(
+        x
+        for x in render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
+        if x.startswith("SDPA")
+    )
     assert "not read by torch 2.9" in sdpa_line and "TORCH_CUDNN_SDPA_PREFERRED=0" in sdpa_line
     f = _facts(raw="1")
-    assert "not moved to the front" in render.render_text(f, render.assess(f))
+    assert "not moved to the front" in render.render_text(f, render.assess(f), compile_setting.report_line())

@@ -14,7 +14,7 @@ import pytest
 from ftenv import cli
 from ftenv.report import startup
 from ftenv.report.startup import show_once, wanted
-from ftenv.train import finetune
+from ftenv.train import compile_setting, finetune
 
 
 @pytest.mark.parametrize(
@@ -70,9 +70,11 @@ def test_a_failing_or_hanging_report_is_named_and_passed_over(fake_report, capsy
     assert f"ftenv finetune: the start-up report failed ({reason}); going on without it" in err
 
 
-def test_selfcheck_prints_it_in_process(capsys):
-    assert show_once("ftenv selfcheck", {}, in_process=True) is True
-    assert "== ftenv report:" in capsys.readouterr().err
+def test_selfcheck_prints_it_in_process_with_the_compile_line_it_passes(capsys):
+    line = compile_setting.report_line({compile_setting.ENV: "regional"})  # not this process's setting
+    assert show_once("ftenv selfcheck", {}, compile_line=line) is True
+    err = capsys.readouterr().err
+    assert "== ftenv report:" in err and f"\n{line}\n" in err
 
 
 # --- `ftenv finetune` itself ------------------------------------------------------------------
@@ -87,6 +89,7 @@ def launcher(monkeypatch, tmp_path):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(startup, "_subprocess", lambda env: ("== ftenv report: fake ==\n", None))
     monkeypatch.setattr(finetune, "_run_watched", lambda argv: print("TRAINER STARTS", file=sys.stderr) or 0)
+    monkeypatch.chdir(tmp_path)  # the command line's relative paths start here
     (tmp_path / "model").mkdir()
     (tmp_path / "model/config.yaml").write_text("model: FunASRNano\n")
     (tmp_path / "model/model.pt").write_bytes(b"")
@@ -99,7 +102,7 @@ def launcher(monkeypatch, tmp_path):
     for name in ("train.jsonl", "val.jsonl"):
         (tmp_path / name).write_text(line + "\n")
     return ["finetune", "--model-dir", "model", "--train", "train.jsonl", "--valid", "val.jsonl",
-            "--output-dir", "out", "--gpus-per-node", "1", "--cwd", str(tmp_path)]  # fmt: skip
+            "--output-dir", "out", "--gpus-per-node", "1"]  # fmt: skip
 
 
 def test_finetune_prints_the_report_before_torchrun(launcher, capsys):

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from ftenv import cli
-from ftenv.selfcheck import base, schedule, selfcheck, verdict
+from ftenv.selfcheck import base, schedule, verdict
 from ftenv.steps import funasr_log, stats
 from support import ROOT, steplogs
 
@@ -58,9 +58,9 @@ def test_flat_steps_with_5_percent_jitter_pass(kind):
 def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
     """The self-check's own schedule (8 new shapes, 3 seen steps each) with the report's costs."""
     rng = random.Random(0)
-    plan = schedule.plan_schedule(list(range(60, 100)))
+    scheduled = schedule.shape_schedule(list(range(60, 100)))
     seen, steps = set(), []
-    for i, p in enumerate(plan):
+    for i, p in enumerate(scheduled):
         new = p.shape not in seen
         seen.add(p.shape)
         cost = 1.05 if new else 0.098
@@ -84,8 +84,8 @@ def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
 
 
 def test_thresholds_are_options():
-    ns = cli_args("selfcheck", "--new-over-seen", "12", "--p95-over-median", "15")
-    t = base.thresholds_from(ns, "cuda")
+    options = cli_args("selfcheck", "--new-over-seen", "12", "--p95-over-median", "15")
+    t = base.thresholds_from(options, "cuda")
     assert (t.new_over_seen, t.p95_over_median) == (12, 15)
     assert t.max_over_median == base.THRESHOLDS["cuda"].max_over_median
     run = steplogs.field_report_run()
@@ -95,12 +95,15 @@ def test_thresholds_are_options():
 
 
 def cli_args(*argv):
+    """The typed options the real parser gives for argv."""
     import argparse
+
+    from ftenv.commands import selfcheck as selfcheck_command
 
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    selfcheck.add_parser(sub)
-    return parser.parse_args(list(argv))
+    selfcheck_command.add_parser(sub)
+    return selfcheck_command.options_of(parser.parse_args(list(argv)))
 
 
 # --- the schedule ------------------------------------------------------------------------------
@@ -108,10 +111,10 @@ def cli_args(*argv):
 
 def test_schedule_every_shape_appears_then_recurs_and_is_padded():
     lengths = [60 + (i * 7) % 33 for i in range(48)]
-    plan = schedule.plan_schedule(lengths, n_new=8, recur=3, warmup=3)
-    assert len(plan) == 3 + 8 * 4
+    scheduled = schedule.shape_schedule(lengths, n_new=8, recur=3, warmup=3)
+    assert len(scheduled) == 3 + 8 * 4
     first = {}
-    for i, p in enumerate(plan):
+    for i, p in enumerate(scheduled):
         first.setdefault(p.shape, i)
         b, n = p.shape
         assert len(p.indices) == b
@@ -119,13 +122,13 @@ def test_schedule_every_shape_appears_then_recurs_and_is_padded():
         assert got[-1] == n and got[0] < n  # the padded length, and padding in every batch
     assert len(first) == 9
     # Warm-up is the largest shape only; every later shape is new exactly once and then recurs.
-    assert {p.shape for p in plan[:3]} == {plan[0].shape}
-    assert plan[0].shape[0] * plan[0].shape[1] == max(b * n for b, n in first)
-    counts = {s: sum(p.shape == s for p in plan[3:]) for s in first if s != plan[0].shape}
+    assert {p.shape for p in scheduled[:3]} == {scheduled[0].shape}
+    assert scheduled[0].shape[0] * scheduled[0].shape[1] == max(b * n for b, n in first)
+    counts = {s: sum(p.shape == s for p in scheduled[3:]) for s in first if s != scheduled[0].shape}
     assert all(c >= 1 for c in counts.values())
     assert sum(c - 1 for c in counts.values()) == 8 * 3  # the seen-shape steps
     with pytest.raises(ValueError, match="distinct lengths"):
-        schedule.plan_schedule([60, 61, 62], n_new=8)
+        schedule.shape_schedule([60, 61, 62], n_new=8)
 
 
 # --- real training steps on the tiny model (CPU) -----------------------------------------------

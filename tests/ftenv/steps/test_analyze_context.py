@@ -14,8 +14,9 @@ from ftenv import cli
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
-from ftenv.report.compile_setting import ENV as COMPILE_ENV
 from ftenv.report.logged import ReportReader
+from ftenv.train import compile_setting
+from ftenv.train.compile_setting import ENV as COMPILE_ENV
 from support.steplogs import field_report_log
 
 B200, A100 = (10, 0), (8, 0)
@@ -43,7 +44,7 @@ def report(monkeypatch, raw: str | None, sm=B200, compiled: str | None = None) -
         gpus=[Gpu(0, "NVIDIA B200", sm, 179 * 2**30)],
         env_raw=raw,
     )
-    return render.render_text(f, render.assess(f)).splitlines()
+    return render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
 
 
 def analyze(tmp_path, capsys, lines: list[str], *args: str) -> tuple[int, str]:

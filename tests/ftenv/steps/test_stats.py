@@ -389,18 +389,6 @@ def test_detector_uses_the_seen_median_from_live_min_seen_steps(n_seen, baseline
     assert d.baseline(0) == baseline  # LIVE_MIN_SEEN = 2: below it, the median of all steps
 
 
-def test_shared_option_types_for_watch_and_analyze():
-    import argparse
-
-    from ftenv.steps import options
-
-    assert options.factor_type("1.001") == 1.001 and options.factor_type("3") == stats.SLOW_FACTOR
-    assert options.count_type("0") == 0
-    for bad, check in (("1", options.factor_type), ("0.5", options.factor_type), ("-1", options.count_type)):
-        with pytest.raises(argparse.ArgumentTypeError):
-            check(bad)
-
-
 def test_a_stall_in_forward_too_is_not_a_ddp_wait():
     phases = (("forward_time", 0.3), ("backward_time", 0.9))
     step = Step(5, B + 1.0, 8, 100, new_shape=False, phases=phases)

@@ -1,4 +1,4 @@
-"""The work folder the launcher's tests plan `ftenv finetune` on (tests/support/finetune_launch.py)."""
+"""The work folder the launcher's tests work out `ftenv finetune` on (tests/support/finetune_launch.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from support import GOOD_RECORD as GOOD
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """A fake model dir, data with one (empty) wav, an output dir: all the launcher checks."""
+def work(tmp_path: Path, monkeypatch) -> Path:
+    """A fake model dir, data with one (empty) wav, an output dir: all the launcher checks; the
+    working folder, where the command line's relative paths start."""
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "model").mkdir()
     (tmp_path / "model/config.yaml").write_text("model: FunASRNano\n")
     (tmp_path / "model/model.pt").write_bytes(b"")

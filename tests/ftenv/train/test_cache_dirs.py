@@ -42,13 +42,13 @@ def image_env(home: Path) -> dict[str, str]:
 
 
 def test_writable_home_moves_nothing(tmp_path):
-    assert cache_dirs.plan_moves(image_env(tmp_path / "home"), tmp=str(tmp_path)) is None
+    assert cache_dirs.moves_needed(image_env(tmp_path / "home"), tmp=str(tmp_path)) is None
 
 
 def test_unwritable_home_moves_every_cache_under_one_folder(blocked, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    moved = cache_dirs.plan_moves(image_env(blocked), tmp=str(tmp))
+    moved = cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp))
     base = tmp / f"ftenv-cache-{os.getuid()}"
     assert moved.base == base and base.is_dir() and stat.S_IMODE(base.stat().st_mode) == 0o700
     assert moved.env["HF_HOME"] == f"{base}/.cache/huggingface"
@@ -66,13 +66,13 @@ def test_unwritable_home_moves_every_cache_under_one_folder(blocked, tmp_path):
 
 def test_a_writable_volume_keeps_its_cache(blocked, tmp_path):
     env = image_env(blocked) | {"HF_HOME": str(tmp_path / "hf-volume")}
-    moved = cache_dirs.plan_moves(env, tmp=str(tmp_path))
+    moved = cache_dirs.moves_needed(env, tmp=str(tmp_path))
     assert "HF_HOME" not in moved.env and "MODELSCOPE_CACHE" in moved.env
 
 
 def test_a_set_variable_outside_home_moves_under_its_own_name(tmp_path, blocked):
     env = {"HOME": str(tmp_path / "home"), "TORCHINDUCTOR_CACHE_DIR": str(blocked / "inductor")}
-    moved = cache_dirs.plan_moves(env, tmp=str(tmp_path))
+    moved = cache_dirs.moves_needed(env, tmp=str(tmp_path))
     assert moved.env == {
         "TORCHINDUCTOR_CACHE_DIR": f"{tmp_path}/ftenv-cache-{os.getuid()}/torchinductor_cache_dir"
     }
@@ -80,11 +80,11 @@ def test_a_set_variable_outside_home_moves_under_its_own_name(tmp_path, blocked)
 
 def test_no_writable_temporary_directory_moves_nothing(blocked, tmp_path):
     """Nowhere better to go: the caches stay, and the library that needs one says what failed."""
-    assert cache_dirs.plan_moves(image_env(blocked), tmp=str(blocked.parent / "tmp")) is None
+    assert cache_dirs.moves_needed(image_env(blocked), tmp=str(blocked.parent / "tmp")) is None
 
 
 def test_dry_run_creates_nothing(blocked, tmp_path):
-    moved = cache_dirs.plan_moves(image_env(blocked), tmp=str(tmp_path), create=False)
+    moved = cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp_path), create=False)
     assert moved is not None and not moved.base.exists()
 
 
@@ -100,7 +100,7 @@ def test_someone_elses_folder_in_a_shared_tmp_is_not_used(blocked, tmp_path, mon
         return st
 
     monkeypatch.setattr(Path, "stat", stat_of)
-    moved = cache_dirs.plan_moves(image_env(blocked), tmp=str(tmp_path))
+    moved = cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp_path))
     assert moved.base != taken and moved.base.parent == tmp_path and moved.base.is_dir()
 
 
@@ -129,8 +129,9 @@ def test_finetune_moves_them_and_says_so_once(blocked, tmp_path, monkeypatch, ca
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    monkeypatch.chdir(tmp_path)
     argv = ["finetune", "--dry-run", "--model-dir", "model", "--train", "train.jsonl", "--valid", "val.jsonl",
-            "--output-dir", "out", "--cwd", str(tmp_path), "--gpus-per-node", "1"]  # fmt: skip
+            "--output-dir", "out", "--gpus-per-node", "1"]  # fmt: skip
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "caches:" in line]

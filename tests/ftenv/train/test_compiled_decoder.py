@@ -25,8 +25,8 @@ import pytest
 import torch
 
 from ftenv import cli
-from ftenv.report import compile_setting
 from ftenv.steps import fixes
+from ftenv.train import compile_setting
 from ftenv.train.fastpath import compiled_decoder
 from support import ROOT, child_env, finetune_tiny
 

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli
-from ftenv.train import inputs, launch_plan
+from ftenv.train import inputs, torchrun_command
 from ftenv.train.inputs import InputError, check_line
 from support import GOOD_RECORD, ROOT
-from support.finetune_launch import cmdline, overrides_of, parse, plan
+from support.finetune_launch import cmdline, overrides_of, parse, work_out
 
 GOOD = GOOD_RECORD
 
 
 def test_single_node_command_is_upstreams_recipe(work):
-    p = plan(work, "--gpus-per-node", "1")
+    p = work_out(work, "--gpus-per-node", "1")
     argv = p.argv
     # torchrun, in-process (the stop's exit code), forwarding Slurm's SIGUSR1/2 to its workers too
     assert argv[:3] == [sys.executable, "-m", "ftenv.train.runlife.torchrun"]
@@ -76,7 +76,7 @@ def test_single_node_command_is_upstreams_recipe(work):
 
 
 def test_user_overrides_replace_defaults_and_pass_through(work):
-    p = plan(
+    p = work_out(
         work, "--gpus-per-node", "2", "++train_conf.max_epoch=3", "++llm_conf.freeze=true", "++foo.bar=x y"
     )
     ov = overrides_of(p)
@@ -95,53 +95,53 @@ def test_slurm_and_pytorchjob_commands(work):
         "SLURM_STEP_NODELIST": "dgx[01-02]",
         "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
     }
-    argv = plan(work, "--gpus-per-node", "8", env=slurm).argv
+    argv = work_out(work, "--gpus-per-node", "8", env=slurm).argv
     assert argv[3:13] == [
         "--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1",
         "--master_addr", "dgx01", "--master_port", "20009",
     ]  # fmt: skip
     worker = {"MASTER_ADDR": "ft-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1"}
-    assert plan(work, "--gpus-per-node", "8", env=worker).argv[7:13] == [
+    assert work_out(work, "--gpus-per-node", "8", env=worker).argv[7:13] == [
         "--node_rank", "1", "--master_addr", "ft-master-0", "--master_port", "23456",
     ]  # fmt: skip
 
 
 def test_gpus_per_node_from_pet_variable(work):
     env = {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4"}
-    assert plan(work, env=env).argv[5:7] == ["--nproc_per_node", "4"]
+    assert work_out(work, env=env).argv[5:7] == ["--nproc_per_node", "4"]
 
 
 def test_no_gpu_and_no_count_is_explained(work):
     with pytest.raises(InputError, match=r"no GPU visible.*--gpus-per-node N"):
-        plan(work, env={"CUDA_VISIBLE_DEVICES": ""})
+        work_out(work, env={"CUDA_VISIBLE_DEVICES": ""})
 
 
 def test_model_dir_model_py_turns_on_remote_code(work):
     (work / "model/model.py").write_text("# the example's model code\n")
-    ov = overrides_of(plan(work, "--gpus-per-node", "1"))
+    ov = overrides_of(work_out(work, "--gpus-per-node", "1"))
     assert ov[1:3] == ["++trust_remote_code=true", f"++remote_code={work}/model/model.py"]
 
 
 def test_remote_code_option(work):
     (work / "example_model.py").write_text("# upstream example's model code\n")
-    ov = overrides_of(plan(work, "--gpus-per-node", "1", "--remote-code", "example_model.py"))
+    ov = overrides_of(work_out(work, "--gpus-per-node", "1", "--remote-code", "example_model.py"))
     assert ov[1:3] == ["++trust_remote_code=true", f"++remote_code={work}/example_model.py"]
     with pytest.raises(InputError, match=f"--remote-code {work}/nope.py is not a file"):
-        plan(work, "--gpus-per-node", "1", "--remote-code", "nope.py")
+        work_out(work, "--gpus-per-node", "1", "--remote-code", "nope.py")
 
 
 def test_allow_hub_takes_a_hub_id_and_stays_online(work):
-    p = plan(work, "--gpus-per-node", "1", "--allow-hub")
+    p = work_out(work, "--gpus-per-node", "1", "--allow-hub")
     assert not {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MODELSCOPE_OFFLINE"} & set(p.env)
     assert "++disable_update=true" not in p.argv
     argv = cmdline(work, "--gpus-per-node", "1", "--allow-hub")
     argv[2] = "FunAudioLLM/Fun-ASR-Nano-2512"
-    p = launch_plan.plan(parse(argv), environ={})
+    p = torchrun_command.work_out(parse(argv, cwd=work), environ={})
     assert "++model=FunAudioLLM/Fun-ASR-Nano-2512" in p.argv
 
 
 def test_trainer_option_is_split_like_a_shell(work):
-    argv = plan(work, "--gpus-per-node", "2", "--trainer", "/x/python -m ftenv.cpu_train").argv
+    argv = work_out(work, "--gpus-per-node", "2", trainer="/x/python -m ftenv.cpu_train").argv
     assert argv[14:17] == ["/x/python", "-m", "ftenv.cpu_train"]
 
 
@@ -209,7 +209,7 @@ def test_bad_jsonl_names_the_file_and_line(work):
     lines.insert(1, '{"source": "a.wav", "target": "x"}')
     (work / "train.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError) as err:
-        plan(work, "--gpus-per-node", "1")
+        work_out(work, "--gpus-per-node", "1")
     text = str(err.value)
     assert f"train data {work}/train.jsonl line 2: no 'messages' key" in text
     assert "each line must be one JSON object like:" in text
@@ -235,10 +235,10 @@ def test_bad_jsonl_names_the_file_and_line(work):
     ],
 )
 def test_bad_input_messages(work, setup, message):
-    plan(work, "--gpus-per-node", "1")  # passes before the damage
+    work_out(work, "--gpus-per-node", "1")  # passes before the damage
     setup(work)
     with pytest.raises(InputError, match=__import__("re").escape(message.format(w=work))):
-        plan(work, "--gpus-per-node", "1")
+        work_out(work, "--gpus-per-node", "1")
 
 
 def test_a_list_file_is_followed_to_its_first_jsonl(work):
@@ -306,13 +306,13 @@ def test_unwritable_output_dir_for_a_real_unprivileged_user():
 )
 def test_bad_override_messages(work, extra, message):
     with pytest.raises(InputError, match=message):
-        plan(work, "--gpus-per-node", "1", *extra)
+        work_out(work, "--gpus-per-node", "1", *extra)
 
 
 def test_missing_options_are_named(work):
     args = parse(["finetune", "--model-dir", "m"])
     with pytest.raises(InputError, match="missing --train, --valid, --output-dir"):
-        launch_plan.plan(args, environ={})
+        torchrun_command.work_out(args, environ={})
 
 
 def test_cli_dry_run_prints_the_command_and_creates_nothing(work, capsys, monkeypatch):
@@ -378,7 +378,7 @@ def test_bad_options_exit_2_and_name_the_fix(work, clean_env, capsys, extra, mes
 
 
 def test_hydra_own_settings_pass_as_plain_key_value(work):
-    argv = plan(work, "--gpus-per-node", "1", "hydra.run.dir=/x").argv
+    argv = work_out(work, "--gpus-per-node", "1", "hydra.run.dir=/x").argv
     assert "hydra.run.dir=/x" in argv
     assert not [a for a in argv if a.startswith("++hydra.run.dir=")], "the user's run dir replaces ours"
 
@@ -395,7 +395,7 @@ def test_hydra_writes_its_run_folder_under_the_output_dir(work, tmp_path_factory
         "main()\n"
     )
     cwd = tmp_path_factory.mktemp("cwd")
-    hydra_args = [a for a in plan(work, "--gpus-per-node", "1").argv if a.startswith("++hydra.")]
+    hydra_args = [a for a in work_out(work, "--gpus-per-node", "1").argv if a.startswith("++hydra.")]
     for args, writes_cwd in ((hydra_args, False), ([], True)):  # without it: the cwd is written
         proc = subprocess.run(
             [sys.executable, str(app), "++x=1", *args], cwd=cwd, capture_output=True, text=True, timeout=120

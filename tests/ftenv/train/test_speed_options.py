@@ -1,20 +1,19 @@
-"""`ftenv finetune`'s faster-training options, as the launcher plans them (no training here):
+"""`ftenv finetune`'s faster-training options, as the launcher works them out (no training here):
 what each flag puts in the trainer's environment and overrides, and the errors that name the fix."""
 
 from __future__ import annotations
 
 import pytest
 
-from ftenv.report import compile_setting
-from ftenv.train import compile_cache
+from ftenv.train import compile_cache, compile_setting
 from ftenv.train.inputs import InputError
-from support.finetune_launch import overrides_of, plan
+from support.finetune_launch import overrides_of, work_out
 
 ENTRY = "ftenv.train.funasr_entry"
 
 
 def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(work):
-    p = plan(work, "--gpus-per-node", "1", "--compile")
+    p = work_out(work, "--gpus-per-node", "1", "--compile")
     assert p.env[compile_setting.ENV] == "1"
     assert compile_setting.compile_parts(p.env) == compile_setting.DEFAULT_PARTS == ("decoder",)
     for var in compile_cache.COMPILER_CACHE_VARS:
@@ -24,33 +23,33 @@ def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(
 
 
 def test_each_lever_has_its_own_flag(work):
-    p = plan(
+    p = work_out(
         work, "--gpus-per-node", "1", "--compile-parts", "regional,audio", "--buckets", "64", "--fused-adamw"
     )
     assert compile_setting.compile_parts(p.env) == ("regional", "audio")
     assert p.env[compile_setting.BUCKETS_ENV] == "64"
     assert "++optim_conf.fused=true" in overrides_of(p)
     # A user's own override still wins over the flag's.
-    mine = plan(work, "--gpus-per-node", "1", "--fused-adamw", "++optim_conf.fused=false")
+    mine = work_out(work, "--gpus-per-node", "1", "--fused-adamw", "++optim_conf.fused=false")
     assert "++optim_conf.fused=false" in overrides_of(mine) and "++optim_conf.fused=true" not in overrides_of(
         mine
     )
     # Buckets alone need the entry too (it pads the trainer's batches), but no compile caches.
-    b = plan(work, "--gpus-per-node", "1", "--buckets", "64")
+    b = work_out(work, "--gpus-per-node", "1", "--buckets", "64")
     assert ENTRY in " ".join(b.argv) and compile_setting.ENV not in b.env and "TRITON_CACHE_DIR" not in b.env
 
 
-def test_cuda_graphs_are_planned_without_gradient_accumulation(work):
+def test_cuda_graphs_go_with_no_gradient_accumulation(work):
     flags = ["--gpus-per-node", "1", "--compile-parts", "regional,cudagraphs", "--buckets", "64"]
-    assert compile_setting.compile_parts(plan(work, *flags).env) == ("regional", "cudagraphs")
-    one = plan(work, *flags, "++train_conf.accum_grad=1")
+    assert compile_setting.compile_parts(work_out(work, *flags).env) == ("regional", "cudagraphs")
+    one = work_out(work, *flags, "++train_conf.accum_grad=1")
     assert "++train_conf.accum_grad=1" in overrides_of(one)
     # Accumulation without graphs is the user's choice, as before.
-    assert plan(work, "--gpus-per-node", "1", "--compile-parts", "regional", "++train_conf.accum_grad=4")
+    assert work_out(work, "--gpus-per-node", "1", "--compile-parts", "regional", "++train_conf.accum_grad=4")
 
 
 def test_off_by_default(work):
-    p = plan(work, "--gpus-per-node", "1")
+    p = work_out(work, "--gpus-per-node", "1")
     assert ENTRY in " ".join(p.argv)  # always (the run's life), but with nothing of the fast path on
     assert not {compile_setting.ENV, compile_setting.BUCKETS_ENV, "TORCHINDUCTOR_CACHE_DIR"} & set(p.env)
     assert "++optim_conf.fused=true" not in overrides_of(p)
@@ -72,7 +71,7 @@ def test_off_by_default(work):
 )
 def test_bad_values_are_errors_that_name_the_fix(work, flags, message):
     with pytest.raises(InputError, match=message):
-        plan(work, "--gpus-per-node", "1", *flags)
+        work_out(work, "--gpus-per-node", "1", *flags)
 
 
 def test_the_report_line_names_the_parts_and_the_buckets():

@@ -1,5 +1,5 @@
 """What FTENV_COMPILE and FTENV_BUCKETS do in the trainer's process (ftenv.train.funasr_entry), and
-in the benchmark: the compile parts (ftenv.report.compile_setting.PARTS) put on one model.
+in the benchmark: the compile parts (ftenv.train.compile_setting.PARTS) put on one model.
 
 - `decoder`: ftenv.train.fastpath.compiled_decoder.install (FunASR PR #3705's whole-stack compile);
 - `regional`: ftenv.train.fastpath.compiled_decoder.install_regional (one Qwen3 layer's graph for all);
@@ -21,7 +21,7 @@ import atexit
 import functools
 import sys
 
-from ftenv.report.compile_setting import ENV
+from ftenv.train.compile_setting import ENV
 from ftenv.train.fastpath import compiled_audio, compiled_decoder, labelled_head, sync_free
 from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES
 

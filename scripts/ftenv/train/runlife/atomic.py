@@ -1,12 +1,6 @@
-"""Every file the trainer saves with torch.save to a path is written whole or not at all.
-
-The pinned FunASR writes `model.pt.epE[.S]`, `model.pt`, `model.pt.best` and `model.pt.avgN` in place
-(a plain torch.save to the final name). A crash, a SIGKILL or a full disk in the middle leaves a
-cut file under the final name, and every restart then fails in torch.load. Here torch.save, in the
-trainer's process only, writes to a temporary name beside the file (a dot name FunASR never
-lists), fsyncs it, renames it over the final name and fsyncs the folder: the final name holds the
-old file or the new one, never a part. A save that fails removes its temporary file and says how
-much space is left.
+"""Every file the trainer saves with torch.save is written whole or not at all (a temporary name,
+fsync, rename, fsync of the folder), because the pinned FunASR saves checkpoints in place and a cut
+file under the final name makes every restart fail in torch.load.
 """
 
 from __future__ import annotations

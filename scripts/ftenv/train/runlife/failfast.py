@@ -1,13 +1,7 @@
-"""A rank that dies or hangs ends the job soon, and leaves what is needed to see why.
-
-A rank that dies: torchrun sees it at once and stops the node's other workers (SIGTERM, then
-SIGKILL after its 30 s); other nodes learn it from Slurm's `srun --kill-on-bad-exit=1` or the
-training operator (docs/examples). A rank that hangs (or a node whose peers vanished without an
-error) holds the others in a collective until the process group's timeout: FunASR calls
-init_process_group without one, so NCCL's is 10 minutes. Here the trainer's processes get a
-shorter one (FTENV_COLLECTIVE_TIMEOUT_S, default 300 s: it must exceed the longest wait of a
-healthy run, rank 0 saving a full checkpoint while the others wait in a barrier), and NCCL's
-flight recorder dumps the last collectives of each rank under the output folder on a timeout.
+"""A rank that dies or hangs ends the job soon and leaves what is needed to see why: FunASR starts
+its process group without a timeout (NCCL's 10 minutes), so the trainer's processes get a shorter
+one (FTENV_COLLECTIVE_TIMEOUT_S, longer than a healthy run's longest wait) and NCCL's flight
+recorder dumps each rank's last collectives under the output folder.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Before torchrun: what the output folder holds, said in one line, and made ready for FunASR.
-
-FunASR's resume (train_conf.resume=true, the recipe's) loads OUTPUT_DIR/model.pt if it exists,
-silently, and fails for good on a model.pt that does not load. Here the launcher reads the folder
-first and says one of:
-- a fresh run (no checkpoint);
-- resuming from <file>: epoch E, step S (saved <when>): E and S are where FunASR will continue
-  (the epoch in progress, the batches of it already trained);
-- a finished run (the last epoch's end is saved and no more epochs are asked for): refused, exit
-  UNUSABLE, naming the ways out (`--fresh`, another folder, more epochs).
-A model.pt that does not load is kept aside as model.pt.unreadable-<time>, and the newest
-checkpoint file that loads becomes model.pt (a hard link: no copy), said so. Leftover temporary
-files of interrupted saves are removed. `--fresh` moves the old checkpoints to replaced-<time>/.
+"""Before torchrun: what the output folder holds (fresh, resuming from which file at which epoch and
+step, finished: refused), said in one line and made ready, because FunASR's resume loads model.pt
+silently and fails for good on one that does not load (it is set aside and the newest loadable
+checkpoint linked in its place).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""FunASR's Trainer, changed at run time in each training process (never in site-packages):
-
-- train_epoch: its training DataLoader gets the step-boundary check of signals.py; a stop saves
-  through FunASR's own save_checkpoint (its dict, its file names, so its resume path loads it),
-  writes the stop record (rank 0) and exits STOPPED on every rank;
-- save_checkpoint: the saved `step` counts from the start of the epoch's data slice. The pinned FunASR
-  saves `batch_idx + 1`, counted from where this process started the slice, and resumes from it:
-  after one resume, a second stop in the same epoch would resume at the wrong batch;
-- torch.save: atomic (atomic.py).
+"""FunASR's Trainer changed at run time in each training process (never in site-packages): the stop
+at a step boundary saved through FunASR's own save_checkpoint, the saved step counted from the
+start of the epoch's data slice (the pinned FunASR's count breaks a second resume in one epoch),
+and atomic torch.save.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """What the launcher and the trainer processes share: the variables the launcher sets for them and the
-stop record rank 0 leaves when a run stops on a signal (read back by the launcher to tell a stop
-from a crash, since torchrun exits 1 for both)."""
+stop record rank 0 leaves, because torchrun exits 1 both for a stop and for a crash."""
 
 from __future__ import annotations
 

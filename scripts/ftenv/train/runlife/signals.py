@@ -1,15 +1,6 @@
-"""The stop on a signal, in each training process: SIGTERM, SIGINT, SIGUSR1 or SIGUSR2 asks for it,
-the ranks agree at a step boundary, rank 0 saves, everyone exits (hooks.py).
-
-A signal only sets a flag (a handler that does more could land anywhere in a step). At every step
-boundary (before the next batch is fetched, after the step's own validation and interval save) each
-rank puts its flag into an all-reduce (MAX): either every rank stops at this boundary or none
-does, whichever rank was signalled and whenever. Under gradient accumulation only the boundaries
-that end an accumulation count. One all-reduce of one integer a step: FunASR already syncs every
-step (the loss's .item()).
-
-A signal before the training loop (model build, resume) has nothing to save: the process exits
-at once, with the stop's exit code.
+"""The stop on a signal in each training process: a signal only sets a flag, and at each step
+boundary the ranks all-reduce their flags, so that every rank stops at the same boundary (rank 0
+saves) whichever rank was signalled; a signal before the loop exits at once.
 """
 
 from __future__ import annotations

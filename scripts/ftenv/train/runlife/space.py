@@ -1,11 +1,6 @@
-"""Before torchrun: will the checkpoints the run keeps fit on the output folder's filesystem?
-
-FunASR keeps up to train_conf.keep_nbest_models ranked checkpoints, plus model.pt, model.pt.best and
-the final average, and needs room for one more while a save is written (atomic.py writes a whole
-temporary copy before the rename). The size of one checkpoint: an existing one's, else an estimate
-of 4 x the model dir's model.pt (the weights, AdamW's two moments, FunASR's bookkeeping: the tiny
-model's first checkpoint, trained in fp32, measured 3.6 x its model.pt). Refused with the numbers
-when it cannot fit. FTENV_SPACE_CHECK=0 skips the check.
+"""Before torchrun: whether the checkpoints the run keeps fit on the output folder's filesystem (one
+checkpoint: an existing one's size, else 4 x model.pt), refused with the numbers when they do not,
+rather than failing at a save hours in. FTENV_SPACE_CHECK=0 skips it.
 """
 
 from __future__ import annotations

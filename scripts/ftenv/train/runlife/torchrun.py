@@ -1,11 +1,6 @@
-"""`python -m ftenv.train.runlife.torchrun ARGS`: torchrun (torch.distributed.run) in this process,
-with one change: a run that stopped on a signal exits STOPPED, not 1.
-
-torchrun exits 1 whenever a worker exits non-zero, and when it is signalled itself: a preempted run
-would read as a crash. The ranks that stop on a signal exit STOPPED, and rank 0 leaves a stop record
-tagged with this launch's id (record.py); when torchrun ends, this reads it. And after a signal,
-torchrun waits longer than its 30 s for the workers' save. Everything else (arguments, output,
-the crash report, the exit code of a crash) is torchrun's.
+"""`python -m ftenv.train.runlife.torchrun ARGS`: torchrun in this process, except that a run that
+stopped on a signal exits STOPPED, not 1 (torchrun's exit for any failure), and torchrun waits
+longer for the workers' save after a signal; everything else is torchrun's.
 """
 
 from __future__ import annotations

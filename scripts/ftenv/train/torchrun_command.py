@@ -1,11 +1,10 @@
-"""The torchrun command `ftenv finetune` will run, worked out without running anything: the
-inputs checked (inputs.py), the nodes found (cluster_env.py), the recipe's overrides merged with
-the user's (recipe.py, overrides.py). The unit tests and `--dry-run` stop here.
+"""The torchrun command `ftenv finetune` will run, worked out without running anything, so that
+`--dry-run` and the unit tests see exactly what would start: inputs checked (inputs.py), nodes found
+(cluster_env.py), the recipe's overrides merged with the user's (recipe.py, overrides.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import sys
@@ -26,8 +25,40 @@ TORCHRUN_MODULE = "ftenv.train.runlife.torchrun"
 ENTRY_MODULE = "ftenv.train.funasr_entry"
 
 
+@dataclass(frozen=True)
+class FinetuneOptions:
+    """What `ftenv finetune` was asked for (its parser: ftenv.commands.finetune). `trainer` and
+    `cwd` are test seams, not options of the command line: the trainer command torchrun starts
+    (default: the trainer entry) and the folder relative paths start from (default: here)."""
+
+    model_dir: str | None = None
+    train: str | None = None
+    valid: str | None = None
+    output_dir: str | None = None
+    gpus_per_node: int | None = None
+    nnodes: int | None = None
+    node_rank: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    remote_code: str | None = None
+    allow_hub: bool = False
+    speed: speed_options.SpeedOptions = field(default_factory=speed_options.SpeedOptions)
+    skip_data_check: bool = False
+    fresh: bool = False
+    dry_run: bool = False
+    overrides: tuple[str, ...] = ()  # Hydra ++key=value, maybe after a `--`
+    trainer: str | None = None
+    cwd: Path | None = None
+
+    def working_folder(self) -> Path:
+        """Where the command line's relative paths start."""
+        return Path(self.cwd or os.getcwd())
+
+
 @dataclass
-class Plan:
+class TorchrunCommand:
+    """The command line and the variables the trainer gets, the nodes, and notes to print."""
+
     argv: list[str]
     env: dict[str, str]
     launch: cluster_env.Launch
@@ -59,9 +90,9 @@ def _absolute(path: str, cwd: Path) -> Path:
     return Path(path) if Path(path).is_absolute() else cwd / path
 
 
-def _processes_per_node(args: argparse.Namespace, launch: cluster_env.Launch, env, notes: list[str]) -> int:
-    if args.gpus_per_node is not None:
-        return args.gpus_per_node
+def _processes_per_node(options: FinetuneOptions, launch: cluster_env.Launch, env, notes: list[str]) -> int:
+    if options.gpus_per_node is not None:
+        return options.gpus_per_node
     if launch.nproc_per_node is not None:
         return launch.nproc_per_node
     count = _gpu_count(env)
@@ -75,37 +106,37 @@ def _processes_per_node(args: argparse.Namespace, launch: cluster_env.Launch, en
     return count
 
 
-def plan(args: argparse.Namespace, environ=None) -> Plan:
-    """Everything `run` will do, without doing it (the unit tests call this)."""
+def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
+    """The command `ftenv finetune` will run, without running anything (the unit tests call this)."""
     env = os.environ if environ is None else environ
-    extra = list(args.overrides)
+    extra = list(options.overrides)
     if extra[:1] == ["--"]:
         extra = extra[1:]
     merge_overrides([], extra)  # reject misplaced options and malformed overrides first
     missing = [
         f"--{name.replace('_', '-')}"
         for name in ("model_dir", "train", "valid", "output_dir")
-        if not getattr(args, name)
+        if not getattr(options, name)
     ]
     if missing:
         raise InputError(f"missing {', '.join(missing)} (see `ftenv finetune --help`)")
-    problems = check_options(args.gpus_per_node, args.nnodes, args.node_rank, args.master_port)
+    problems = check_options(options.gpus_per_node, options.nnodes, options.node_rank, options.master_port)
     notes: list[str] = []
-    cwd = Path(args.cwd or os.getcwd())
-    model = args.model_dir
+    cwd = options.working_folder()
+    model = options.model_dir
     model_path = _absolute(model, cwd)
-    if args.allow_hub and not model_path.exists():
+    if options.allow_hub and not model_path.exists():
         notes.append(f"{model} is not a local folder: loading it from the model hub (--allow-hub)")
     else:
         problems += check_model_dir(model_path)
         model = str(model_path)
     data = {}
-    for what, raw in (("train", args.train), ("valid", args.valid)):
+    for what, raw in (("train", options.train), ("valid", options.valid)):
         data[what] = str(_absolute(raw, cwd))
         problems += check_jsonl(_absolute(raw, cwd), what, cwd)
-    out = _absolute(args.output_dir, cwd)
-    problems += check_output_dir(out, create=not args.dry_run, environ=env)
-    remote_code = args.remote_code
+    out = _absolute(options.output_dir, cwd)
+    problems += check_output_dir(out, create=not options.dry_run, environ=env)
+    remote_code = options.remote_code
     if remote_code is not None:
         remote_code = str(_absolute(remote_code, cwd))
         if not Path(remote_code).is_file():
@@ -118,15 +149,15 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
         launch = cluster_env.detect(env)
         launch = cluster_env.apply_overrides(
             launch,
-            nnodes=args.nnodes,
-            node_rank=args.node_rank,
-            master_addr=args.master_addr,
-            master_port=args.master_port,
+            nnodes=options.nnodes,
+            node_rank=options.node_rank,
+            master_addr=options.master_addr,
+            master_port=options.master_port,
         )
     except cluster_env.LaunchError as exc:
         raise InputError(str(exc)) from None
     notes += launch.notes
-    nproc = _processes_per_node(args, launch, env, notes)
+    nproc = _processes_per_node(options, launch, env, notes)
 
     if remote_code is None and model_path.is_dir() and (model_path / "model.py").is_file():
         remote_code = str(model_path / "model.py")
@@ -149,13 +180,13 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
     recipe += [("train_data_set_list", data["train"]), ("valid_data_set_list", data["valid"])]
     recipe += RECIPE_DEFAULTS
     child_env: dict[str, str] = {}
-    if not args.allow_hub:
+    if not options.allow_hub:
         recipe += OFFLINE_OVERRIDES
         child_env.update(OFFLINE_ENV)
     recipe.append(("output_dir", str(out)))
     recipe.append(hydra_run_dir(out))
     # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py)
-    speed = speed_options.plan(args, env, out, create=not args.dry_run)
+    speed = speed_options.for_trainer(options.speed, options.overrides, env, out, create=not options.dry_run)
     overrides = merge_overrides(recipe + speed.recipe, extra)
     child_env.update(speed.env)
     notes += speed.notes
@@ -165,7 +196,7 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
         raise InputError(str(exc)) from None
     child_env[record.OUTPUT_ENV] = str(out)
     child_env.update(failfast.launcher_env(out, env))
-    trainer = args.trainer or f"-m {ENTRY_MODULE}"
+    trainer = options.trainer or f"-m {ENTRY_MODULE}"
     argv = [
         sys.executable,
         "-m",
@@ -176,4 +207,6 @@ def plan(args: argparse.Namespace, environ=None) -> Plan:
         *overrides,
     ]
     model_pt = model_path / "model.pt" if model_path.is_dir() else None
-    return Plan(argv=argv, env=child_env, launch=launch, notes=notes, output_dir=out, model_pt=model_pt)
+    return TorchrunCommand(
+        argv=argv, env=child_env, launch=launch, notes=notes, output_dir=out, model_pt=model_pt
+    )

@@ -1,4 +1,4 @@
-"""Command-line options that `ftenv watch` and `ftenv analyze` share (one parser each, same rules)."""
+"""The options `ftenv watch` and `ftenv analyze` share: one home, so both parsers read them alike."""
 
 from __future__ import annotations
 

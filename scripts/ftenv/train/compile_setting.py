@@ -1,18 +1,15 @@
-"""FTENV_COMPILE, FTENV_BUCKETS, FTENV_COMPILE_CACHE_DIR: what the faster training path turns on
-(`ftenv finetune --compile`, `--compile-parts`, `--buckets`).
-
-The one home of the variables' names, of the compile parts and of how their values read; the
-report prints them, the trainer entry (ftenv.train.funasr_entry) acts on them through
-ftenv.train.fastpath.parts, the launcher (ftenv.train.launch_plan) sets them.
+"""FTENV_COMPILE, FTENV_BUCKETS, FTENV_COMPILE_CACHE_DIR: the one home of what the faster training path
+turns on and how its values read, because the launcher sets them, the trainer entry acts on them
+(fastpath/parts.py) and the start-up report prints them (`report_line`, passed to the report).
 
 FTENV_COMPILE is `1` (on: DEFAULT_PARTS), `0` (off), or a comma-separated list of PARTS:
 - `decoder`: the Qwen3 decoder stack compiled whole, FunASR PR #3705's path;
 - `regional`: each Qwen3 decoder layer compiled instead (one graph for all layers, less compile);
 - `audio`: the frozen SenseVoice encoder's blocks and the adaptor compiled too;
 - `cudagraphs`: CUDA graphs (mode="reduce-overhead") for the bucketed shapes; needs FTENV_BUCKETS;
-- `nosync`: FunASRNano's forward without host syncs (ftenv.train.fastpath.sync_free), eager;
+- `nosync`: FunASRNano's forward without host syncs (fastpath/sync_free.py), eager;
 - `lmhead`: that forward with the LM head and the loss over labelled positions only
-  (ftenv.train.fastpath.labelled_head).
+  (fastpath/labelled_head.py).
 Every compiled decoder runs without a KV cache (use_cache=False), in training and validation.
 """
 

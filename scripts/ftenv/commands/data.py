@@ -1,0 +1,82 @@
+"""`ftenv data prepare` and `ftenv data check`: their parsers; the work is ftenv.data's."""
+
+from __future__ import annotations
+
+import argparse
+
+from ftenv.data import check, command, prepare
+
+PROG = "ftenv data"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("data", help="prepare and check Fun-ASR-Nano training data (ChatML JSONL)")
+    data = p.add_subparsers(dest="data_command", metavar="prepare|check", required=True)
+    c = data.add_parser(
+        "check",
+        help="check every line of JSONL manifests as FunASR will read them",
+        description=(
+            "Streams every line: UTF-8, JSON, ChatML roles and the speech marker, the audio "
+            "(present, decodable, its duration against speech_length), empty transcripts, "
+            "duplicates, and what FunASR's length rules drop with the run's settings (upstream's "
+            "recipe, the model's config.yaml, then ++dataset_conf.KEY=VALUE overrides). Exit 0 "
+            "when usable (warnings allowed), 2 on any error. See docs/data.md."
+        ),
+        usage=f"{PROG} check [--valid FILE] [--model-dir DIR] [--output-dir DIR] FILE... "
+        "[++dataset_conf.KEY=VALUE ...]",
+    )
+    c.add_argument(
+        "files", nargs="*", metavar="FILE", help="training manifests, then any ++dataset_conf overrides"
+    )
+    c.add_argument("--valid", action="append", default=[], metavar="FILE", help="a validation manifest")
+    c.add_argument("--model-dir", help="the model folder: its config.yaml's dataset_conf applies")
+    c.add_argument("--output-dir", default=".", help=f"where {check.REPORT_NAME} is written (default: here)")
+    c.add_argument("--world-size", type=int, default=1, help="GPUs of the run in all (sampler buffers; 1)")
+    c.add_argument("--jobs", type=int, help="worker processes (default: the usable cores)")
+    c.set_defaults(func=run_check)
+    _add_prepare(data)
+
+
+def _add_prepare(data) -> None:
+    p = data.add_parser(
+        "prepare",
+        help="write upstream's ChatML JSONL from Kaldi wav.scp + text, a TSV/CSV, or a folder of audio",
+        description="`ftenv data prepare`: upstream's ChatML JSONL from what fine-tuners have: Kaldi's "
+        "`wav.scp` + `text` (what FunASR's scp2jsonl reads), a TSV/CSV of audio path and transcript, "
+        "or a folder of audio with a transcript beside each file (`a.wav` + `a.txt`).",
+    )
+    p.add_argument("--wav-scp", help="Kaldi wav.scp: KEY PATH per line (with --text)")
+    p.add_argument("--text", help="Kaldi text: KEY TRANSCRIPT per line (with --wav-scp)")
+    p.add_argument("--table", help="a .tsv or .csv of audio path, transcript (a header row is skipped)")
+    p.add_argument("--audio-dir", help="a folder of audio files, each with NAME.txt beside it")
+    p.add_argument("--model-dir", help="the model folder: its tokenizer counts text_length")
+    p.add_argument("--tokenizer", help="a tokenizer folder instead of --model-dir's")
+    p.add_argument("--output", "-o", required=True, help="the JSONL to write")
+    p.add_argument("--jobs", type=int, help="worker processes for the audio (default: the usable cores)")
+    p.set_defaults(func=run_prepare)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    options = command.CheckOptions(
+        files=tuple(args.files),
+        valid=tuple(args.valid),
+        model_dir=args.model_dir,
+        output_dir=args.output_dir,
+        world_size=args.world_size,
+        jobs=args.jobs,
+    )
+    return command.run_check(options)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    options = prepare.PrepareOptions(
+        output=args.output,
+        wav_scp=args.wav_scp,
+        text=args.text,
+        table=args.table,
+        audio_dir=args.audio_dir,
+        model_dir=args.model_dir,
+        tokenizer=args.tokenizer,
+        jobs=args.jobs,
+    )
+    return prepare.run(options)

@@ -1,0 +1,21 @@
+"""`ftenv report`: its parser; the report is ftenv.report's, its compile line ftenv.train's."""
+
+from __future__ import annotations
+
+import argparse
+
+from ftenv.report import report
+from ftenv.train import compile_setting
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("report", help="GPU, stack and attention-backend report (exit 0 always)")
+    p.add_argument("--json", action="store_true", help="machine-readable, to stdout")
+    p.add_argument("--stdout", action="store_true", help="print the text block to stdout, not stderr")
+    p.add_argument("--no-gpu-probe", action="store_true", help="skip the tiny SDPA call on the GPU")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = report.ReportOptions(json=args.json, stdout=args.stdout, gpu_probe=not args.no_gpu_probe)
+    return report.run(options, compile_setting.report_line())
