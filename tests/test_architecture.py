@@ -155,13 +155,11 @@ def test_a_planted_long_module_is_found_unless_it_says_why(copy):
 # --- docs/architecture.md describes this tree -------------------------------------------------------
 
 ARCHITECTURE_DOC = ROOT / "docs/architecture.md"
-#: Wings the doc may name before their folder is there (once it is, they must be in WINGS).
-NOT_BUILT = ("commands",)
 
 
 def test_the_architecture_doc_names_the_wings_in_order_and_every_folder():
     text = ARCHITECTURE_DOC.read_text()
-    assert architecture_doc.problems(text, ROOT, WINGS, SHARED, NOT_BUILT) == []
+    assert architecture_doc.problems(text, ROOT, WINGS, SHARED) == []
     assert broken_links(ARCHITECTURE_DOC, text) == []
     rows = {w: next(r for r in text.splitlines() if r.startswith(f"| `{w}` |")) for w in ("steps", "data")}
     wings = "the doc's wings, lowest first"
@@ -178,15 +176,15 @@ def test_the_architecture_doc_names_the_wings_in_order_and_every_folder():
     }
     for expected, copies in broken.items():
         for copy_ in copies:
-            found = architecture_doc.problems(copy_, ROOT, WINGS, SHARED, NOT_BUILT)
+            found = architecture_doc.problems(copy_, ROOT, WINGS, SHARED)
             assert copy_ != text and [p for p in found if expected in p] == found != [], (expected, found)
 
 
 def test_the_readme_sums_up_the_same_wings_and_links_the_doc():
     readme = (ROOT / "README.md").read_text()
-    assert architecture_doc.readme_problems(readme, ROOT, WINGS, NOT_BUILT) == []
+    assert architecture_doc.readme_problems(readme, ROOT, WINGS) == []
     for broken in (
         readme.replace("steps, data,", "data, steps,"),
         readme.replace("(docs/architecture.md)", ""),
     ):
-        assert broken != readme and architecture_doc.readme_problems(broken, ROOT, WINGS, NOT_BUILT)
+        assert broken != readme and architecture_doc.readme_problems(broken, ROOT, WINGS)

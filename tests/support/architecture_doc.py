@@ -27,13 +27,11 @@ def folders(top: Path) -> list[str]:
     )
 
 
-def problems(
-    text: str, root: Path, wings: Sequence[str], shared: Iterable[str], not_built: Iterable[str] = ()
-) -> list[str]:
-    """Where the doc and the tree under root disagree. A wing in not_built may be named while its
-    folder is absent; once the folder is there it must be one of wings like any other."""
+def problems(text: str, root: Path, wings: Sequence[str], shared: Iterable[str]) -> list[str]:
+    """Where the doc and the tree under root disagree: the wings in order, and every folder and
+    top-level module named."""
     package, bad = root / "scripts/ftenv", []
-    listed = [w for w in listed_wings(text) if w not in not_built or (package / w).is_dir()]
+    listed = listed_wings(text)
     if listed != list(wings):
         bad.append(f"the doc's wings, lowest first, are {listed}; the package's are {list(wings)}")
     for folder in folders(package):
@@ -57,15 +55,12 @@ def problems(
     return bad
 
 
-def readme_problems(
-    readme: str, root: Path, wings: Sequence[str], not_built: Iterable[str] = ()
-) -> list[str]:
+def readme_problems(readme: str, root: Path, wings: Sequence[str]) -> list[str]:
     """Where the README's short "## Repository" summary and the tree disagree: it lists the wings
     (in parentheses after "one way") in their order, and links docs/architecture.md."""
     summary = section(readme, "Repository\n")
     found = re.search(r"one way \(([^)]*)\)", summary)
     named = [w.strip() for w in found.group(1).split(",")] if found else []
-    named = [w for w in named if w not in not_built or (root / "scripts/ftenv" / w).is_dir()]
     bad = [] if named == list(wings) else [f"the README's wings are {named}; the package's are {list(wings)}"]
     if "(docs/architecture.md)" not in summary:
         bad.append("the README's Repository section does not link docs/architecture.md")
