@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from imagetools.gpu_run import TOTAL_BUDGET_S, Context, Result, render_table, status  # noqa: E402
-from imagetools.gpu_setup import check_stack  # noqa: E402
-from imagetools.gpu_steps import STEPS, dispatch  # noqa: E402
+from imagetools.gpukit.gpu_run import TOTAL_BUDGET_S, Context, Result, render_table, status  # noqa: E402
+from imagetools.gpukit.gpu_setup import check_stack  # noqa: E402
+from imagetools.gpukit.gpu_steps import STEPS, dispatch  # noqa: E402
 
 # --- the run -----------------------------------------------------------------------------------
 

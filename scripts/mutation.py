@@ -62,7 +62,7 @@ TARGETS = [
     Target("cluster_env", ("ftenv/train/cluster_env.py",), ("tests/ftenv/train/test_cluster_env.py",)),
     Target(
         "release",
-        ("imagetools/release.py",),
+        ("imagetools/release/release.py",),
         ("tests/imagetools/test_release*.py",),
     ),
     Target("versions", ("ftenv/stack/versions.py",), ("tests/ftenv/stack/test_versions.py",)),
@@ -84,7 +84,7 @@ TARGETS = [
     ),
     # The release manifest's markdown, through `release manifest` in-process (the script that runs it
     # in the release workflow is tested in a subprocess, which a mutant does not reach).
-    Target("manifest", ("imagetools/manifest.py",), ("tests/imagetools/test_release_cli.py",)),
+    Target("manifest", ("imagetools/release/manifest.py",), ("tests/imagetools/test_release_cli.py",)),
 ]
 
 

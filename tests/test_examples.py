@@ -30,12 +30,13 @@ from ftenv.attention import sdpa
 from ftenv.stack import versions
 from ftenv.steps import stats
 from ftenv.train import finetune
+from imagetools import tags
 from support import ROOT
 
 EXAMPLES = ROOT / "docs/examples"
 K8S_VERSION = "1.37"
 VAR = sdpa.ENV_VAR
-IMAGE = versions.load(ROOT / "versions.toml").default.image_ref
+IMAGE = tags.image_ref(versions.load(ROOT / "versions.toml").default)
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
 
 

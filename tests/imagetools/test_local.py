@@ -19,7 +19,8 @@ import pytest
 from ftenv.report import render
 from ftenv.stack import versions
 from imagetools import bake as bake_file
-from imagetools import local, machine
+from imagetools import tags
+from imagetools.local import local, machine
 from support import ROOT
 from support import fake_engines as fakes
 
@@ -59,9 +60,9 @@ def test_every_combination_of_engine_registry_and_gpu(docker, podman, registry, 
             machine.choose(m)
         assert ("make engine" if engine == REFUSED else "nvidia-ctk cdi generate") in str(e.value)
         return
-    plan = machine.choose(m)
-    assert (plan.engine, plan.standin, plan.run_flags) == (engine, not registry, flags)
-    said = "\n".join(plan.said)
+    choice = machine.choose(m)
+    assert (choice.engine, choice.standin, choice.run_flags) == (engine, not registry, flags)
+    said = "\n".join(choice.said)
     assert ("stand-in" in said) == (not registry)
     assert ("GPUs    passed: " if flags else "GPUs    not passed") in said
 
@@ -82,8 +83,8 @@ def test_requests_override_the_detection(gpus, base, registry, expected):
         with pytest.raises(machine.Refusal, match="cannot be pulled"):
             machine.choose(m, machine.Request(base=base, gpus=gpus))
         return
-    plan = machine.choose(m, machine.Request(base=base, gpus=gpus))
-    assert (plan.standin, plan.run_flags) == expected
+    choice = machine.choose(m, machine.Request(base=base, gpus=gpus))
+    assert (choice.standin, choice.run_flags) == expected
 
 
 @pytest.mark.parametrize(
@@ -105,8 +106,8 @@ def test_an_engine_asked_for(engine, docker, podman, expected):
 
 
 def test_a_run_does_not_speak_of_the_base():
-    plan = machine.choose(machine.Machine(False, True, None, False, False))
-    assert not plan.standin and [line.split()[0] for line in plan.said] == ["engine", "GPUs"]
+    choice = machine.choose(machine.Machine(False, True, None, False, False))
+    assert not choice.standin and [line.split()[0] for line in choice.said] == ["engine", "GPUs"]
 
 
 def test_the_standin_has_a_local_name_of_its_own():
@@ -121,7 +122,7 @@ def test_the_standin_has_a_local_name_of_its_own():
         ("ftenv-x:test", "localhost/ftenv-x:test"),
         ("localhost/ftenv-x:test", "localhost/ftenv-x:test"),
         ("team/ftenv:dev", "localhost/team/ftenv:dev"),
-        (V.default.image_ref, REFUSED),
+        (tags.image_ref(V.default), REFUSED),
         (V.default.base_image, REFUSED),
         ("localhost:5000/ftenv:dev", REFUSED),
     ],

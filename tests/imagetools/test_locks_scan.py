@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from ftenv.stack import versions
-from imagetools import locks, scan
+from imagetools import locks
+from imagetools.release import scan
 from support import ROOT
 
 LOCK = (ROOT / "docker/locks/cu130.txt").read_text()
@@ -145,7 +146,7 @@ def test_lock_sbom_cli_prints_json():
 
 
 def test_the_layer_check_changes_funasrs_entry_only_and_so_only_the_rest_layer():
-    from imagetools import layers
+    from imagetools.local import layers
 
     bumped = layers.bump_funasr_entry(LOCK)
     assert bumped != LOCK
@@ -155,13 +156,13 @@ def test_the_layer_check_changes_funasrs_entry_only_and_so_only_the_rest_layer()
 
 
 def _stack(*ids_and_holds):
-    from imagetools.layers import Layer
+    from imagetools.local.layers import Layer
 
     return [Layer(d, 1, f"step {d}", frozenset(h)) for d, h in ids_and_holds]
 
 
 def test_layer_compare_passes_when_only_layers_above_the_torch_layer_change():
-    from imagetools import layers
+    from imagetools.local import layers
 
     before = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r1", {"rest"}), ("f1", {"ftenv"}))
     after = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r2", {"rest"}), ("f2", {"ftenv"}))
@@ -189,7 +190,7 @@ def test_layer_compare_passes_when_only_layers_above_the_torch_layer_change():
     ],
 )
 def test_layer_compare_fails_when_the_torch_layer_or_what_is_under_it_changes(after, phrase):
-    from imagetools import layers
+    from imagetools.local import layers
 
     before = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r1", {"rest"}))
     problems, _ = layers.compare(before, _stack(*after))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from imagetools import generated
+from imagetools.release import generated
 from support import ROOT
 
 LOCK_STUB = f"{sys.executable} {ROOT / 'tests/support/lock_stub.py'}"

@@ -7,7 +7,7 @@ base and the GPUs, chosen in `choose()` (pure, tested for every combination).
   STANDIN_LABEL, and a line in the start-up report);
 - the GPUs: passed when there are any (`nvidia-smi -L` lists one, or a CDI spec names
   nvidia.com/gpu), with `--ipc=host`.
-`detect_machine()` only finds out what the machine offers; imagetools.local builds and runs.
+`detect_machine()` only finds out what the machine offers; imagetools.local.local builds and runs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ftenv.stack import versions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: The stand-in base: a local name, so that it can never shadow the real base image.
 STANDIN_BASE = "localhost/ftenv-standin-base:bookworm"
 #: Label of an image built on the stand-in (its value: the stand-in's name).
@@ -68,7 +68,9 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Choice:
+    """What to use on this machine, as choose() decided it from what the machine offers."""
+
     engine: str
     standin: bool
     run_flags: tuple[str, ...]
@@ -121,7 +123,7 @@ def choose_gpus(
     return (*flags, "--ipc=host"), f"GPUs    passed: {' '.join(flags)} --ipc=host"
 
 
-def choose(m: Machine, want: Request = Request()) -> Plan:
+def choose(m: Machine, want: Request = Request()) -> Choice:
     """Engine x registry x GPU: what to build on and how to run."""
     engine = choose_engine(m.docker_daemon, m.podman, want.engine)
     why = "asked for" if want.engine != "auto" else "" if engine == "docker" else "no Docker daemon answered"
@@ -129,7 +131,7 @@ def choose(m: Machine, want: Request = Request()) -> Plan:
     standin, base_line = choose_base(m.registry, want.base)
     flags, gpu_line = choose_gpus(engine, m.nvidia_smi, m.cdi_gpu, want.gpus)
     said += [base_line] if m.registry is not None else []
-    return Plan(engine, standin, flags, (*said, gpu_line))
+    return Choice(engine, standin, flags, (*said, gpu_line))
 
 
 # --- detection ----------------------------------------------------------------------------------------

@@ -28,9 +28,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from ftenv.attention import sdpa
-from imagetools import gpu_run, gpu_setup
+from imagetools.gpukit import gpu_run, gpu_setup
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MACHINE_FILE = Path(__file__).with_name("gpu_machine.toml")
 KIT_DIR = Path(".whl")
 RESULTS_DOC = ROOT / "docs" / "gpu-results.md"

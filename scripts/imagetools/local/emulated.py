@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ftenv.stack import versions
 from ftenv.stack.versions import STANDIN_BASE_ENV
-from imagetools import local
-from imagetools.machine import ROOT, STANDIN_BASE, Plan, Refusal, engine_env
+from imagetools.local import local
+from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 #: Where the lock's wheels for the foreign CPU are downloaded natively, one folder per architecture:
@@ -157,11 +157,11 @@ def prefetch(variant: versions.Variant, target: Foreign) -> list[str]:
 def build_command(
     variant: versions.Variant, target: Foreign, revision: str, created: str, extra: list[str] = ()
 ) -> list[str]:
-    """The local podman build (imagetools.local), for the foreign platform on its stand-in base."""
-    plan = Plan("podman", standin=True, run_flags=(), said=())
-    args = local.build_args(plan, variant, revision, created)
+    """The local podman build (imagetools.local.local), for the foreign platform on its stand-in base."""
+    choice = Choice("podman", standin=True, run_flags=(), said=())
+    args = local.build_args(choice, variant, revision, created)
     args |= {"BASE_IMAGE": target.standin_base, STANDIN_BASE_ENV: target.standin_base}
-    cmd = local.podman_build(plan, [emulated_tag(variant, target)], args)
+    cmd = local.podman_build(choice, [emulated_tag(variant, target)], args)
     return [*cmd, f"--platform={target.platform}", *extra, str(ROOT)]
 
 

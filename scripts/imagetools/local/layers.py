@@ -25,7 +25,7 @@ from pathlib import Path
 
 from imagetools import locks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: What each kind of layer installs: a package folder in the venv's site-packages.
 PACKAGES = {"torch": "torch", "rest": "funasr", "ftenv": "ftenv"}
 SITE_PACKAGES = "opt/venv/lib/python3*/site-packages"

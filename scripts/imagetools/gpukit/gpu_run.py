@@ -17,7 +17,7 @@ from pathlib import Path
 from ftenv.attention import sdpa
 from ftenv.stack import versions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ROOT / "scripts"
 
 #: The whole run, the install included, must end within this (the GPU machine allows 10 minutes

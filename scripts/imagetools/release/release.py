@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 from ftenv.stack import versions
-from imagetools import bake, checks, manifest, tags
+from imagetools import bake, tags
+from imagetools.release import checks, manifest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 #: `release exists` exit codes: the workflow rebuilds only on NOT_FOUND; any other failure stops it.
 EXISTS, NOT_FOUND, PROBE_FAILED = 0, 3, 1

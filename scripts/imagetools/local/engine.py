@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from ftenv.stack import versions
-from imagetools.machine import docker_daemon_answers
+from imagetools.local.machine import docker_daemon_answers
 
 #: Debian's packages for building and running the image with podman (debootstrap makes the stand-in
 #: base where the real one cannot be pulled).
@@ -38,7 +38,7 @@ TEST_PACKAGES = ("tini", "slurm-wlm", "munge")
 #: What `make docker-check` adds: Debian's Docker (dockerd 20.10 in Debian 12, no buildx), which the
 #: check starts and stops itself.
 DOCKER_CHECK_PACKAGES = ("docker.io",)
-#: What an emulated build for another CPU adds (`make image-arm64`, imagetools.emulated): qemu's
+#: What an emulated build for another CPU adds (`make image-arm64`, imagetools.local.emulated): qemu's
 #: user-mode emulators, registered with the kernel's binfmt_misc by binfmt-support.
 EMULATION_PACKAGES = ("qemu-user-static", "binfmt-support")
 #: The TOML parser of a python3 older than 3.11: the first of these the distribution has (tomli in
