@@ -8,7 +8,7 @@ wheels it lacks, which the `install` step puts in a folder of their own (pip --n
 --target, nothing fetched); in the image, or in a checkout with the whole stack, leave out --wheels.
 Every step runs even if an earlier one failed, each under its own time budget, all of them within
 TOTAL_BUDGET_S. A step that needs a GPU says "skipped: no GPU" where there is none, so the whole run
-can be rehearsed on a CPU machine (tests/imagetools/test_gpu_kit.py does, in CI).
+can be rehearsed on a CPU machine (tests/imagetools/gpukit/test_gpu_kit.py does, in CI).
 
 Results go to OUT (default $OUT, else ./gpu-results): summary.md (one line per step: expected, got,
 seconds), summary.json (the same, with what each step read), steps.log (every command and its
