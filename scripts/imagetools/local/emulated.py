@@ -1,14 +1,8 @@
-"""`python -m imagetools emulated build|check`: the image for another CPU (linux/arm64, the Grace
-CPUs of GH200 and GB200) built and started on this one under qemu-user-static (`make image-arm64`,
-`make check-arm64`).
+"""`python -m imagetools emulated build|check`: the linux/arm64 image (GH200, GB200) built and started
+on this CPU under qemu-user-static (`make image-arm64`, `make check-arm64`), to show that the lock
+installs, the Dockerfile builds and the image passes its self-check there; it says nothing of speed.
 
-Nothing here says anything about speed: every instruction of the foreign CPU is emulated. What it
-does show is that the variant's lock installs on that CPU, that the Dockerfile builds there, and
-that the image starts, reports and passes its self-check on that CPU. podman only: it builds a
-foreign platform from a local base with `--platform`, with the host's binfmt_misc registration.
-The platform must be one of the variant's `platforms` in versions.toml; the base is a stand-in for
-that CPU (scripts/make-standin-base.sh with its Debian architecture), under a local name of its own.
-The lock's wheels are downloaded natively first (pip under emulation is the slow part).
+podman only, on a stand-in base for that CPU (docs/building-here.md, "linux/arm64 under emulation").
 """
 
 from __future__ import annotations

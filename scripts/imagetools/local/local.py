@@ -1,10 +1,6 @@
-"""Build (scripts/build_image.py) and run (`python -m imagetools local run`) the image on this machine,
-with the engine, base and GPUs that imagetools.local.machine chose. Images built here are tagged under
-localhost/ only: nothing local ever takes the name of an image that a registry serves.
-
-On Docker the build is the bake file's target: `docker buildx bake` where the buildx plugin answers,
-else the same target as one `docker build` with BuildKit (Debian's and Ubuntu's docker.io ship no
-buildx). Runs on the host's stock python3 (3.9+, standard library only).
+"""Build (scripts/build_image.py) and run (`python -m imagetools local run`) the image here with what
+machine.choose() picked, tagged under localhost/ only so that nothing local takes a registry's name.
+Runs on the host's stock python3 (3.9+, standard library only).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""What this machine offers for building and running the image, and what to use: the engine, the
-base and the GPUs, chosen in `choose()` (pure, tested for every combination).
-
-- the engine: Docker when its daemon answers, else podman;
-- the base: the real one from versions.toml when the engine can pull it; otherwise a stand-in
-  (scripts/make-standin-base.sh) under a local name of its own, and the image is marked (label
-  STANDIN_LABEL, and a line in the start-up report);
-- the GPUs: passed when there are any (`nvidia-smi -L` lists one, or a CDI spec names
-  nvidia.com/gpu), with `--ipc=host`.
-`detect_machine()` only finds out what the machine offers; imagetools.local.local builds and runs.
+"""What this machine offers for building and running the image (`detect_machine()`), and the engine,
+base and GPUs to use (`choose()`, pure, so every combination is tested without the machines):
+Docker when its daemon answers, else podman; the real base when it can be pulled, else a marked
+stand-in; the GPUs when there are any.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""`python -m imagetools release check`: what can be checked of a release without GitHub.
-
-Every sub-check returns a list of problems (empty: fine); `check()` runs all of SUBCHECKS and the CLI
-exits 1 when any reports one. A sub-check that cannot read its input reports that as a problem: a
-missing file is never a pass.
+"""`python -m imagetools release check`: what can be checked of a release without GitHub
+(`make release-check`). Each sub-check returns its problems; one that cannot read its input
+reports that, so a missing file is never a pass.
 """
 
 from __future__ import annotations
