@@ -297,6 +297,20 @@ def test_the_standin_script_refuses_an_upstream_name(fake_engines):
     assert r.returncode == 2 and "never under a registry's name" in r.stderr
 
 
+def test_choose_prints_what_run_would_use_and_plan_still_does(fake_engines, capsys):
+    """`local choose` prints the choice and starts nothing; `local plan`, its former name, still works."""
+    calls, _ = fake_engines
+    parser = argparse.ArgumentParser()
+    local.add_parser(parser.add_subparsers())
+    printed = []
+    for action in ("choose", "plan"):
+        assert local.main(parser.parse_args(["local", action, "--gpus", "none"])) == 0
+        printed.append(capsys.readouterr().out)
+    assert printed[0] == printed[1] and "GPUs    not passed: GPUS=none" in printed[0]
+    assert printed[0].splitlines()[0].startswith("engine  ")
+    assert not [c for c in calls() if c[1] == "run"]
+
+
 def test_run_passes_the_gpus_and_says_so(fake_engines, monkeypatch, capsys, tmp_path):
     calls, _ = fake_engines
     smi = tmp_path / "bin" / "nvidia-smi"
