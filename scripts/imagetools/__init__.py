@@ -3,7 +3,9 @@ checks, scans, generated docs), local/ (build and run on this machine), gpukit/ 
 checks for a lent GPU machine); what two jobs share (tags, build args and labels, the bake file, the
 locks) sits here at the top.
 
-Imports: ftenv.stack and the standard library; the GPU kit also ftenv.attention (the attention rule
-it checks a GPU against), and release.generated also ftenv.report (the docs' sample report is the
-report's own rendering); never the wings above. tests/test_architecture.py checks it.
+Of ftenv it imports ftenv.stack; the GPU kit also ftenv.attention (the attention rule it checks a
+GPU against), and release.generated also ftenv.attention and ftenv.report (the docs' sample report
+is the report's own rendering); never the wings above. A job's subpackage imports the top and
+itself, never another job (tests/test_architecture.py checks both). The top and local/ need only
+the standard library, as `make run` on a stock python3 does; release/ and gpukit/ run from the venv.
 """
