@@ -8,7 +8,7 @@ VARIANT ?= $(shell $(VERSIONS) name)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Local builds and runs choose the engine, the base and the GPUs for this machine
-# (scripts/imagetools/machine.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
+# (scripts/imagetools/local/machine.py): `make run GPUS=none` keeps the GPUs out, ENGINE=docker|podman and
 # BASE=standin|upstream force a choice. The host side runs on a distribution's stock python3 (3.9+,
 # standard library only; below 3.11 with tomli, which `make engine`/`make run` install where they can).
 # CA_BUNDLE=/path/ca.pem: a CA bundle for pip behind a TLS-intercepting proxy, passed to the build as
@@ -37,7 +37,7 @@ $(VENV)/.installed: pyproject.toml $(wildcard docker/locks/*.txt)
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-engine: ## install podman, its tools, tini and Slurm for the tests (root with apt-get; scripts/imagetools/engine.py)
+engine: ## install podman, its tools, tini and Slurm for the tests (root with apt-get; scripts/imagetools/local/engine.py)
 	$(TOOLS) engine --for test
 
 # The stand-in base for machines that cannot pull the real one (`make image` makes it when needed).
@@ -58,7 +58,7 @@ run: ## build the default image and run its default (report, then self-check); i
 	$(LOCAL) run --variant=$(VARIANT) --engine $(ENGINE) --gpus $(GPUS)
 
 # The linux/arm64 image (GH200, GB200) built and started on this machine's CPU under qemu-user-static
-# (scripts/imagetools/emulated.py; docs/building-here.md, "linux/arm64 under emulation"). An hour or
+# (scripts/imagetools/local/emulated.py; docs/building-here.md, "linux/arm64 under emulation"). An hour or
 # more on 2 cores, so not part of `make test`; emulated times say nothing about speed.
 EMULATED := $(TOOLS) emulated
 .PHONY: image-arm64 check-arm64
@@ -101,9 +101,9 @@ bake: ## regenerate docker/docker-bake.json from versions.toml
 	PYTHONPATH=scripts python3 -m imagetools release bake --write
 
 # A version bump is one edit of versions.toml plus this: the locks, the bake file, and the versions
-# README.md and docs/ spell (scripts/imagetools/generated.py says which parts are generated).
+# README.md and docs/ spell (scripts/imagetools/release/generated.py says which parts are generated).
 generate: lock bake ## after editing versions.toml: locks, bake file, versions in README.md and docs/
-	PYTHONPATH=scripts python3 -m imagetools.generated --write
+	PYTHONPATH=scripts python3 -m imagetools.release.generated --write
 
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
 LOCK_COMPILE ?= uvx --from uv==0.13.9 uv pip compile

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from imagetools import layers as layertools  # noqa: E402
+from imagetools.local import layers as layertools  # noqa: E402
 
 CHUNK = 1 << 22
 

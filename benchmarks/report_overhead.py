@@ -50,8 +50,9 @@ def main() -> int:
         return 0
     sys.path.insert(0, str(ROOT / "scripts"))
     from ftenv.stack import versions
+    from imagetools.tags import image_ref
 
-    image = args.image or versions.load().default.image_ref
+    image = args.image or image_ref(versions.load().default)
     os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "scripts/containers.conf"))
     cmd = [
         "podman",

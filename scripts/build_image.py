@@ -6,7 +6,7 @@ without the buildx plugin the same target as one `docker build` with BuildKit), 
 real base when it can be pulled, else a local stand-in (marked as such); the build args from
 versions.toml. The image is tagged `localhost/ftenv:VARIANT` (plus --tag). ARGS go to the engine's
 build command (e.g. `-- --build-arg=FUNASR_VERSION=0`). `--ca-bundle PEM` hands a proxy's CA bundle
-to the pip steps as a build secret. The choices are made in scripts/imagetools/machine.py.
+to the pip steps as a build secret. The choices are made in scripts/imagetools/local/machine.py.
 Callers that may build concurrently hold the build lock
 (`flock /tmp/ftenv-build.lock`, as the Makefile does).
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ftenv.stack import versions
-from imagetools import local, machine
+from imagetools.local import local, machine
 
 
 def main() -> int:

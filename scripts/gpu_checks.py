@@ -8,7 +8,7 @@ wheels it lacks, which the `install` step puts in a folder of their own (pip --n
 --target, nothing fetched); in the image, or in a checkout with the whole stack, leave out --wheels.
 Every step runs even if an earlier one failed, each under its own time budget, all of them within
 TOTAL_BUDGET_S. A step that needs a GPU says "skipped: no GPU" where there is none, so the whole run
-can be rehearsed on a CPU machine (tests/imagetools/test_gpu_kit.py does, in CI).
+can be rehearsed on a CPU machine (tests/imagetools/gpukit/test_gpu_kit.py does, in CI).
 
 Results go to OUT (default $OUT, else ./gpu-results): summary.md (one line per step: expected, got,
 seconds), summary.json (the same, with what each step read), steps.log (every command and its
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from imagetools.gpu_run import TOTAL_BUDGET_S, Context, Result, render_table, status  # noqa: E402
-from imagetools.gpu_setup import check_stack  # noqa: E402
-from imagetools.gpu_steps import STEPS, dispatch  # noqa: E402
+from imagetools.gpukit.gpu_run import TOTAL_BUDGET_S, Context, Result, render_table, status  # noqa: E402
+from imagetools.gpukit.gpu_setup import check_stack  # noqa: E402
+from imagetools.gpukit.gpu_steps import STEPS, dispatch  # noqa: E402
 
 # --- the run -----------------------------------------------------------------------------------
 

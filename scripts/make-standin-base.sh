@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Make the stand-in base for machines that cannot pull the real one (no registry): a Debian
 # minbase root filesystem with Python, imported into ENGINE (podman or docker) under NAME.
-# scripts/imagetools/machine.py picks the name, calls this only when the real base cannot be
+# scripts/imagetools/local/machine.py picks the name, calls this only when the real base cannot be
 # pulled, and passes the stand-in to the build as BASE_IMAGE. The name must be a local one
 # (localhost/...): a stand-in under an upstream name would shadow the real image for every
 # later build on this machine. Debian's Python is 3.11 where Ubuntu 24.04 has 3.12; the locks
 # cover both (docker/locks/README.md). ARCH (a Debian architecture, e.g. arm64) makes the base
 # for another CPU: debootstrap then runs that CPU's programs under qemu-user-static (registered
-# with binfmt_misc; scripts/imagetools/emulated.py checks that first), and the image is marked
+# with binfmt_misc; scripts/imagetools/local/emulated.py checks that first), and the image is marked
 # with that architecture so that `podman build --platform` finds it.
 set -euo pipefail
 usage="usage: make-standin-base.sh ENGINE NAME [ARCH]"

@@ -62,8 +62,8 @@ TARGETS = [
     Target("cluster_env", ("ftenv/train/cluster_env.py",), ("tests/ftenv/train/test_cluster_env.py",)),
     Target(
         "release",
-        ("imagetools/release.py",),
-        ("tests/imagetools/test_release*.py",),
+        ("imagetools/release/release.py",),
+        ("tests/imagetools/release/test_release*.py",),
     ),
     Target("versions", ("ftenv/stack/versions.py",), ("tests/ftenv/stack/test_versions.py",)),
     # The release-check tooling, one target per pure-logic module of imagetools. The tags, the bake
@@ -72,19 +72,26 @@ TARGETS = [
     *(
         Target(
             name,
-            (f"imagetools/{name}.py",),
-            ("tests/imagetools/test_release.py", "tests/imagetools/test_release_check.py"),
+            (f"imagetools/{path}.py",),
+            ("tests/imagetools/release/test_release.py", "tests/imagetools/release/test_release_check.py"),
         )
-        for name in ("tags", "bake", "checks", "workflow_rules")
+        for name, path in (
+            ("tags", "tags"),
+            ("bake", "bake"),
+            ("checks", "release/checks"),
+            ("workflow_rules", "release/workflow_rules"),
+        )
     ),
     Target(
         "locks",
         ("imagetools/locks.py",),
-        ("tests/imagetools/test_locks_scan.py", "tests/imagetools/test_release_check.py"),
+        ("tests/imagetools/test_locks.py", "tests/imagetools/release/test_release_check.py"),
     ),
     # The release manifest's markdown, through `release manifest` in-process (the script that runs it
     # in the release workflow is tested in a subprocess, which a mutant does not reach).
-    Target("manifest", ("imagetools/manifest.py",), ("tests/imagetools/test_release_cli.py",)),
+    Target(
+        "manifest", ("imagetools/release/manifest.py",), ("tests/imagetools/release/test_release_cli.py",)
+    ),
 ]
 
 

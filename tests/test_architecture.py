@@ -14,7 +14,7 @@ import pytest
 
 from support import ROOT, architecture_doc, package_shape
 from support.doc_refs import broken_links
-from support.package_shape import cycles, graph, longest_chain, plant
+from support.package_shape import cycles, graph, imports, longest_chain, module_name, plant
 
 PACKAGE = ROOT / "scripts/ftenv"
 MAX_FLOORS = 5  # modules in the longest import chain below the CLI
@@ -188,3 +188,83 @@ def test_the_readme_sums_up_the_same_wings_and_links_the_doc():
         readme.replace("(docs/architecture.md)", ""),
     ):
         assert broken != readme and architecture_doc.readme_problems(broken, ROOT, WINGS)
+
+
+# --- imagetools: the host tooling imports what its __init__ docstring says ---------------------------
+
+TOOLS = ROOT / "scripts/imagetools"
+#: The wings of ftenv each part of imagetools may import (the longest matching module prefix
+#: decides), as scripts/imagetools/__init__.py states it.
+TOOLS_MAY_IMPORT = {
+    "imagetools": {"stack"},
+    "imagetools.gpukit": {"stack", "attention"},
+    "imagetools.release.generated": {"stack", "attention", "report"},
+}
+#: The jobs' subpackages: each imports the top and itself, never another job.
+TOOL_JOBS = ("release", "local", "gpukit")
+
+
+def tool_import_violations(tools: Path) -> list[str]:
+    """Imports of imagetools (lazy ones included) against its rule: ftenv wings beyond those its
+    part may import, and one job's subpackage (or the shared top) importing another job's."""
+    bad = []
+    for path in sorted(tools.rglob("*.py")):
+        name = module_name(path, tools)
+        part = max((p for p in TOOLS_MAY_IMPORT if name == p or name.startswith(p + ".")), key=len)
+        job = name.split(".")[1] if name.count(".") and name.split(".")[1] in TOOL_JOBS else None
+        for base, taken in imports(path, name):
+            named = [f"{base}.{t}" for t in taken] if base in ("ftenv", "imagetools") and taken else [base]
+            for target in named:
+                top, _, rest = target.partition(".")
+                first = rest.split(".")[0]
+                if top == "ftenv" and first not in TOOLS_MAY_IMPORT[part]:
+                    bad.append(
+                        f"{name} imports {target}: {part} may import ftenv's {sorted(TOOLS_MAY_IMPORT[part])}"
+                    )
+                if top == "imagetools" and first in TOOL_JOBS and first != job:
+                    bad.append(f"{name} ({job or 'top'}) imports {target} (job {first})")
+    return bad
+
+
+def test_imagetools_imports_what_its_docstring_says():
+    assert tool_import_violations(TOOLS) == []
+    # The rule sees the tools: the GPU kit imports the attention rule, the top reads the stack.
+    kit = imports(TOOLS / "gpukit/gpu_run.py", "imagetools.gpukit.gpu_run")
+    assert ("ftenv.attention", ["sdpa"]) in kit
+    assert ("ftenv.stack", ["versions"]) in imports(TOOLS / "tags.py", "imagetools.tags")
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "expected"),
+    [
+        (
+            "local/local.py",
+            "from ftenv.attention import sdpa",
+            "imagetools.local.local imports ftenv.attention",
+        ),
+        (
+            "gpukit/gpu_run.py",
+            "from ftenv.report import render",
+            "imagetools.gpukit.gpu_run imports ftenv.report",
+        ),
+        ("tags.py", "import ftenv.train.finetune", "imagetools.tags imports ftenv.train.finetune"),
+        ("release/scan.py", "from ftenv import selfcheck", "imagetools.release.scan imports ftenv.selfcheck"),
+        (
+            "release/checks.py",
+            "from imagetools.local import machine",
+            "imagetools.release.checks (release) imports imagetools.local (job local)",
+        ),
+        (
+            "bake.py",
+            "from imagetools import gpukit",
+            "imagetools.bake (top) imports imagetools.gpukit (job gpukit)",
+        ),
+    ],
+)
+def test_a_planted_imagetools_import_is_found(tmp_path, module, line, expected):
+    copy = tmp_path / "imagetools"
+    shutil.copytree(TOOLS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert tool_import_violations(copy) == []
+    plant(copy, module, line)
+    found = tool_import_violations(copy)
+    assert any(f.startswith(expected) for f in found), found

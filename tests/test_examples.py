@@ -23,6 +23,7 @@ import pytest
 from ftenv.attention import sdpa
 from ftenv.stack import versions
 from ftenv.steps import stats
+from imagetools import tags
 from support import ROOT
 from support.example_runs import SRUN_STANDIN, dry_run, finetune_args, record, shellcheck, split_docker_run
 from support.manifests import (
@@ -38,7 +39,7 @@ from support.manifests import (
 from support.retry_rules import restart_policies, restarts_in_place, retry_problems, sbatch_problems
 
 VAR = sdpa.ENV_VAR
-IMAGE = versions.load(ROOT / "versions.toml").default.image_ref
+IMAGE = tags.image_ref(versions.load(ROOT / "versions.toml").default)
 
 
 # --- Kubernetes ------------------------------------------------------------------------------

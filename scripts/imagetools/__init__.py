@@ -1,4 +1,11 @@
-"""Host-side tooling for the images, never installed in them: the bake file, tags and release checks.
+"""Host-side tooling for the images, never installed in them, by job: release/ (bake file, release
+checks, scans, generated docs), local/ (build and run on this machine), gpukit/ (the wheel kit and
+checks for a lent GPU machine); what two jobs share (tags, build args and labels, the bake file, the
+locks) sits here at the top.
 
-Imports ftenv.stack (versions) and the standard library.
+Of ftenv it imports ftenv.stack; the GPU kit also ftenv.attention (the attention rule it checks a
+GPU against), and release.generated also ftenv.attention and ftenv.report (the docs' sample report
+is the report's own rendering); never the wings above. A job's subpackage imports the top and
+itself, never another job (tests/test_architecture.py checks both). The top and local/ need only
+the standard library, as `make run` on a stock python3 does; release/ and gpukit/ run from the venv.
 """

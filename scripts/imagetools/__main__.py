@@ -10,8 +10,18 @@ import argparse
 import importlib
 import sys
 
-#: Modules under imagetools/ that provide `add_parser(subparsers)`; the order is the help's order.
-COMMANDS = ["release", "locks", "layers", "scan", "local", "emulated", "engine", "gpukit"]
+#: Each command and the module under imagetools/ that provides its `add_parser(subparsers)`; the
+#: order is the help's order.
+COMMANDS = {
+    "release": "release.release",
+    "locks": "locks",
+    "layers": "local.layers",
+    "scan": "release.scan",
+    "local": "local.local",
+    "emulated": "local.emulated",
+    "engine": "local.engine",
+    "gpukit": "gpukit.gpukit",
+}
 
 
 def _add_unavailable(sub, name: str, missing: str) -> None:
@@ -36,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     named = [argv[0]] if argv[:1] and argv[0] in COMMANDS else COMMANDS
     for name in named:
         try:
-            module = importlib.import_module(f"imagetools.{name}")
+            module = importlib.import_module(f"imagetools.{COMMANDS[name]}")
         except ModuleNotFoundError as exc:
             if not exc.name or exc.name.split(".")[0] in ("imagetools", "ftenv"):
                 raise  # a bug of ours, not a missing package

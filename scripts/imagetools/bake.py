@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ftenv.stack import versions
+from imagetools.build_args import build_args, labels
 from imagetools.tags import commit_tag
 
 BAKE_FILE = Path("docker/docker-bake.json")
@@ -48,7 +49,7 @@ def bake(v: versions.Versions) -> dict:
     """The bake file: `_common` and `_labels` shared, one target per variant, group `default`."""
     some = next(iter(v.variants.values()))
     runtime = {"revision": "${REVISION}", "created": "${CREATED}"}
-    shared = {k: val for k, val in some.labels(**runtime).items() if k in SHARED_LABELS}
+    shared = {k: val for k, val in labels(some, **runtime).items() if k in SHARED_LABELS}
     targets: dict[str, dict] = {
         "_common": {
             "context": ".",
@@ -61,11 +62,11 @@ def bake(v: versions.Versions) -> dict:
         "_labels": {"labels": shared, "annotations": annotations(shared)},
     }
     for variant in v.variants.values():
-        own = {k: val for k, val in variant.labels(**runtime).items() if k not in SHARED_LABELS}
+        own = {k: val for k, val in labels(variant, **runtime).items() if k not in SHARED_LABELS}
         targets[variant.name] = {
             "inherits": ["_common", "_labels"],
             "platforms": list(variant.platforms),
-            "args": variant.build_args(),
+            "args": build_args(variant),
             "labels": own,
             "annotations": annotations(own),
             "tags": [f"{variant.image['repository']}:{commit_tag(variant, '${COMMIT}')}"],

@@ -1,15 +1,7 @@
-"""`python -m imagetools locks split`: the per-layer locks, derived from each variant's one lock.
-
-The image installs its lock in two layers ordered by how often they change (docs/releasing.md,
-"Layers"): the torch stack first (torch, torchaudio, triton, the nvidia-* and cuda-* wheels, and
-every package of the lock that only they pull in), then the rest (transformers, FunASR, ...).
-A bump of FunASR or transformers then rebuilds and re-ships only the second layer; the 4 GB torch
-layer keeps its digest. Both files are cut verbatim from `docker/locks/<variant>.txt` (hashes and
-markers included), so there stays one source: `make lock` writes them, `release check` fails when
-they differ from what the lock derives.
-
-Which package goes where is read from the lock's own `# via` annotations (uv writes them): a package
-is in the torch stack when it is a root or when a package already in the torch stack requires it.
+"""`python -m imagetools locks split`: each variant's lock cut verbatim into the torch stack and the
+rest, so that the image installs them in two layers and a FunASR bump leaves the torch layer's
+digest as it was (docs/releasing.md, "Layers"). Which package goes where comes from the lock's own
+`# via` annotations; `make lock` writes the cut, `release check` fails when it is stale.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Image tags, derived from versions.toml (docs/releasing.md says what each one promises).
+"""The image's tags and names, derived from versions.toml: the one home of the tag scheme
+(docs/releasing.md says what each tag promises).
 
 - `<stack>-<commit>`: one build of one commit, never pushed twice (`<commit>` is the first 12 hex
   digits of the git SHA, as docker-stacks tags its images). Every build pushes it.
-- `<stack>`: the newest release of exactly that stack; `<stack>` is `Variant.tag`
-  (`funasr<V>-torch<V>-cu<NNN>-cudnn<V>`, read from versions.toml) and spells every version that matters.
+- `<stack>`: the newest release of exactly that stack, `stack_tag()`
+  (`funasr<V>-torch<V>-cu<NNN>-cudnn<V>`), which spells every version that matters.
 - `<variant>` (`cu130`, `cu128`): the newest release of that variant; the stack may change.
 - `latest`: the newest release of the default variant.
 
@@ -21,10 +22,38 @@ from ftenv.stack import versions
 COMMIT_LEN = 12
 LATEST = "latest"
 
+_STACK_TAG_RE = re.compile(
+    r"^funasr(?P<funasr>[\w.]+)-torch(?P<torch>[\w.]+)-cu(?P<cu>\d+)-cudnn(?P<cudnn>[\d.]+)$"
+)
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 _COMMIT_TAG_RE = re.compile(r"^(?P<stack>.+)-(?P<commit>[0-9a-f]{7,40})$")
 #: What a registry accepts as a tag (the OCI distribution spec).
 TAG_SYNTAX = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def stack_tag(variant: versions.Variant) -> str:
+    """`<stack>`, the immutable tag that spells the variant's stack."""
+    funasr = variant.python["funasr"]
+    return f"funasr{funasr}-torch{variant.torch_base}-{variant.cuda_short}-cudnn{variant.cudnn}"
+
+
+def image_ref(variant: versions.Variant) -> str:
+    """The variant's image in its registry, by its stack tag."""
+    return f"{variant.image['repository']}:{stack_tag(variant)}"
+
+
+def parse_stack_tag(tag: str) -> dict[str, str]:
+    """Read a stack tag back into its versions (the inverse of stack_tag)."""
+    match = _STACK_TAG_RE.match(tag)
+    if not match:
+        raise ValueError(f"not an immutable ftenv tag: {tag!r}")
+    parts = match.groupdict()
+    return {
+        "funasr": parts["funasr"],
+        "torch": parts["torch"],
+        "cuda_short": f"cu{parts['cu']}",
+        "cudnn": parts["cudnn"],
+    }
 
 
 def short_commit(sha: str) -> str:
@@ -37,7 +66,7 @@ def short_commit(sha: str) -> str:
 
 def commit_tag(variant: versions.Variant, commit: str) -> str:
     """`<stack>-<commit>`, the tag every build pushes. `commit` may be a bake `${COMMIT}`."""
-    return f"{variant.tag}-{commit if commit.startswith('${') else short_commit(commit)}"
+    return f"{stack_tag(variant)}-{commit if commit.startswith('${') else short_commit(commit)}"
 
 
 def moving_tags(v: versions.Versions, variant: versions.Variant) -> list[str]:
@@ -47,7 +76,7 @@ def moving_tags(v: versions.Versions, variant: versions.Variant) -> list[str]:
 
 def release_tags(v: versions.Versions, variant: versions.Variant, commit: str) -> list[str]:
     """Every tag a release of `commit` gives the variant's image, the immutable ones first."""
-    return [commit_tag(variant, commit), variant.tag, *moving_tags(v, variant)]
+    return [commit_tag(variant, commit), stack_tag(variant), *moving_tags(v, variant)]
 
 
 def parse(tag: str, v: versions.Versions) -> dict[str, str]:
@@ -60,9 +89,9 @@ def parse(tag: str, v: versions.Versions) -> dict[str, str]:
         return {"kind": "moving", "variant": moving[tag].name}
     match = _COMMIT_TAG_RE.match(tag)
     stack, commit = (match["stack"], match["commit"]) if match else (tag, "")
-    parts = versions.parse_tag(stack)
+    parts = parse_stack_tag(stack)
     for variant in v.variants.values():
-        if variant.tag == stack:
+        if stack_tag(variant) == stack:
             if commit:
                 return {"kind": "commit", "variant": variant.name, **parts, "commit": commit}
             return {"kind": "stack", "variant": variant.name, **parts}

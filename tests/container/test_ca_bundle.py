@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from imagetools import layers, local
+from imagetools.local import layers, local
 
 REBUILT = "localhost/ftenv-ca-check:rebuilt"
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"

@@ -8,7 +8,9 @@ import uuid
 import pytest
 
 from ftenv.stack import versions
-from imagetools import machine
+from imagetools import build_args as derived
+from imagetools import tags
+from imagetools.local import machine
 from support import ROOT
 
 V = versions.load(ROOT / "versions.toml")
@@ -23,7 +25,7 @@ def test_report_without_gpu_exits_0_and_says_deprioritized(run):
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1: cuDNN attention is not moved to the front" in r.stderr
     cudnn = ".".join(V.default.cudnn.split(".")[:3])  # as torch reports it: major.minor.patch
     assert f"torch {V.default.torch_base}" in r.stderr and f"cuDNN {cudnn}" in r.stderr
-    assert V.default.image_ref in r.stderr
+    assert tags.image_ref(V.default) in r.stderr
 
 
 def test_report_json_in_the_image(run):
@@ -133,7 +135,7 @@ def test_pip_cannot_replace_the_pinned_torch(run):
 def test_labels_are_the_derived_ones(image):
     out = subprocess.run(["podman", "image", "inspect", image], capture_output=True, text=True, check=True)
     labels = json.loads(out.stdout)[0]["Labels"]
-    expected = V.default.labels()
+    expected = derived.labels(V.default)
     for key in ("org.opencontainers.image.revision", "org.opencontainers.image.created"):
         assert labels[key] not in ("", "unknown")
         expected.pop(key)

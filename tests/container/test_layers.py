@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 
-from imagetools import layers
+from imagetools.local import layers
 
 REBUILT = "localhost/ftenv-layer-check:rebuilt"
 

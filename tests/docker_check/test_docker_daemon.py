@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from imagetools import local
+from imagetools.local import local
 from support import ROOT
 
 TAG = "localhost/ftenv-docker-check:cu130"

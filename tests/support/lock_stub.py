@@ -1,6 +1,6 @@
-"""Stands in for `uv pip compile` in tests/imagetools/test_version_bump.py, which has no network: it reads the
-top-level pins on stdin and rewrites those pins in the lock named by `-o`, keeping everything else
-(hashes included) as it was. Never used to make a real lock."""
+"""Stands in for `uv pip compile` in tests/imagetools/release/test_version_bump.py, which has no
+network: it reads the top-level pins on stdin and rewrites those pins in the lock named by `-o`,
+keeping everything else (hashes included) as it was. Never used to make a real lock."""
 
 import re
 import sys

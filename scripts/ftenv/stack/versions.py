@@ -1,8 +1,9 @@
-"""Read versions.toml, the single source of truth, and derive tags, build args and labels from it;
-`ftenv versions` prints them for the Makefile, the bake file and CI.
+"""Read versions.toml, the single source of truth, for the image and the host; `ftenv versions`
+prints what the Makefile asks (a variant's name, the variants, the lock's top-level pins).
 
-Nothing else in the repository spells a version: the Dockerfile gets its ARGs from `build_args`,
-the locks are compiled from `requirements`, and tags/labels come from here too.
+Nothing else in the repository spells a version: the locks are compiled from `requirements`; the
+host tooling derives tags, build args and labels from these variants (imagetools.tags,
+imagetools.build_args), which the image needs only as the values it was built with.
 
 Long because it also reads version strings as PEP 440 does where packaging is missing (a host's
 stock python3 runs this module for `make run`; tests/ftenv/stack/test_versions.py holds that reading to
@@ -12,7 +13,6 @@ packaging's): a module of its own would add a floor under every chain that reads
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -21,7 +21,7 @@ from pathlib import Path
 
 # The TOML parser: the standard library's from 3.11 (the image has 3.12); a host's stock python3 3.9
 # or 3.10 (Ubuntu 22.04, Debian 11) reads versions.toml with tomli (tomllib's origin), else with
-# toml, the parser Debian 11 packages (python3-toml); `make run` installs either (imagetools.engine).
+# toml, the parser Debian 11 packages (python3-toml); `make run` installs either (imagetools.local.engine).
 try:
     import tomllib
 except ImportError:
@@ -42,13 +42,10 @@ NO_TOML_PARSER = (
 )
 
 #: Set (to the stand-in's name) only in images built on a local stand-in base instead of the real one:
-#: a build arg of local builds (imagetools.local) and a variable the report reads (ftenv.report.render).
+#: a build arg of local builds (imagetools.local.local) and a variable the report reads (ftenv.report.render).
 STANDIN_BASE_ENV = "FTENV_STANDIN_BASE"
 #: Where the image keeps its copy; a source checkout finds the file at the repository root.
 IMAGE_VERSIONS_FILE = Path("/opt/ftenv/versions.toml")
-_TAG_RE = re.compile(
-    r"^funasr(?P<funasr>[\w.]+)-torch(?P<torch>[\w.]+)-cu(?P<cu>\d+)-cudnn(?P<cudnn>[\d.]+)$"
-)
 
 
 #: A version as PEP 440 writes it (its appendix B, the permissive form that installers accept).
@@ -195,15 +192,6 @@ class Variant:
     def cudnn_int(self) -> int:
         return cudnn_int(self.cudnn)
 
-    @property
-    def tag(self) -> str:
-        """The immutable tag that spells the stack."""
-        return f"funasr{self.python['funasr']}-torch{self.torch_base}-{self.cuda_short}-cudnn{self.cudnn}"
-
-    @property
-    def image_ref(self) -> str:
-        return f"{self.image['repository']}:{self.tag}"
-
     def requirements(self) -> list[str]:
         """The top-level pins the lock is compiled from (torch only where PyPI serves it)."""
         reqs = [f"{self.cudnn_package}=={self.cudnn}"]
@@ -211,45 +199,6 @@ class Variant:
             reqs += [f"torch=={self.torch}", f"torchaudio=={self.torchaudio}"]
         reqs += [f"{name}=={version}" for name, version in sorted(self.python.items())]
         return reqs
-
-    def build_args(self) -> dict[str, str]:
-        """The Dockerfile's ARGs, all of them derived from versions.toml."""
-        return {
-            "BASE_IMAGE": self.base_image,
-            "VARIANT": self.name,
-            "CUDA_VERSION": self.cuda,
-            "CUDA_MAJOR_MINOR": self.cuda_major_minor,
-            "TORCH_VERSION": self.torch,
-            "TORCHAUDIO_VERSION": self.torchaudio,
-            "TORCH_INDEX_URL": self.torch_index,
-            "CUDNN_PACKAGE": self.cudnn_package,
-            "CUDNN_VERSION": self.cudnn,
-            "TRANSFORMERS_VERSION": self.python["transformers"],
-            "FUNASR_VERSION": self.python["funasr"],
-            "MODELSCOPE_VERSION": self.python["modelscope"],
-            "MIN_DRIVER": self.min_driver,
-            "IMAGE_REF": self.image_ref,
-            "IMAGE_TAG": self.tag,
-            "IMAGE_TITLE": self.image["title"],
-            "IMAGE_SOURCE": self.image["source"],
-        }
-
-    def labels(self, revision: str = "unknown", created: str = "unknown") -> dict[str, str]:
-        """OCI labels plus the stack's versions, as the Dockerfile writes them."""
-        return {
-            "org.opencontainers.image.title": self.image["title"],
-            "org.opencontainers.image.version": self.tag,
-            "org.opencontainers.image.revision": revision,
-            "org.opencontainers.image.source": self.image["source"],
-            "org.opencontainers.image.created": created,
-            "org.opencontainers.image.ref.name": self.image_ref,
-            "ftenv.variant": self.name,
-            "ftenv.torch.version": self.torch,
-            "ftenv.cuda.version": self.cuda,
-            "ftenv.cudnn.version": self.cudnn,
-            "ftenv.transformers.version": self.python["transformers"],
-            "ftenv.funasr.version": self.python["funasr"],
-        }
 
 
 @dataclass(frozen=True)
@@ -293,20 +242,6 @@ def load(path: Path | None = None) -> Versions:
     return Versions(image=image, variants=variants)
 
 
-def parse_tag(tag: str) -> dict[str, str]:
-    """Read an immutable tag back into its versions (the inverse of Variant.tag)."""
-    match = _TAG_RE.match(tag)
-    if not match:
-        raise ValueError(f"not an immutable ftenv tag: {tag!r}")
-    parts = match.groupdict()
-    return {
-        "funasr": parts["funasr"],
-        "torch": parts["torch"],
-        "cuda_short": f"cu{parts['cu']}",
-        "cudnn": parts["cudnn"],
-    }
-
-
 # `ftenv versions`
 
 
@@ -320,7 +255,7 @@ class VersionsQuery:
 
 
 #: What `ftenv versions` answers.
-WHATS = ("name", "tag", "image", "variants", "requirements", "build-args", "json")
+WHATS = ("name", "variants", "requirements")
 
 
 def run(query: VersionsQuery) -> int:
@@ -328,30 +263,10 @@ def run(query: VersionsQuery) -> int:
     variant = v.variant(query.variant or v.image["default_variant"])
     if query.what == "name":
         print(variant.name)
-    elif query.what == "tag":
-        print(variant.tag)
-    elif query.what == "image":
-        print(variant.image_ref)
     elif query.what == "variants":
         print("\n".join(v.variants))
     elif query.what == "requirements":
         print("\n".join(variant.requirements()))
-    elif query.what == "build-args":
-        # One `--build-arg K=V` per line, for `xargs` or `$(...)` in the Makefile.
-        print("\n".join(f"--build-arg={k}={val}" for k, val in variant.build_args().items()))
-    elif query.what == "json":
-        print(
-            json.dumps(
-                {
-                    "variant": variant.name,
-                    "tag": variant.tag,
-                    "image": variant.image_ref,
-                    "build_args": variant.build_args(),
-                    "labels": variant.labels(),
-                },
-                indent=2,
-            )
-        )
     return 0
 
 

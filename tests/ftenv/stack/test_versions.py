@@ -1,8 +1,7 @@
-"""versions.toml is the single source: locks, Dockerfile ARGs, tags and labels derive from it."""
+"""versions.toml is the single source: the locks derive from it, and the image and the host read it."""
 
 import http.server
 import re
-import shutil
 import socketserver
 import sys
 import threading
@@ -13,7 +12,6 @@ import urllib.request
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from ftenv.report import render
 from ftenv.stack import versions
 from support import ROOT
 
@@ -70,26 +68,6 @@ def test_lock_input_is_what_versions_says(name):
     assert set(V.variants[name].requirements()) == expected
 
 
-def test_dockerfile_args_are_exactly_the_derived_build_args():
-    df = _dockerfile()
-    declared = {line["value"].split("=")[0] for line in df.structure if line["instruction"] == "ARG"}
-    derived = set(V.default.build_args())
-    assert derived - declared == set(), "build args the Dockerfile never declares"
-    # Not from versions.toml: the build's own revision and time, and the stand-in marker of local builds.
-    local_only = {"REVISION", "CREATED", render.STANDIN_BASE_ENV}
-    assert declared - derived == local_only, "ARGs that versions.toml does not feed"
-    # No version literal hides in the Dockerfile: every pin arrives as an ARG.
-    text = (ROOT / "docker/Dockerfile").read_text()
-    for variant in V.variants.values():
-        for value in (
-            variant.torch_base,
-            variant.cudnn,
-            variant.python["funasr"],
-            variant.python["transformers"],
-        ):
-            assert value not in text
-
-
 def test_dockerfile_bakes_the_fix_and_the_identity():
     env = _dockerfile().envs
     assert env["TORCH_CUDNN_SDPA_DEPRIORITIZED"] == "1"
@@ -105,53 +83,6 @@ def test_dockerfile_bakes_the_fix_and_the_identity():
         "FTENV_IMAGE",
     ):
         assert key in env
-
-
-@pytest.mark.parametrize("name", sorted(V.variants))
-def test_labels_are_what_the_dockerfile_writes_with_the_derived_args(name):
-    variant = V.variants[name]
-    with open(ROOT / "docker/Dockerfile", "rb") as dockerfile:
-        written = DockerfileParser(fileobj=dockerfile, build_args=variant.build_args()).labels
-    assert {key: written.get(key) for key in variant.labels()} == variant.labels()
-
-
-def test_build_args_resolve_for_every_variant():
-    for variant in V.variants.values():
-        args = variant.build_args()
-        assert all(value or key == "TORCH_INDEX_URL" for key, value in args.items()), args
-        assert args["BASE_IMAGE"].startswith("docker.io/nvidia/cuda:") and "cudnn" not in args["BASE_IMAGE"]
-        assert args["CUDA_MAJOR_MINOR"] == variant.cuda_major_minor
-        assert args["IMAGE_REF"].endswith(":" + variant.tag)
-
-
-@pytest.mark.parametrize("name", sorted(RAW["variants"]))
-def test_tag_spells_the_stack_and_round_trips(name):
-    table = RAW["variants"][name]
-    torch, cuda = table["torch"].split("+")[0], table["cuda"].split(".")
-    cuda_short = f"cu{cuda[0]}{cuda[1]}"
-    funasr = RAW["python"]["funasr"]
-    assert V.variants[name].tag == f"funasr{funasr}-torch{torch}-{cuda_short}-cudnn{table['cudnn']}"
-    assert versions.parse_tag(V.variants[name].tag) == {
-        "funasr": funasr,
-        "torch": torch,
-        "cuda_short": cuda_short,
-        "cudnn": table["cudnn"],
-    }
-    with pytest.raises(ValueError):
-        versions.parse_tag("latest")
-
-
-def test_a_changed_version_flows_into_tag_args_and_requirements(tmp_path):
-    copy = tmp_path / "versions.toml"
-    shutil.copy(ROOT / "versions.toml", copy)
-    old = RAW["python"]["funasr"]
-    new = f"{old}.1"
-    copy.write_text(copy.read_text().replace(f'funasr = "{old}"', f'funasr = "{new}"'))
-    changed = versions.load(copy).default
-    assert changed.tag.startswith(f"funasr{new}-")
-    assert changed.build_args()["FUNASR_VERSION"] == new
-    assert f"funasr=={new}" in changed.requirements()
-    assert changed.labels()["ftenv.funasr.version"] == new
 
 
 def test_cudnn_int_matches_torch_encoding():
@@ -210,8 +141,6 @@ def test_missing_versions_file_is_a_clear_error(tmp_path):
         versions.load(tmp_path / "nope.toml")
     with pytest.raises(SystemExit, match=f"'cu999'; versions.toml has: {', '.join(sorted(V.variants))}$"):
         V.variant("cu999")
-    with pytest.raises(ValueError, match="not an immutable ftenv tag: 'latest'"):
-        versions.parse_tag("latest")
 
 
 def index_listing(url: str) -> str:

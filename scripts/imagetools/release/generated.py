@@ -24,8 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ftenv.stack import versions
+from imagetools.tags import image_ref, stack_tag
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Where versions may be spelled only in generated parts (paths relative to the repository).
 SCANNED = ("README.md", "docs", "docker/locks/README.md")
 TAG = re.compile(r"funasr\d[\w.]*?-torch\d[\w.]*?-(?P<cu>cu\d+)-cudnn\d+(?:\.\d+)*")
@@ -47,7 +48,7 @@ def variant_table(v: versions.Versions) -> str:
         source = f"PyTorch {var.cuda_short} index" if var.torch_index else f"PyPI, {var.cuda_short}"
         rows.append(
             f"| {name} | `{var.base_image.removeprefix('docker.io/')}` | {var.torch} ({source}) | "
-            f"{var.cudnn_package} {var.cudnn} | R{var.min_driver}+ | `{var.tag}` |"
+            f"{var.cudnn_package} {var.cudnn} | R{var.min_driver}+ | `{stack_tag(var)}` |"
         )
     common = ", ".join(f"{name} {version}" for name, version in sorted(v.default.python.items()))
     return "\n".join(rows) + f"\n\nEvery variant carries {common}.\n"
@@ -62,7 +63,7 @@ def report_sample(v: versions.Versions) -> str:
     var = v.default
     torch_version = var.torch if versions.public(var.torch) != var.torch else f"{var.torch}+{var.cuda_short}"
     f = facts.Facts(
-        image=var.image_ref,
+        image=image_ref(var),
         variant=var.name,
         min_driver=var.min_driver,
         torch_version=torch_version,
@@ -97,7 +98,7 @@ def value(v: versions.Versions, key: str) -> str:
 def _tag(v: versions.Versions, m: re.Match) -> str:
     by_cuda = {var.cuda_short: var for var in v.variants.values()}
     var = by_cuda.get(m["cu"]) or v.variants.get(m["cu"])
-    return var.tag if var else m[0]
+    return stack_tag(var) if var else m[0]
 
 
 def regenerate(v: versions.Versions, text: str) -> str:
@@ -187,7 +188,7 @@ def write(root: Path = ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m imagetools.generated", description=__doc__.splitlines()[0]
+        prog="python -m imagetools.release.generated", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--write", action="store_true", help="rewrite the generated parts (else check)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this checkout)")
@@ -198,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     problems = check(args.root)
     for line in problems:
-        print(f"imagetools.generated: {line}", file=sys.stderr)
+        print(f"imagetools.release.generated: {line}", file=sys.stderr)
     return 1 if problems else 0
 
 

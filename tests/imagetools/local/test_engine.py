@@ -1,4 +1,4 @@
-"""`make run` sets itself up on a fresh machine (imagetools.engine): with podman and docker hidden
+"""`make run` sets itself up on a fresh machine (imagetools.local.engine): with podman and docker hidden
 from PATH, a recording apt-get shows what is installed; a Docker host and a podman host are left
 alone; a machine that cannot install says the exact command."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from imagetools import engine
+from imagetools.local import engine
 from support import ROOT
 
 

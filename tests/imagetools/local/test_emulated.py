@@ -1,4 +1,4 @@
-"""The linux/arm64 image under emulation (`make image-arm64`, `make check-arm64`; imagetools.emulated):
+"""The linux/arm64 image under emulation (`make image-arm64`, `make check-arm64`; imagetools.local.emulated):
 its build command derives from versions.toml, its base is an arm64 stand-in under a local name, the
 engine step brings qemu, and none of it is part of `make test`. The emulated build itself is slow
 and recorded in docs/building-here.md, not run here."""
@@ -15,7 +15,8 @@ import pytest
 
 from ftenv.report import render
 from ftenv.stack import versions
-from imagetools import emulated, engine, local, machine
+from imagetools import build_args as derived
+from imagetools.local import emulated, engine, local, machine
 from support import ROOT
 
 V = versions.load(ROOT / "versions.toml")
@@ -32,7 +33,7 @@ def test_the_arm64_build_is_the_local_podman_build_with_versions_toml_args_for_t
     assert cmd.count("--platform=linux/arm64") == 1 and "--pull=never" in cmd
     base = "localhost/ftenv-standin-base:bookworm-arm64"
     assert ARM64.standin_base == base != machine.STANDIN_BASE
-    expected = V.default.build_args() | {
+    expected = derived.build_args(V.default) | {
         "REVISION": "abc1234",
         "CREATED": "NOW",
         "BASE_IMAGE": base,
@@ -45,9 +46,11 @@ def test_the_arm64_build_is_the_local_podman_build_with_versions_toml_args_for_t
 
 def test_the_amd64_build_keeps_its_own_standin_label():
     """podman_build labels the image with the base it was given, not always the amd64 stand-in."""
-    plan = machine.Plan("podman", True, (), ())
-    args = local.build_args(plan, V.default, "r", "c")
-    assert f"--label={machine.STANDIN_LABEL}={machine.STANDIN_BASE}" in local.podman_build(plan, ["t"], args)
+    choice = machine.Choice("podman", True, (), ())
+    args = local.build_args(choice, V.default, "r", "c")
+    assert f"--label={machine.STANDIN_LABEL}={machine.STANDIN_BASE}" in local.podman_build(
+        choice, ["t"], args
+    )
 
 
 def test_only_a_platform_that_versions_toml_lists_for_the_variant_is_built():

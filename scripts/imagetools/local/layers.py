@@ -1,15 +1,6 @@
-"""`python -m imagetools layers`: the image's layers by change rate, read from a built image (podman).
-
-- `layers show IMAGE`: each layer's diff ID, uncompressed size, the instruction that made it, and
-  which of torch, FunASR and ftenv it installs.
-- `layers compare BEFORE AFTER`: the torch layer (the one that holds `site-packages/torch`, found by
-  content, whatever the Dockerfile says) and every layer under it must be byte-identical (same diff
-  ID) in both; prints the layers AFTER adds, i.e. what a node that has BEFORE pulls.
-- `layers rebuild-check VARIANT --image BEFORE`: rebuilds the image from a copy of the checkout whose
-  lock differs in FunASR's entry only (one comment line, as a FunASR bump changes that entry and no
-  other), with the per-layer locks derived again where the checkout has them, then compares. Fails
-  when the torch layer was rebuilt: the layer order is broken. `make layer-check` runs it;
-  tests/container/test_layers.py too, where an image can be built.
+"""`python -m imagetools layers show|compare|rebuild-check`: the image's layers by change rate, read
+from a built image (podman), so that a FunASR bump is shown to leave the 4 GB torch layer (and all
+under it) byte-identical; `make layer-check` rebuilds with FunASR's lock entry changed and compares.
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ from pathlib import Path
 
 from imagetools import locks
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: What each kind of layer installs: a package folder in the venv's site-packages.
 PACKAGES = {"torch": "torch", "rest": "funasr", "ftenv": "ftenv"}
 SITE_PACKAGES = "opt/venv/lib/python3*/site-packages"

@@ -1,11 +1,6 @@
-"""`python -m imagetools scan`: known vulnerabilities in the lock and in a built image (`make scan`).
-
-The same scanner and policy as the release workflow (docs/releasing.md, "Known vulnerabilities"):
-grype, on SBOMs. The lock's SBOM (CycloneDX, one `pkg:pypi` component per pinned package) is written
-here from docker/locks/<variant>.txt; the image is scanned from a `podman save` archive.
-Policy: a critical finding that has a fixed version fails (exit 1); everything else is listed.
-Where grype is missing or its database cannot be reached, the scan says so and exits 2: that is
-never reported as a pass.
+"""`python -m imagetools scan`: known vulnerabilities in the lock and a built image (`make scan`) with
+the release workflow's scanner (grype) and policy (docs/releasing.md, "Known vulnerabilities").
+A critical finding with a fix fails (exit 1); a scan that could not run exits 2, never a pass.
 """
 
 from __future__ import annotations

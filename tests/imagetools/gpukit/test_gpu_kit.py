@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from imagetools import gpu_run, gpu_setup, gpu_steps, gpukit
 from imagetools.__main__ import main as imagetools_main
+from imagetools.gpukit import gpu_run, gpu_setup, gpu_steps, gpukit
 from support import ROOT
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"

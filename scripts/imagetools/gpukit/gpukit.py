@@ -1,13 +1,6 @@
-"""`python -m imagetools gpukit`: the wheel kit for the lent GPU machine, its exact call, its results.
-
-- `build`: from the lock, the wheels of exactly the packages that the lent machine (gpu_machine.toml)
-  lacks, for its Python and platform, hash-checked against the lock; the few published only as
-  sources are turned into wheels here. Fails when the kit would hold a package the machine has,
-  miss one it lacks, or weigh more than the machine accepts.
-- `call`: the exact call to make on the GPU machine (command, carried folder, time limit).
-- `results OUT`: one run for docs/gpu-results.md's Results, from what scripts/gpu_checks.py wrote to OUT.
-
-Host-side only (it needs pip and, to build the kit, the package index).
+"""`python -m imagetools gpukit build|call|results`: the wheel kit for a lent GPU machine that has
+torch but not FunASR (exactly the lock's packages it lacks, hash-checked), the exact call to make
+there, and the results it brought back (docs/gpu-results.md). Host-side: it needs pip.
 """
 
 from __future__ import annotations
@@ -28,9 +21,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from ftenv.attention import sdpa
-from imagetools import gpu_run, gpu_setup
+from imagetools.gpukit import gpu_run, gpu_setup
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MACHINE_FILE = Path(__file__).with_name("gpu_machine.toml")
 KIT_DIR = Path(".whl")
 RESULTS_DOC = ROOT / "docs" / "gpu-results.md"

@@ -1,14 +1,8 @@
-"""`python -m imagetools emulated build|check`: the image for another CPU (linux/arm64, the Grace
-CPUs of GH200 and GB200) built and started on this one under qemu-user-static (`make image-arm64`,
-`make check-arm64`).
+"""`python -m imagetools emulated build|check`: the linux/arm64 image (GH200, GB200) built and started
+on this CPU under qemu-user-static (`make image-arm64`, `make check-arm64`), to show that the lock
+installs, the Dockerfile builds and the image passes its self-check there; it says nothing of speed.
 
-Nothing here says anything about speed: every instruction of the foreign CPU is emulated. What it
-does show is that the variant's lock installs on that CPU, that the Dockerfile builds there, and
-that the image starts, reports and passes its self-check on that CPU. podman only: it builds a
-foreign platform from a local base with `--platform`, with the host's binfmt_misc registration.
-The platform must be one of the variant's `platforms` in versions.toml; the base is a stand-in for
-that CPU (scripts/make-standin-base.sh with its Debian architecture), under a local name of its own.
-The lock's wheels are downloaded natively first (pip under emulation is the slow part).
+podman only, on a stand-in base for that CPU (docs/building-here.md, "linux/arm64 under emulation").
 """
 
 from __future__ import annotations
@@ -24,8 +18,8 @@ from pathlib import Path
 
 from ftenv.stack import versions
 from ftenv.stack.versions import STANDIN_BASE_ENV
-from imagetools import local
-from imagetools.machine import ROOT, STANDIN_BASE, Plan, Refusal, engine_env
+from imagetools.local import local
+from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 #: Where the lock's wheels for the foreign CPU are downloaded natively, one folder per architecture:
@@ -157,11 +151,11 @@ def prefetch(variant: versions.Variant, target: Foreign) -> list[str]:
 def build_command(
     variant: versions.Variant, target: Foreign, revision: str, created: str, extra: list[str] = ()
 ) -> list[str]:
-    """The local podman build (imagetools.local), for the foreign platform on its stand-in base."""
-    plan = Plan("podman", standin=True, run_flags=(), said=())
-    args = local.build_args(plan, variant, revision, created)
+    """The local podman build (imagetools.local.local), for the foreign platform on its stand-in base."""
+    choice = Choice("podman", standin=True, run_flags=(), said=())
+    args = local.build_args(choice, variant, revision, created)
     args |= {"BASE_IMAGE": target.standin_base, STANDIN_BASE_ENV: target.standin_base}
-    cmd = local.podman_build(plan, [emulated_tag(variant, target)], args)
+    cmd = local.podman_build(choice, [emulated_tag(variant, target)], args)
     return [*cmd, f"--platform={target.platform}", *extra, str(ROOT)]
 
 

@@ -1,8 +1,5 @@
-"""`python -m imagetools release ACTION`: the release's command line (docs/releasing.md).
-
-The pieces live beside it: tags.py (the tag scheme), bake.py (docker/docker-bake.json), checks.py
-(`release check`, what `make release-check` runs), workflow_rules.py (static rules for the release
-workflow), manifest.py (the package manifest) and locks.py (the per-layer locks).
+"""`python -m imagetools release ACTION`: the release's command line (docs/releasing.md); its pieces
+are the modules beside it and the shared tags, build args and bake file at imagetools' top.
 """
 
 from __future__ import annotations
@@ -15,9 +12,10 @@ import sys
 from pathlib import Path
 
 from ftenv.stack import versions
-from imagetools import bake, checks, manifest, tags
+from imagetools import bake, tags
+from imagetools.release import checks, manifest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 #: `release exists` exit codes: the workflow rebuilds only on NOT_FOUND; any other failure stops it.
 EXISTS, NOT_FOUND, PROBE_FAILED = 0, 3, 1

@@ -16,15 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from imagetools import generated
+from imagetools.release import generated
 from support import ROOT
 
 LOCK_STUB = f"{sys.executable} {ROOT / 'tests/support/lock_stub.py'}"
 BUMPED = ("funasr", "transformers")
 #: The tests that check tags, labels, bake targets and locks against the pins.
 PIN_TESTS = (
-    "tests/imagetools/test_release.py",
-    "tests/imagetools/test_locks_scan.py",
+    "tests/imagetools/release/test_release.py",
+    "tests/imagetools/test_locks.py",
+    "tests/imagetools/test_tags_build_args.py",
     "tests/ftenv/stack/test_versions.py",
 )
 

@@ -83,7 +83,7 @@ def _commands(variant: str) -> list[tuple[str, ...]]:
         ("-m", "ftenv.stack.versions", "name"),
         ("-m", "imagetools", "engine", "--for", "run"),
         ("-m", "imagetools", "local", "tag", "--variant", variant),
-        ("-m", "imagetools", "local", "plan", "--engine", "auto", "--gpus", "auto"),
+        ("-m", "imagetools", "local", "choose", "--engine", "auto", "--gpus", "auto"),
         ("-m", "imagetools", "local", "standin", "--engine", "auto"),
         ("scripts/build_image.py", variant, "--engine", "auto", "--base", "auto"),
         ("-m", "imagetools", "local", "run", f"--variant={variant}", "--engine", "auto", "--gpus", "auto"),
@@ -111,8 +111,9 @@ def test_a_python_without_packaging_reads_versions_as_packaging_does(machine):
     """The stock-python path of ftenv.stack.versions (packaging hidden) on this interpreter."""
     env, _ = machine
     probe = (
-        "from ftenv.stack import versions as v; ver = v.load().default; "
-        "print(ver.tag, ver.cuda_short, ver.cuda_major_minor, ver.torch_base, v.public('2.9.1+cu126'))"
+        "from ftenv.stack import versions as v; from imagetools import tags; ver = v.load().default; "
+        "print(tags.stack_tag(ver), ver.cuda_short, ver.cuda_major_minor, ver.torch_base, "
+        "v.public('2.9.1+cu126'))"
     )
     with_packaging = subprocess.run(
         [sys.executable, "-c", probe],

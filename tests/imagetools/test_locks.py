@@ -1,24 +1,17 @@
-"""The per-layer locks (torch stack, then the rest) and the vulnerability scan's policy and messages.
+"""The per-layer locks (torch stack, then the rest), cut from each variant's lock.
 
 The layer split is what keeps the torch layer's digest across a FunASR bump (docs/releasing.md,
-"Layers"); tests/container/test_layers.py shows that on built images. The scan runs grype; here a
-stand-in grype on PATH answers as the real one does, so every outcome (clean, a finding, no grype,
-an unreachable database) is exercised without network.
+"Layers"); tests/container/test_layers.py shows that on built images.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from ftenv.stack import versions
-from imagetools import locks, scan
+from imagetools import locks
 from support import ROOT
 
 LOCK = (ROOT / "docker/locks/cu130.txt").read_text()
@@ -71,129 +64,6 @@ def test_a_lock_without_the_torch_stack_is_refused():
 
 
 # --- the scan ------------------------------------------------------------------------------------------
-
-
-def test_the_lock_sbom_has_one_pypi_component_per_pin():
-    sbom = scan.lock_sbom(LOCK, "cu130 lock")
-    assert sbom["bomFormat"] == "CycloneDX"
-    purls = {c["purl"] for c in sbom["components"]}
-    assert len(purls) == len(_names(LOCK))
-    v = versions.load().default
-    assert f"pkg:pypi/torch@{v.torch}" in purls and f"pkg:pypi/funasr@{v.python['funasr']}" in purls
-
-
-FINDING = "NAME  INSTALLED  FIXED IN  TYPE  VULNERABILITY  SEVERITY\nfoo 1.0 1.1 python CVE-1 Critical"
-GRYPE = {
-    "clean": (0, "No vulnerabilities found"),
-    "finding": (
-        1,
-        FINDING + "\n1 error occurred:\n\t* discovered vulnerabilities at or above the severity threshold",
-    ),
-    "no-db": (
-        1,
-        "failed to load vulnerability db: unable to update vulnerability database: Get "
-        '"https://grype.anchore.io/databases/v6/latest.json": dial tcp: lookup: no such host',
-    ),
-    "crash": (2, "panic: something else"),
-}
-
-
-def _fake_grype(tmp_path: Path, case: str) -> Path:
-    rc, text = GRYPE[case]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (tmp_path / "out.txt").write_text(text)
-    exe = bin_dir / "grype"
-    exe.write_text(f'#!/bin/sh\necho "$@" >"{tmp_path}/args"\ncat "{tmp_path}/out.txt"\nexit {rc}\n')
-    exe.chmod(0o755)
-    return exe
-
-
-@pytest.mark.parametrize(
-    ("case", "code", "says"),
-    [
-        ("clean", scan.OK, "scan: lock docker/locks/cu130.txt: OK"),
-        ("finding", scan.FINDINGS, "FAIL (a critical finding with a fix)"),
-        ("no-db", scan.NOT_SCANNED, "the vulnerability database is unreachable from this machine"),
-        ("crash", scan.NOT_SCANNED, "grype failed (exit 2)"),
-    ],
-)
-def test_make_scan_outcomes(tmp_path, capsys, case, code, says):
-    exe = _fake_grype(tmp_path, case)
-    assert scan.scan(ROOT, "cu130", None, grype_bin=str(exe)) == code
-    out = capsys.readouterr()
-    assert says in out.out + out.err
-    args = (tmp_path / "args").read_text().split()
-    # the release policy: fail on critical, only findings that have a fix
-    assert args[0].startswith("sbom:") and args[1:5] == ["--fail-on", "critical", "--only-fixed", "-o"]
-
-
-def test_make_scan_without_grype_says_so_and_is_not_a_pass(tmp_path):
-    env = os.environ | {"PYTHONPATH": str(ROOT / "scripts"), "PATH": str(tmp_path)}
-    r = subprocess.run(
-        [sys.executable, "-m", "imagetools", "scan", "cu130"], capture_output=True, text=True, env=env
-    )
-    assert r.returncode == scan.NOT_SCANNED
-    assert "grype is not installed, so nothing was scanned" in r.stderr
-
-
-def test_lock_sbom_cli_prints_json():
-    env = os.environ | {"PYTHONPATH": str(ROOT / "scripts")}
-    cmd = [sys.executable, "-m", "imagetools", "scan", "cu130", "--lock-sbom"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
-    assert json.loads(out)["components"]
-
-
-def test_the_layer_check_changes_funasrs_entry_only_and_so_only_the_rest_layer():
-    from imagetools import layers
-
-    bumped = layers.bump_funasr_entry(LOCK)
-    assert bumped != LOCK
-    assert locks.parse(bumped)[1].keys() == locks.parse(LOCK)[1].keys()
-    before, after = locks.split(LOCK, "cu130.txt"), locks.split(bumped, "cu130.txt")
-    assert after["torch"] == before["torch"] and after["rest"] != before["rest"]
-
-
-def _stack(*ids_and_holds):
-    from imagetools.layers import Layer
-
-    return [Layer(d, 1, f"step {d}", frozenset(h)) for d, h in ids_and_holds]
-
-
-def test_layer_compare_passes_when_only_layers_above_the_torch_layer_change():
-    from imagetools import layers
-
-    before = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r1", {"rest"}), ("f1", {"ftenv"}))
-    after = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r2", {"rest"}), ("f2", {"ftenv"}))
-    problems, added = layers.compare(before, after)
-    assert problems == [] and [x.diff_id for x in added] == ["r2", "f2"]
-
-
-@pytest.mark.parametrize(
-    ("after", "phrase"),
-    [
-        # the torch layer rebuilt (the whole lock in one layer, or the rest installed under it)
-        (
-            (("base", ""), ("apt", ""), ("t2", {"torch", "rest"}), ("f2", {"ftenv"})),
-            "the torch layer changed",
-        ),
-        # something under the torch layer changed
-        (
-            (("base", ""), ("apt2", ""), ("t1", {"torch"}), ("r1", {"rest"})),
-            "layer 1 (under the torch layer)",
-        ),
-        # the torch layer moved
-        ((("base", ""), ("x", ""), ("apt", ""), ("t1", {"torch"})), "is layer 3 now, 2 before"),
-        # no layer installs torch at all
-        ((("base", ""), ("apt", "")), "no layer installs site-packages/torch"),
-    ],
-)
-def test_layer_compare_fails_when_the_torch_layer_or_what_is_under_it_changes(after, phrase):
-    from imagetools import layers
-
-    before = _stack(("base", ""), ("apt", ""), ("t1", {"torch"}), ("r1", {"rest"}))
-    problems, _ = layers.compare(before, _stack(*after))
-    assert any(phrase in p for p in problems), problems
 
 
 def test_parse_reads_both_via_forms_and_refuses_a_package_pinned_twice():

@@ -17,7 +17,8 @@ import pytest
 
 from ftenv.stack import versions
 from imagetools import __main__ as imagetools_main
-from imagetools import bake, checks, release, tags
+from imagetools import bake, tags
+from imagetools.release import checks, release
 from support import ROOT
 
 V = versions.load(ROOT / "versions.toml")
@@ -43,15 +44,21 @@ def test_tags_of_a_build_are_the_commit_tag_and_of_a_release_the_stack_and_movin
     cu128 = V.variants["cu128"]
     repo = cu128.image["repository"]
     assert V.default.name != "cu128"  # a variant that does not get `latest`
-    assert cli(capsys, "tags", "cu128", "--commit", SHA) == (0, f"{repo}:{cu128.tag}-{SHA[:12]}\n", "")
+    assert cli(capsys, "tags", "cu128", "--commit", SHA) == (
+        0,
+        f"{repo}:{tags.stack_tag(cu128)}-{SHA[:12]}\n",
+        "",
+    )
     code, out, _ = cli(capsys, "tags", "cu128", "--commit", SHA, "--release")
     assert code == 0
-    assert out.split() == [f"{repo}:{t}" for t in (f"{cu128.tag}-{SHA[:12]}", cu128.tag, "cu128")]
+    assert out.split() == [
+        f"{repo}:{t}" for t in (f"{tags.stack_tag(cu128)}-{SHA[:12]}", tags.stack_tag(cu128), "cu128")
+    ]
 
 
 def test_a_tag_parses_back_to_json(capsys):
     variant = V.default
-    code, out, _ = cli(capsys, "parse", f"{variant.tag}-{SHA[:12]}")
+    code, out, _ = cli(capsys, "parse", f"{tags.stack_tag(variant)}-{SHA[:12]}")
     assert code == 0
     parsed = json.loads(out)
     assert (parsed["kind"], parsed["variant"], parsed["commit"]) == ("commit", variant.name, SHA[:12])

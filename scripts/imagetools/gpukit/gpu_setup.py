@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ftenv.attention import sdpa
-from imagetools.gpu_run import (
+from imagetools.gpukit.gpu_run import (
     FUNASR_SCRIPT,
     LOCK,
     SCRIPTS,

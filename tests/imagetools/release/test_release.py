@@ -24,7 +24,9 @@ import pytest
 
 from ftenv.stack import versions
 from imagetools import bake as bakefile
-from imagetools import checks, release, tags
+from imagetools import build_args as derived
+from imagetools import tags
+from imagetools.release import checks, release
 from support import ROOT
 
 V = versions.load(ROOT / "versions.toml")
@@ -42,7 +44,7 @@ def cuda_suffix(cuda: str) -> str:
     return f"cu{major}{minor}"
 
 
-def stack_tag(funasr: str, table: dict) -> str:
+def expected_stack_tag(funasr: str, table: dict) -> str:
     """`<stack>` as tags.py's docstring defines it, from a variant's versions.toml table (torch without
     its local `+cuNNN` tag)."""
     torch = table["torch"].split("+")[0]
@@ -88,11 +90,11 @@ def test_committed_bake_file_is_the_generated_one_and_has_one_target_per_variant
     assert set(data["target"]) == {"_common", "_labels", *V.variants}
     for variant in V.variants.values():
         t = bakefile.resolve_target(data, variant.name, {"COMMIT": SHA[:12]})
-        assert t["tags"] == [f"{variant.image['repository']}:{variant.tag}-{SHA[:12]}"]
+        assert t["tags"] == [f"{variant.image['repository']}:{tags.stack_tag(variant)}-{SHA[:12]}"]
         assert t["platforms"] == list(variant.platforms)
         assert t["attest"] == ["type=provenance,mode=max", "type=sbom"]
         assert t["dockerfile"] == "docker/Dockerfile" and t["context"] == "."
-        assert set(t["labels"]) == set(variant.labels())
+        assert set(t["labels"]) == set(derived.labels(variant))
         assert t["cache-to"] == [
             f"type=registry,ref={bakefile.cache_ref(variant)},mode=max,ignore-error=true"
         ]
@@ -110,7 +112,7 @@ def test_arm64_only_where_the_wheels_were_checked():
 
 def test_release_tags_of_the_default_and_another_variant():
     cu130, cu128 = V.variants["cu130"], V.variants["cu128"]
-    stack = stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"])
+    stack = expected_stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"])
     assert tags.release_tags(V, cu130, SHA) == [f"{stack}-0123456789ab", stack, "cu130", "latest"]
     assert tags.release_tags(V, cu128, SHA)[2:] == ["cu128"]  # no `latest`: not the default
 
@@ -128,17 +130,17 @@ def test_every_tag_parses_back_into_its_versions(name):
                 variant.cuda_short,
                 variant.cudnn,
             )
-    by_commit = tags.parse(f"{variant.tag}-{SHA[:12]}", V)
+    by_commit = tags.parse(f"{tags.stack_tag(variant)}-{SHA[:12]}", V)
     assert (by_commit["kind"], by_commit["commit"]) == ("commit", SHA[:12])
-    assert tags.parse(variant.tag, V)["kind"] == "stack"
+    assert tags.parse(tags.stack_tag(variant), V)["kind"] == "stack"
 
 
 @pytest.mark.parametrize(
     "tag",
     [
         # a stack versions.toml does not have (cu130's but for its CUDA)
-        stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"] | {"cuda": "12.6.3"}),
-        stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"]) + "-XYZ",  # not a commit
+        expected_stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"] | {"cuda": "12.6.3"}),
+        expected_stack_tag(PINS["python"]["funasr"], PINS["variants"]["cu130"]) + "-XYZ",  # not a commit
         "edge",
         "",
     ],
@@ -173,7 +175,7 @@ def test_check_tags_names_each_tag_that_is_invalid(tmp_path):
     )
     problems = []
     for name in ("cu130", "cu128"):
-        stack = V.variants[name].tag.replace(funasr, f"{funasr}+x")
+        stack = tags.stack_tag(V.variants[name]).replace(funasr, f"{funasr}+x")
         problems += [
             f"{name}: '{stack}-0123456789ab' is not a valid image tag",
             f"{name}: not an immutable ftenv tag: '{stack}'",
@@ -204,17 +206,17 @@ def test_a_changed_version_moves_tags_labels_and_bake_targets(tmp_path):
     new = versions.load(path)
     cu130 = new.variants["cu130"]
 
-    stack = stack_tag(funasr, PINS["variants"]["cu130"] | {"cudnn": cudnn})
-    assert cu130.tag == stack
+    stack = expected_stack_tag(funasr, PINS["variants"]["cu130"] | {"cudnn": cudnn})
+    assert tags.stack_tag(cu130) == stack
     assert cli("tags", "cu130", "--commit", SHA, "--release", file=path).split() == [
         f"ghcr.io/funasr-nano-images/funasr-nano:{t}"
         for t in (f"{stack}-{SHA[:12]}", stack, "cu130", "latest")
     ]
     assert tags.parse(stack, new)["cudnn"] == cudnn
     with pytest.raises(ValueError):  # the old stack is no longer one of ours
-        tags.parse(V.variants["cu130"].tag, new)
+        tags.parse(tags.stack_tag(V.variants["cu130"]), new)
 
-    labels = cu130.labels()
+    labels = derived.labels(cu130)
     assert labels["ftenv.cudnn.version"] == cudnn
     assert labels["ftenv.funasr.version"] == funasr
     assert labels["org.opencontainers.image.version"] == stack
@@ -251,7 +253,7 @@ def test_a_new_variant_gets_its_own_target_and_tags(tmp_path):
     bake = json.loads(bakefile.render_bake(new))
     assert bake["group"]["default"]["targets"] == ["cu130", "cu128", "cu126"]
     tags = bakefile.resolve_target(bake, "cu126", {"COMMIT": SHA[:12]})["tags"]
-    stack = stack_tag(PINS["python"]["funasr"], cu128 | {"cuda": "12.6.3"})
+    stack = expected_stack_tag(PINS["python"]["funasr"], cu128 | {"cuda": "12.6.3"})
     assert tags == [f"ghcr.io/funasr-nano-images/funasr-nano:{stack}-{SHA[:12]}"]
     assert json.loads(cli("matrix", file=path))[-1] == {
         "variant": "cu126",
@@ -339,7 +341,8 @@ def test_check_labels_fails_on_a_missing_or_different_dockerfile_label():
     assert wrong != DOCKERFILE_TEXT
     assert any("label ftenv.torch.version='2.9.0'" in p for p in checks.check_labels(V, wrong))
     extra = DOCKERFILE_TEXT.replace("LABEL ", 'LABEL ftenv.extra="x" \\\n      ', 1)
-    assert "docker/Dockerfile: label ftenv.extra is not in Variant.labels()" in checks.check_labels(V, extra)
+    problems = checks.check_labels(V, extra)
+    assert "docker/Dockerfile: label ftenv.extra is not in build_args.labels()" in problems
 
 
 # --- workflows: pins and actionlint ----------------------------------------------------------------

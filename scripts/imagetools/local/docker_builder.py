@@ -7,7 +7,7 @@ target, so the two paths cannot drift apart; a Docker that can do neither is ref
 from __future__ import annotations
 
 from ftenv.stack import versions
-from imagetools.machine import Refusal, _answers
+from imagetools.local.machine import Refusal, _answers
 
 #: The first Docker whose built-in BuildKit builds docker/Dockerfile (RUN --mount and COPY --chmod
 #: without a `# syntax=` frontend: dockerfile 1.2, in BuildKit 0.8).

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ftenv.stack import versions
-from imagetools import checks, release, workflow_rules
+from imagetools.release import checks, release, workflow_rules
 from support import ROOT
 
 COPIED = ("versions.toml", "docker", ".github", "README.md", "docs")

@@ -1,8 +1,6 @@
-"""`python -m imagetools release check`: what can be checked of a release without GitHub.
-
-Every sub-check returns a list of problems (empty: fine); `check()` runs all of SUBCHECKS and the CLI
-exits 1 when any reports one. A sub-check that cannot read its input reports that as a problem: a
-missing file is never a pass.
+"""`python -m imagetools release check`: what can be checked of a release without GitHub
+(`make release-check`). Each sub-check returns its problems; one that cannot read its input
+reports that, so a missing file is never a pass.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ftenv.stack import versions
-from imagetools import generated, locks, workflow_rules
+from imagetools import locks
 from imagetools.bake import (
     ATTEST,
     BAKE_FILE,
@@ -23,6 +21,8 @@ from imagetools.bake import (
     render_bake,
     resolve_target,
 )
+from imagetools.build_args import build_args, labels
+from imagetools.release import generated, workflow_rules
 from imagetools.tags import TAG_SYNTAX, commit_tag, parse, release_tags, short_commit
 
 WORKFLOWS = Path(".github/workflows")
@@ -52,8 +52,8 @@ def check_bake(v: versions.Versions, text: str, commit: str = "0123456789abcdef"
             problems.append(str(e))
             continue
         want_tags = [f"{variant.image['repository']}:{commit_tag(variant, commit)}"]
-        want_labels = variant.labels(revision=runtime["REVISION"], created=runtime["CREATED"])
-        want_args = variant.build_args() | {"REVISION": runtime["REVISION"], "CREATED": runtime["CREATED"]}
+        want_labels = labels(variant, revision=runtime["REVISION"], created=runtime["CREATED"])
+        want_args = build_args(variant) | {"REVISION": runtime["REVISION"], "CREATED": runtime["CREATED"]}
         for what, got, want in [
             ("tags", t.get("tags"), want_tags),
             ("labels", t.get("labels"), want_labels),
@@ -124,18 +124,20 @@ def dockerfile_labels(text: str, build_args: dict[str, str]) -> dict[str, str]:
 
 
 def check_labels(v: versions.Versions, dockerfile_text: str) -> list[str]:
-    """Every label of Variant.labels() is in the Dockerfile, with the value versions.toml derives."""
+    """Every label of build_args.labels() is in the Dockerfile, with the value versions.toml derives."""
     problems = []
     runtime = {"REVISION": "f" * 40, "CREATED": "2026-01-01T00:00:00Z"}
     for variant in v.variants.values():
-        got = dockerfile_labels(dockerfile_text, variant.build_args() | runtime)
-        want = variant.labels(revision=runtime["REVISION"], created=runtime["CREATED"])
+        got = dockerfile_labels(dockerfile_text, build_args(variant) | runtime)
+        want = labels(variant, revision=runtime["REVISION"], created=runtime["CREATED"])
         for key, value in want.items():
             if key not in got:
                 problems.append(f"{DOCKERFILE}: label {key} missing")
             elif got[key] != value:
                 problems.append(f"{DOCKERFILE} ({variant.name}): label {key}={got[key]!r}, derived {value!r}")
-        problems += [f"{DOCKERFILE}: label {k} is not in Variant.labels()" for k in got.keys() - want.keys()]
+        problems += [
+            f"{DOCKERFILE}: label {k} is not in build_args.labels()" for k in got.keys() - want.keys()
+        ]
     return sorted(set(problems))
 
 

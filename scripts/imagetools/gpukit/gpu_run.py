@@ -17,7 +17,7 @@ from pathlib import Path
 from ftenv.attention import sdpa
 from ftenv.stack import versions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ROOT / "scripts"
 
 #: The whole run, the install included, must end within this (the GPU machine allows 10 minutes
@@ -25,7 +25,8 @@ SCRIPTS = ROOT / "scripts"
 TOTAL_BUDGET_S = 480
 #: The stack the run expects: the lock of the image's variant, else of the default one.
 LOCK = ROOT / "docker" / "locks" / f"{os.environ.get('FTENV_VARIANT') or versions.load().default.name}.txt"
-#: Test files holding `pytest.mark.gpu` tests (tests/imagetools/test_gpu_kit.py keeps this list complete).
+#: Test files holding `pytest.mark.gpu` tests (tests/imagetools/gpukit/test_gpu_kit.py keeps this list
+#: complete).
 GPU_TEST_FILES = ("tests/ftenv/report/test_report_gpu.py", "tests/ftenv/selfcheck/test_selfcheck.py")
 #: Deselected in the pytest step: the self-check steps below run the same four self-checks.
 GPU_TESTS_RUN_AS_STEPS = "test_gpu_passes_with_the_fix_and_fails_without"

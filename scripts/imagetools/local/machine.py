@@ -1,13 +1,7 @@
-"""What this machine offers for building and running the image, and what to use: the engine, the
-base and the GPUs, chosen in `choose()` (pure, tested for every combination).
-
-- the engine: Docker when its daemon answers, else podman;
-- the base: the real one from versions.toml when the engine can pull it; otherwise a stand-in
-  (scripts/make-standin-base.sh) under a local name of its own, and the image is marked (label
-  STANDIN_LABEL, and a line in the start-up report);
-- the GPUs: passed when there are any (`nvidia-smi -L` lists one, or a CDI spec names
-  nvidia.com/gpu), with `--ipc=host`.
-`detect_machine()` only finds out what the machine offers; imagetools.local builds and runs.
+"""What this machine offers for building and running the image (`detect_machine()`), and the engine,
+base and GPUs to use (`choose()`, pure, so every combination is tested without the machines):
+Docker when its daemon answers, else podman; the real base when it can be pulled, else a marked
+stand-in; the GPUs when there are any.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ from pathlib import Path
 
 from ftenv.stack import versions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: The stand-in base: a local name, so that it can never shadow the real base image.
 STANDIN_BASE = "localhost/ftenv-standin-base:bookworm"
 #: Label of an image built on the stand-in (its value: the stand-in's name).
@@ -68,7 +62,9 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Choice:
+    """What to use on this machine, as choose() decided it from what the machine offers."""
+
     engine: str
     standin: bool
     run_flags: tuple[str, ...]
@@ -121,7 +117,7 @@ def choose_gpus(
     return (*flags, "--ipc=host"), f"GPUs    passed: {' '.join(flags)} --ipc=host"
 
 
-def choose(m: Machine, want: Request = Request()) -> Plan:
+def choose(m: Machine, want: Request = Request()) -> Choice:
     """Engine x registry x GPU: what to build on and how to run."""
     engine = choose_engine(m.docker_daemon, m.podman, want.engine)
     why = "asked for" if want.engine != "auto" else "" if engine == "docker" else "no Docker daemon answered"
@@ -129,7 +125,7 @@ def choose(m: Machine, want: Request = Request()) -> Plan:
     standin, base_line = choose_base(m.registry, want.base)
     flags, gpu_line = choose_gpus(engine, m.nvidia_smi, m.cdi_gpu, want.gpus)
     said += [base_line] if m.registry is not None else []
-    return Plan(engine, standin, flags, (*said, gpu_line))
+    return Choice(engine, standin, flags, (*said, gpu_line))
 
 
 # --- detection ----------------------------------------------------------------------------------------

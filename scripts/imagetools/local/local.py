@@ -1,10 +1,6 @@
-"""Build (scripts/build_image.py) and run (`python -m imagetools local run`) the image on this machine,
-with the engine, base and GPUs that imagetools.machine chose. Images built here are tagged under
-localhost/ only: nothing local ever takes the name of an image that a registry serves.
-
-On Docker the build is the bake file's target: `docker buildx bake` where the buildx plugin answers,
-else the same target as one `docker build` with BuildKit (Debian's and Ubuntu's docker.io ship no
-buildx). Runs on the host's stock python3 (3.9+, standard library only).
+"""Build (scripts/build_image.py) and run (`python -m imagetools local run`) the image here with what
+machine.choose() picked, tagged under localhost/ only so that nothing local takes a registry's name.
+Runs on the host's stock python3 (3.9+, standard library only).
 """
 
 from __future__ import annotations
@@ -22,15 +18,16 @@ from pathlib import Path
 from ftenv.stack import versions
 from ftenv.stack.versions import STANDIN_BASE_ENV
 from imagetools import bake
-from imagetools.docker_builder import docker_build, docker_builder, docker_versions
-from imagetools.machine import (
+from imagetools.build_args import build_args as derived_build_args
+from imagetools.local.docker_builder import docker_build, docker_builder, docker_versions
+from imagetools.local.machine import (
     ENGINE_CHOICES,
     GPU_CHOICES,
     LOCAL_REPOSITORY,
     ROOT,
     STANDIN_BASE,
     STANDIN_LABEL,
-    Plan,
+    Choice,
     Refusal,
     Request,
     _answers,
@@ -71,15 +68,15 @@ def local_name(tag: str) -> str:
     return f"localhost/{tag}"
 
 
-def build_args(plan: Plan, variant: versions.Variant, revision: str, created: str) -> dict[str, str]:
-    args = variant.build_args() | {"REVISION": revision, "CREATED": created}
-    if plan.standin:
+def build_args(choice: Choice, variant: versions.Variant, revision: str, created: str) -> dict[str, str]:
+    args = derived_build_args(variant) | {"REVISION": revision, "CREATED": created}
+    if choice.standin:
         args |= {"BASE_IMAGE": STANDIN_BASE, STANDIN_BASE_ENV: STANDIN_BASE}
     return args
 
 
 def podman_build(
-    plan: Plan, tags: list[str], args: dict[str, str], ca_bundle: Path | None = None
+    choice: Choice, tags: list[str], args: dict[str, str], ca_bundle: Path | None = None
 ) -> list[str]:
     cmd = [
         "podman",
@@ -91,7 +88,7 @@ def podman_build(
         str(ROOT / bake.DOCKERFILE),
     ]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
-    if plan.standin:
+    if choice.standin:
         cmd.append(f"--label={STANDIN_LABEL}={args[STANDIN_BASE_ENV]}")
     cmd += [f"--secret={secret}" for secret in secrets(ca_bundle)]
     for tag in tags:
@@ -100,7 +97,7 @@ def podman_build(
 
 
 def local_bake(
-    plan: Plan,
+    choice: Choice,
     variant: versions.Variant,
     tags: list[str],
     args: dict[str, str],
@@ -124,9 +121,9 @@ def local_bake(
         "platforms": [host],
         "tags": tags,
         "args": target.get("args", {}) | args,
-        "pull": not plan.standin,
+        "pull": not choice.standin,
     }
-    if plan.standin:
+    if choice.standin:
         target["labels"] = target.get("labels", {}) | {STANDIN_LABEL: STANDIN_BASE}
         target.pop("cache-from", None)
     if ca_bundle:
@@ -155,8 +152,8 @@ def git_revision() -> str:
     return r.stdout.strip() if r and r.returncode == 0 else "unknown"
 
 
-def _say(plan: Plan, which: tuple[str, ...], *more: str) -> None:
-    lines = [line for line in plan.said if line.split()[0] in which] + [m for m in more if m]
+def _say(choice: Choice, which: tuple[str, ...], *more: str) -> None:
+    lines = [line for line in choice.said if line.split()[0] in which] + [m for m in more if m]
     print("ftenv: " + "\n       ".join(lines), file=sys.stderr, flush=True)
 
 
@@ -175,28 +172,28 @@ def build(
     tags = [local_name(t) for t in [*([local_tag(variant)] if default_tag else []), *tags]]
     if not tags:
         raise SystemExit("build_image.py: --no-default-tag needs a --tag")
-    plan = choose(detect_machine(variant, want), Request(want.engine, want.base, gpus="none"))
-    builder, builder_line = docker_builder(*docker_versions()) if plan.engine == "docker" else ("", "")
-    _say(plan, ("engine", "base"), builder_line)
-    env = engine_env(plan.engine)
-    if plan.standin:
+    choice = choose(detect_machine(variant, want), Request(want.engine, want.base, gpus="none"))
+    builder, builder_line = docker_builder(*docker_versions()) if choice.engine == "docker" else ("", "")
+    _say(choice, ("engine", "base"), builder_line)
+    env = engine_env(choice.engine)
+    if choice.standin:
         made = subprocess.run(
-            [str(ROOT / "scripts/make-standin-base.sh"), plan.engine, STANDIN_BASE], env=env
+            [str(ROOT / "scripts/make-standin-base.sh"), choice.engine, STANDIN_BASE], env=env
         )
         if made.returncode:
             return made.returncode
     created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    args = build_args(plan, variant, git_revision(), created)
+    args = build_args(choice, variant, git_revision(), created)
     if ca_bundle:
         print(
             f"ftenv: CA bundle {ca_bundle} goes to the pip steps as build secret {CA_SECRET_ID}",
             file=sys.stderr,
         )
-    if plan.engine == "podman":
-        cmd = [*podman_build(plan, tags, args, ca_bundle), *extra, str(ROOT)]
+    if choice.engine == "podman":
+        cmd = [*podman_build(choice, tags, args, ca_bundle), *extra, str(ROOT)]
         print("+", " ".join(cmd), file=sys.stderr, flush=True)
         return subprocess.run(cmd, env=env).returncode
-    spec = local_bake(plan, variant, tags, args, platform.machine(), ca_bundle)
+    spec = local_bake(choice, variant, tags, args, platform.machine(), ca_bundle)
     if builder == "build":
         cmd = docker_build(spec["target"][variant.name], extra)
         print(
@@ -215,9 +212,9 @@ def build(
         return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 
-def run_command(plan: Plan, image: str, command: list[str]) -> list[str]:
+def run_command(choice: Choice, image: str, command: list[str]) -> list[str]:
     """The image just built, never one pulled in its place."""
-    return [plan.engine, "run", "--rm", "--pull=never", *plan.run_flags, image, *command]
+    return [choice.engine, "run", "--rm", "--pull=never", *choice.run_flags, image, *command]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -229,13 +226,13 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "standin":
         engine = choose_engine(docker_daemon_answers(), bool(shutil.which("podman")), args.engine)
         return subprocess.run([str(ROOT / "scripts/make-standin-base.sh"), engine, STANDIN_BASE]).returncode
-    plan = choose(detect_machine(), Request(engine=args.engine, gpus=args.gpus))
-    if args.action == "plan":
-        print("\n".join(plan.said))
+    choice = choose(detect_machine(), Request(engine=args.engine, gpus=args.gpus))
+    if args.action in ("choose", "plan"):
+        print("\n".join(choice.said))
         return 0
-    _say(plan, ("engine", "GPUs"))
-    env = engine_env(plan.engine)
-    cmd = run_command(plan, local_tag(variant), args.command[args.command[:1] == ["--"] :])
+    _say(choice, ("engine", "GPUs"))
+    env = engine_env(choice.engine)
+    cmd = run_command(choice, local_tag(variant), args.command[args.command[:1] == ["--"] :])
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
     return subprocess.run(cmd, env=env).returncode
 
@@ -244,12 +241,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("local", help="run the image built here; engine and GPUs chosen for this machine")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in [
-        ("plan", "print what `run` would use"),
+        ("choose", "print what `run` would use (`plan` is its former name)"),
         ("run", "run the image: `run [OPTIONS] [-- COMMAND...]`"),
         ("standin", "make the stand-in base"),
         ("tag", "print the local tag"),
     ]:
-        a = actions.add_parser(name, help=text)
+        a = actions.add_parser(name, help=text, aliases=["plan"] if name == "choose" else [])
         a.add_argument("--variant", help="variant from versions.toml (default: its default)")
         a.add_argument("--engine", choices=ENGINE_CHOICES, default="auto", help="auto: Docker if it answers")
         a.add_argument("--gpus", choices=GPU_CHOICES, default="auto", help="auto: pass the GPUs when found")

@@ -1,12 +1,6 @@
-"""`python -m imagetools engine`: make sure this machine has what `make run` (or `make test`) needs.
-
-`make run` on a fresh machine sets itself up: where no engine answers (no Docker daemon, no podman)
-and the machine can install one (root, with apt-get: Debian/Ubuntu), podman and its tools are
-installed, said in one line; elsewhere it stops with the exact command to run. A Docker host is
-never touched: Docker is used whenever its daemon answers. `--for test` also brings what the tests
-use (tini, a one-machine Slurm), as `make test` does; `--for docker-check` Debian's docker.io (a
-real daemon without buildx) where no dockerd is installed. A python3 older than 3.11 without tomli
-(no tomllib) gets Debian's python3-tomli the same way.
+"""`python -m imagetools engine`: so that `make run` sets itself up on a fresh machine, install podman
+(and, `--for test`, what the tests use) where no engine answers and root has apt-get; elsewhere
+stop with the exact command. A Docker host is never touched.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import subprocess
 import sys
 
 from ftenv.stack import versions
-from imagetools.machine import docker_daemon_answers
+from imagetools.local.machine import docker_daemon_answers
 
 #: Debian's packages for building and running the image with podman (debootstrap makes the stand-in
 #: base where the real one cannot be pulled).
@@ -38,7 +32,7 @@ TEST_PACKAGES = ("tini", "slurm-wlm", "munge")
 #: What `make docker-check` adds: Debian's Docker (dockerd 20.10 in Debian 12, no buildx), which the
 #: check starts and stops itself.
 DOCKER_CHECK_PACKAGES = ("docker.io",)
-#: What an emulated build for another CPU adds (`make image-arm64`, imagetools.emulated): qemu's
+#: What an emulated build for another CPU adds (`make image-arm64`, imagetools.local.emulated): qemu's
 #: user-mode emulators, registered with the kernel's binfmt_misc by binfmt-support.
 EMULATION_PACKAGES = ("qemu-user-static", "binfmt-support")
 #: The TOML parser of a python3 older than 3.11: the first of these the distribution has (tomli in

@@ -20,7 +20,8 @@ from ftenv.report import render
 from ftenv.stack import versions
 from ftenv.train import compile_setting
 from imagetools import bake as bake_file
-from imagetools import local, machine
+from imagetools import tags
+from imagetools.local import local, machine
 from support import ROOT
 from support import fake_engines as fakes
 
@@ -60,9 +61,9 @@ def test_every_combination_of_engine_registry_and_gpu(docker, podman, registry, 
             machine.choose(m)
         assert ("make engine" if engine == REFUSED else "nvidia-ctk cdi generate") in str(e.value)
         return
-    plan = machine.choose(m)
-    assert (plan.engine, plan.standin, plan.run_flags) == (engine, not registry, flags)
-    said = "\n".join(plan.said)
+    choice = machine.choose(m)
+    assert (choice.engine, choice.standin, choice.run_flags) == (engine, not registry, flags)
+    said = "\n".join(choice.said)
     assert ("stand-in" in said) == (not registry)
     assert ("GPUs    passed: " if flags else "GPUs    not passed") in said
 
@@ -83,8 +84,8 @@ def test_requests_override_the_detection(gpus, base, registry, expected):
         with pytest.raises(machine.Refusal, match="cannot be pulled"):
             machine.choose(m, machine.Request(base=base, gpus=gpus))
         return
-    plan = machine.choose(m, machine.Request(base=base, gpus=gpus))
-    assert (plan.standin, plan.run_flags) == expected
+    choice = machine.choose(m, machine.Request(base=base, gpus=gpus))
+    assert (choice.standin, choice.run_flags) == expected
 
 
 @pytest.mark.parametrize(
@@ -106,8 +107,8 @@ def test_an_engine_asked_for(engine, docker, podman, expected):
 
 
 def test_a_run_does_not_speak_of_the_base():
-    plan = machine.choose(machine.Machine(False, True, None, False, False))
-    assert not plan.standin and [line.split()[0] for line in plan.said] == ["engine", "GPUs"]
+    choice = machine.choose(machine.Machine(False, True, None, False, False))
+    assert not choice.standin and [line.split()[0] for line in choice.said] == ["engine", "GPUs"]
 
 
 def test_the_standin_has_a_local_name_of_its_own():
@@ -122,7 +123,7 @@ def test_the_standin_has_a_local_name_of_its_own():
         ("ftenv-x:test", "localhost/ftenv-x:test"),
         ("localhost/ftenv-x:test", "localhost/ftenv-x:test"),
         ("team/ftenv:dev", "localhost/team/ftenv:dev"),
-        (V.default.image_ref, REFUSED),
+        (tags.image_ref(V.default), REFUSED),
         (V.default.base_image, REFUSED),
         ("localhost:5000/ftenv:dev", REFUSED),
     ],
@@ -295,6 +296,20 @@ def test_the_standin_script_refuses_an_upstream_name(fake_engines):
         text=True,
     )
     assert r.returncode == 2 and "never under a registry's name" in r.stderr
+
+
+def test_choose_prints_what_run_would_use_and_plan_still_does(fake_engines, capsys):
+    """`local choose` prints the choice and starts nothing; `local plan`, its former name, still works."""
+    calls, _ = fake_engines
+    parser = argparse.ArgumentParser()
+    local.add_parser(parser.add_subparsers())
+    printed = []
+    for action in ("choose", "plan"):
+        assert local.main(parser.parse_args(["local", action, "--gpus", "none"])) == 0
+        printed.append(capsys.readouterr().out)
+    assert printed[0] == printed[1] and "GPUs    not passed: GPUS=none" in printed[0]
+    assert printed[0].splitlines()[0].startswith("engine  ")
+    assert not [c for c in calls() if c[1] == "run"]
 
 
 def test_run_passes_the_gpus_and_says_so(fake_engines, monkeypatch, capsys, tmp_path):

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from ftenv.attention import sdpa
-from imagetools.gpu_run import (
+from imagetools.gpukit.gpu_run import (
     COMPILED_BENCHMARK_GLOB,
     GPU_TEST_FILES,
     GPU_TESTS_RUN_AS_STEPS,
@@ -25,7 +25,7 @@ from imagetools.gpu_run import (
     run_logged,
     with_var,
 )
-from imagetools.gpu_setup import step_environment, step_install, step_stack
+from imagetools.gpukit.gpu_setup import step_environment, step_install, step_stack
 
 #: Seconds the matrix leaves of its step's time for its own start and its table.
 COMPILED_BENCHMARK_MARGIN_S = 40
