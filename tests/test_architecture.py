@@ -198,7 +198,7 @@ TOOLS = ROOT / "scripts/imagetools"
 TOOLS_MAY_IMPORT = {
     "imagetools": {"stack"},
     "imagetools.gpukit": {"stack", "attention"},
-    "imagetools.release.generated": {"stack", "attention", "report"},
+    "imagetools.release.generated": {"stack", "attention", "report", "train"},
 }
 #: The jobs' subpackages: each imports the top and itself, never another job.
 TOOL_JOBS = ("release", "local", "gpukit")

@@ -4,8 +4,9 @@ checks for a lent GPU machine); what two jobs share (tags, build args and labels
 locks) sits here at the top.
 
 Of ftenv it imports ftenv.stack; the GPU kit also ftenv.attention (the attention rule it checks a
-GPU against), and release.generated also ftenv.attention and ftenv.report (the docs' sample report
-is the report's own rendering); never the wings above. A job's subpackage imports the top and
+GPU against), and release.generated also ftenv.attention, ftenv.report and ftenv.train's compile
+setting (the docs' sample report is the report's own rendering, compile line included); never the
+others. A job's subpackage imports the top and
 itself, never another job (tests/test_architecture.py checks both). The top and local/ need only
 the standard library, as `make run` on a stock python3 does; release/ and gpukit/ run from the venv.
 """
