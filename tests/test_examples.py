@@ -26,15 +26,14 @@ import pytest
 import referencing
 import yaml
 
-from ftenv.attention import sdpa
+from ftenv import outcome, variables
 from ftenv.stack import versions
-from ftenv.steps import stats
 from ftenv.train import finetune
 from support import ROOT
 
 EXAMPLES = ROOT / "docs/examples"
 K8S_VERSION = "1.37"
-VAR = sdpa.ENV_VAR
+VAR = variables.SDPA_DEPRIORITIZED
 IMAGE = versions.load(ROOT / "versions.toml").default.image_ref
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
 
@@ -502,24 +501,24 @@ def retry_problems(doc: dict) -> list[str]:
         fail = [r for r in rules if r["action"] == "FailJob" and "onExitCodes" in r]
         if not any(
             r["onExitCodes"]["operator"] == "In"
-            and stats.UNUSABLE in r["onExitCodes"]["values"]
+            and outcome.UNUSABLE in r["onExitCodes"]["values"]
             and r["onExitCodes"].get("containerName", name) == name
             for r in fail
         ):
-            bad.append(f"a bad input (exit {stats.UNUSABLE}) would be retried")
+            bad.append(f"a bad input (exit {outcome.UNUSABLE}) would be retried")
         ignore = [r for r in rules if r["action"] == "Ignore"]
         if not any({"type": "DisruptionTarget"} in r.get("onPodConditions", []) for r in ignore):
             bad.append("an eviction or preemption counts against backoffLimit")
         failing = [r.get("onExitCodes", {}).get("values", []) for r in rules if r["action"] == "FailJob"]
-        if any(stats.STOPPED in values for values in failing):
-            bad.append(f"a saved stop (exit {stats.STOPPED}) fails the job")
+        if any(outcome.STOPPED in values for values in failing):
+            bad.append(f"a saved stop (exit {outcome.STOPPED}) fails the job")
     else:
         if doc["spec"]["runPolicy"].get("backoffLimit", 0) < 1:
             bad.append("runPolicy.backoffLimit 0: nothing is retried")
         for replica in doc["spec"]["pytorchReplicaSpecs"].values():
             if replica["restartPolicy"] != "ExitCode":
                 bad.append(f"restartPolicy {replica['restartPolicy']}: a saved stop is not retried")
-        if stats.STOPPED in KUBEFLOW_PERMANENT or stats.UNUSABLE not in KUBEFLOW_PERMANENT:
+        if outcome.STOPPED in KUBEFLOW_PERMANENT or outcome.UNUSABLE not in KUBEFLOW_PERMANENT:
             bad.append("the exit codes do not fit the operator's ExitCode policy")
     return bad
 
@@ -585,7 +584,7 @@ def test_sbatch_examples_requeue_and_keep_their_folder(name, layout, tmp_path):
     for tool in ("srun", "scontrol", "apptainer"):
         (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "$RECORD"\nexit ${{SRUN_EXIT:-0}}\n')
         (bin_dir / tool).chmod(0o755)
-    for code, requeued in ((stats.STOPPED, True), (1, False), (stats.UNUSABLE, False), (0, False)):
+    for code, requeued in ((outcome.STOPPED, True), (1, False), (outcome.UNUSABLE, False), (0, False)):
         rec = tmp_path / f"calls-{code}"
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},

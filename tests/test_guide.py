@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from ftenv import cli
+from ftenv import cli, variables
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
 from ftenv.stack import versions
-from ftenv.steps import stats, watcher
+from ftenv.steps import step as step_types
+from ftenv.steps import watcher
 from support import ROOT
 from support import funasr_issue_3704 as issue
 
@@ -27,8 +28,8 @@ FINETUNE = ROOT / "docs/finetune.md"
 DOCS = [GUIDE, FINETUNE]
 #: Every TORCH_CUDNN_SDPA_* name the docs may mention: the switch, and what section 7 says of others.
 KNOWN_VARS = {
-    sdpa.ENV_VAR,  # the switch, read by torch >= 2.10
-    sdpa.ENV_VAR_2_9,  # torch 2.9's switch (PR #162073): "=0" opts out there
+    variables.SDPA_DEPRIORITIZED,  # the switch, read by torch >= 2.10
+    variables.SDPA_PREFERRED,  # torch 2.9's switch (PR #162073): "=0" opts out there
     "TORCH_CUDNN_SDPA_CACHE_DEBUG",  # prints the plan cache's hit rate
     "TORCH_CUDNN_SDPA_AVOID_RECOMPILE",  # only without a mask: no help
     "TORCH_CUDNN_SDPA_ENABLED",  # does not exist in 2.9 to 2.11 (said so)
@@ -80,9 +81,9 @@ def test_readme_first_screen_links_the_guide_and_the_examples():
 def bad_variable_mentions(text: str) -> list[str]:
     bad = [name for name in set(re.findall(r"TORCH_CUDNN_SDPA_[A-Z_]+", text)) if name not in KNOWN_VARS]
     for line in text.splitlines():
-        for value in re.findall(rf"{sdpa.ENV_VAR}=([A-Za-z0-9_-]*)", line):
+        for value in re.findall(rf"{variables.SDPA_DEPRIORITIZED}=([A-Za-z0-9_-]*)", line):
             if value not in ("0", "1"):
-                bad.append(f"{sdpa.ENV_VAR}={value}")
+                bad.append(f"{variables.SDPA_DEPRIORITIZED}={value}")
     return bad
 
 
@@ -100,9 +101,13 @@ def test_variable_checks_catch_mistakes():
 
 def test_the_value_the_guide_gives_is_the_images_and_torchs():
     parser = DockerfileParser(fileobj=open(ROOT / "docker/Dockerfile", "rb"))  # noqa: SIM115
-    baked = [i["value"] for i in parser.structure if i["instruction"] == "ENV" and sdpa.ENV_VAR in i["value"]]
-    assert len(baked) == 1 and f"{sdpa.ENV_VAR}=1" in baked[0].split()
-    assert f"{sdpa.ENV_VAR}=1" == sdpa.FIX and sdpa.interpret_env("1").deprioritizes
+    baked = [
+        i["value"]
+        for i in parser.structure
+        if i["instruction"] == "ENV" and variables.SDPA_DEPRIORITIZED in i["value"]
+    ]
+    assert len(baked) == 1 and f"{variables.SDPA_DEPRIORITIZED}=1" in baked[0].split()
+    assert f"{variables.SDPA_DEPRIORITIZED}=1" == sdpa.FIX and sdpa.interpret_env("1").deprioritizes
     assert sdpa.interpret_env("0").state == "prefer-cudnn" and sdpa.interpret_env("true").state == "ignored"
     text = GUIDE.read_text()
     assert f"`{sdpa.FIX}`" in text
@@ -147,11 +152,11 @@ def watchdog_lines() -> tuple[list[str], list[str]]:
     """What the watchdog prints for a steady run on four repeating shapes, then one slow new shape."""
     w = watcher.Watcher()
     for i in range(22):
-        assert w.observe(stats.Step(i, 0.080 + 0.001 * (i % 5), 2, 100 + 20 * (i % 4), 0)) == []
+        assert w.observe(step_types.Step(i, 0.080 + 0.001 * (i % 5), 2, 100 + 20 * (i % 4), 0)) == []
     w.val_lines = 3
     summary = w.summary_lines()
     phases = (("data_load", 0.011), ("forward_time", 0.44), ("backward_time", 0.53), ("optim_time", 0.019))
-    return summary, w.observe(stats.Step(22, 1.0, 2, 333, 0, phases=phases))
+    return summary, w.observe(step_types.Step(22, 1.0, 2, 333, 0, phases=phases))
 
 
 def unquoted_lines(text: str) -> list[str]:

@@ -7,13 +7,13 @@ import os
 import sys
 import traceback
 
-from ftenv import __version__
+from ftenv import __version__, outcome, variables
 from ftenv.attention import probe
 from ftenv.data import command as data
 from ftenv.report import report
 from ftenv.selfcheck import selfcheck, tinymodel
 from ftenv.stack import buildcheck, versions
-from ftenv.steps import analyze, stats, watch
+from ftenv.steps import analyze, watch
 from ftenv.train import finetune
 
 #: The subcommands' modules, in the help's order.
@@ -33,14 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:  # a bug in ftenv: never exit 0 or 1, which are verdicts
-        if os.environ.get("FTENV_DEBUG") == "1":
+        if os.environ.get(variables.DEBUG) == "1":
             traceback.print_exc()
         print(
             f"ftenv {args.command}: internal error (a bug in ftenv, not a verdict): {type(exc).__name__}: "
-            f"{exc}; FTENV_DEBUG=1 prints the traceback; exit {stats.INTERNAL_ERROR}",
+            f"{exc}; {variables.DEBUG}=1 prints the traceback; exit {outcome.INTERNAL_ERROR}",
             file=sys.stderr,
         )
-        return stats.INTERNAL_ERROR
+        return outcome.INTERNAL_ERROR
 
 
 if __name__ == "__main__":

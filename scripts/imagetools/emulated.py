@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.stack import versions
-from ftenv.stack.versions import STANDIN_BASE_ENV
 from imagetools import local
 from imagetools.machine import ROOT, STANDIN_BASE, Plan, Refusal, engine_env
 
@@ -160,7 +160,7 @@ def build_command(
     """The local podman build (imagetools.local), for the foreign platform on its stand-in base."""
     plan = Plan("podman", standin=True, run_flags=(), said=())
     args = local.build_args(plan, variant, revision, created)
-    args |= {"BASE_IMAGE": target.standin_base, STANDIN_BASE_ENV: target.standin_base}
+    args |= {"BASE_IMAGE": target.standin_base, variables.STANDIN_BASE: target.standin_base}
     cmd = local.podman_build(plan, [emulated_tag(variant, target)], args)
     return [*cmd, f"--platform={target.platform}", *extra, str(ROOT)]
 

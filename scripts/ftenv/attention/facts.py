@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from ftenv import variables
+
 #: Fun-ASR-Nano's LLM (Qwen3-0.6B): 16 query heads of 128; the probe uses its head size.
 LLM_HEADS, LLM_HEAD_DIM = 16, 128
 _NVIDIA_PROC = Path("/proc/driver/nvidia/version")
@@ -112,10 +114,10 @@ def _sdpa(facts: Facts, torch) -> None:
 def collect(live: bool = True) -> Facts:
     """Read everything; live=False lists the GPUs but skips the SDPA call on them (no kernel runs)."""
     facts = Facts(
-        image=os.environ.get("FTENV_IMAGE"),
-        variant=os.environ.get("FTENV_VARIANT"),
-        min_driver=os.environ.get("FTENV_MIN_DRIVER"),
-        env_raw=os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
+        image=os.environ.get(variables.IMAGE),
+        variant=os.environ.get(variables.VARIANT),
+        min_driver=os.environ.get(variables.MIN_DRIVER),
+        env_raw=os.environ.get(variables.SDPA_DEPRIORITIZED),
         transformers_version=package_version("transformers"),
         funasr_version=package_version("funasr"),
     )

@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import sdpa
 from ftenv.attention.facts import package_version
 from ftenv.stack import versions
@@ -45,7 +45,7 @@ class AttentionSettings:
 
     @property
     def env_text(self) -> str:
-        return text.assignment(sdpa.ENV_VAR, self.env.raw)
+        return text.assignment(variables.SDPA_DEPRIORITIZED, self.env.raw)
 
     @property
     def first_text(self) -> str:
@@ -205,15 +205,18 @@ def read_live_settings(pid: int | None = None) -> AttentionSettings:
     except Exception as exc:  # never let the read take the watchdog down
         arches, arch_source = (), f"read failed: {exc}"
     try:
-        values, env_source = process_env(pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
+        values, env_source = process_env(pid, (variables.SDPA_DEPRIORITIZED, variables.CUDNN_VERSION))
     except Exception:
         values, env_source = (
-            {sdpa.ENV_VAR: os.environ.get(sdpa.ENV_VAR), "CUDNN_VERSION": None},
+            {
+                variables.SDPA_DEPRIORITIZED: os.environ.get(variables.SDPA_DEPRIORITIZED),
+                variables.CUDNN_VERSION: None,
+            },
             "environment",
         )
-    env = sdpa.interpret_env(values[sdpa.ENV_VAR])
+    env = sdpa.interpret_env(values[variables.SDPA_DEPRIORITIZED])
     torch_version = package_version("torch")
-    cudnn = cudnn_int_or_none(values.get("CUDNN_VERSION") or os.environ.get("CUDNN_VERSION"))
+    cudnn = cudnn_int_or_none(values.get(variables.CUDNN_VERSION) or os.environ.get(variables.CUDNN_VERSION))
     if cudnn is None:
         cudnn = cudnn_int_or_none(package_version(*cudnn_packages()))
     firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, env) for a in arches}

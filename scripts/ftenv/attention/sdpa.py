@@ -1,6 +1,5 @@
-"""How torch picks the scaled-dot-product-attention backend, whether a run is exposed, and the
-words for it: the ONE home of the rule and of its wording (the report, the live attention
-settings, the watchdog's hints, the step verdicts and the self-check all take their text from here).
+"""How torch picks the attention backend, whether a run is exposed, and the words for it: one home
+of the rule and its wording, so that every message says the same.
 
 Pure logic, no torch import: the facts (versions, GPU arch, the variable, the live order) come in
 as arguments so that every case can be tested without a GPU. The rule, read from PyTorch's
@@ -21,11 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-ENV_VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
-FIX = f"{ENV_VAR}=1"
-#: torch 2.9 reads this one instead; "0" opts out there.
-ENV_VAR_2_9 = "TORCH_CUDNN_SDPA_PREFERRED"
-FIX_2_9 = f"{ENV_VAR_2_9}=0"
+from ftenv import variables
+
+FIX = f"{variables.SDPA_DEPRIORITIZED}=1"
+FIX_2_9 = f"{variables.SDPA_PREFERRED}=0"
 #: torch's SDPBackend codes, as torch._C._get_sdp_priority_order() and _fused_sdp_choice return them.
 BACKENDS = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
 CUDNN = 3
@@ -148,7 +146,7 @@ def interpret_env(raw: str | None) -> EnvSetting:
 
 
 def env_meaning(torch_version: str | None, env: EnvSetting) -> str:
-    """What the variable does under this torch: nothing in 2.9, which reads ENV_VAR_2_9."""
+    """What the variable does under this torch: nothing in 2.9, which reads variables.SDPA_PREFERRED."""
     if torch_release(torch_version) == TORCH_2_9:
         return f"not read by torch 2.9, whose opt-out is {FIX_2_9}"
     return env.meaning
@@ -207,7 +205,8 @@ def reason_not_first(
 def fix_text(torch_version: str | None, env: EnvSetting) -> str | None:
     """The setting that keeps cuDNN off the front for this torch; None when it is already set."""
     if torch_release(torch_version) == TORCH_2_9:
-        return f"set {FIX_2_9} before the process starts ({ENV_VAR} is not read by torch 2.9)"
+        not_read = f"{variables.SDPA_DEPRIORITIZED} is not read by torch 2.9"
+        return f"set {FIX_2_9} before the process starts ({not_read})"
     if env.deprioritizes:
         return None
     return f"set {FIX} before the process starts"

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ftenv.data import check, lines, settings
-from ftenv.steps.stats import UNUSABLE
+from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data"
 

@@ -11,14 +11,14 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import sdpa
 
 HEADER = "== ftenv report: "
 _HEADER_BYTES = HEADER.encode()
 _STACK = re.compile(r"^stack   torch (\S+) \(CUDA [^)]*\), cuDNN (\S+), ")
 _GPU = re.compile(r"^GPU (\d+)\s+(.+), sm_(\d+)(\d), [\d.]+ GiB$")
-_SDPA = re.compile(rf"^SDPA    {sdpa.ENV_VAR}(=| unset)")
+_SDPA = re.compile(rf"^SDPA    {variables.SDPA_DEPRIORITIZED}(=| unset)")
 _COMPILE = re.compile(r"^compile (on: ([^()]+?) \(|off)")
 
 
@@ -53,7 +53,11 @@ class LoggedReport:
         gpus = (
             ", ".join(dict.fromkeys(f"{name} ({sdpa.sm_name(sm)})" for name, sm in self.gpus)) or "GPU none"
         )
-        env = f"{sdpa.ENV_VAR} unknown" if self.env is None else text.assignment(sdpa.ENV_VAR, self.env.raw)
+        env = (
+            f"{variables.SDPA_DEPRIORITIZED} unknown"
+            if self.env is None
+            else text.assignment(variables.SDPA_DEPRIORITIZED, self.env.raw)
+        )
         compiled = {None: "compile unknown", (): "compile off"}.get(
             self.compiled, f"compile on: {', '.join(self.compiled or ())}"
         )
@@ -108,7 +112,7 @@ class ReportReader:
 def _raw_value(line: str) -> str | None:
     """The variable's value as text.assignment wrote it (shell-quoted where needed), up to the
     `:` that ends it."""
-    rest = line.split(f"{sdpa.ENV_VAR}=", 1)[1]
+    rest = line.split(f"{variables.SDPA_DEPRIORITIZED}=", 1)[1]
     try:
         lexer = shlex.shlex(rest, posix=True)
         lexer.whitespace_split, lexer.whitespace = True, ":"

@@ -11,12 +11,11 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
 from ftenv.report import compile_setting
 from ftenv.stack import versions
-from ftenv.stack.versions import STANDIN_BASE_ENV
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
 
@@ -83,7 +82,7 @@ def assess(f: facts_mod.Facts) -> Assessment:
     )
     notes = _driver_notes(f)
     if env.state == "ignored":
-        notes.append(f"WARNING: TORCH_CUDNN_SDPA_DEPRIORITIZED={f.env_raw!r}: {env.meaning}.")
+        notes.append(f"WARNING: {variables.SDPA_DEPRIORITIZED}={f.env_raw!r}: {env.meaning}.")
     supported = supported_sm() if f.gpus else set()
     for gpu in f.gpus:
         if supported and gpu.sm not in supported:
@@ -116,14 +115,15 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
         f"funasr {f.funasr_version or 'absent'}",
         f"driver  {driver}",
     ]
-    if standin := os.environ.get(STANDIN_BASE_ENV):
+    if standin := os.environ.get(variables.STANDIN_BASE):
         lines.insert(1, f"base    built on a stand-in base ({standin}): for tests, not for training")
     for g in f.gpus:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
     lines.append(
-        f"SDPA    {text.assignment(sdpa.ENV_VAR, a.env.raw)}: {sdpa.env_meaning(f.torch_version, a.env)}"
+        f"SDPA    {text.assignment(variables.SDPA_DEPRIORITIZED, a.env.raw)}: "
+        f"{sdpa.env_meaning(f.torch_version, a.env)}"
     )
     if f.gpus:
         order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"

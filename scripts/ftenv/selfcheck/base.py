@@ -16,14 +16,13 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ftenv.attention.sdpa import ENV_VAR
+from ftenv import variables
 from ftenv.selfcheck import tinymodel
 from ftenv.steps import thresholds
 from ftenv.steps.step import Step
 
 #: Where the image keeps the tiny model (built at image build time, read-only for the user).
 IMAGE_TINY_DIR = "/opt/ftenv/tiny"
-TINY_ENV = "FTENV_TINY_DIR"
 
 #: The self-check's warm-up and per-device thresholds live with every other threshold.
 WARMUP = thresholds.SELFCHECK_WARMUP
@@ -32,7 +31,7 @@ THRESHOLDS = thresholds.SELFCHECK
 
 def tiny_dir(requested: str | None, workdir: Path) -> Path:
     """The tiny model to use: --tiny, $FTENV_TINY_DIR, the image's copy, or one built now."""
-    for candidate in (requested, os.environ.get(TINY_ENV), IMAGE_TINY_DIR):
+    for candidate in (requested, os.environ.get(variables.TINY_DIR), IMAGE_TINY_DIR):
         if candidate and tinymodel.is_built(candidate):
             return Path(candidate)
         if candidate and candidate == requested:
@@ -60,7 +59,7 @@ def environment(device: str) -> dict:
         "device": device,
         "torch": torch.__version__,
         "cudnn": None,
-        ENV_VAR: os.environ.get(ENV_VAR),
+        variables.SDPA_DEPRIORITIZED: os.environ.get(variables.SDPA_DEPRIORITIZED),
         "cpu_threads": torch.get_num_threads(),
     }
     with contextlib.suppress(Exception):

@@ -24,10 +24,11 @@ import sys
 import time
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.base import Measured, environment, pick_device, thresholds_from, tiny_dir
 from ftenv.steps import funasr_log
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES, CPU_SHIM_ENV
+from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
 
@@ -90,11 +91,9 @@ def run_recipe(args: argparse.Namespace, workdir: Path) -> Measured:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     use_entry = device == "cpu" or bool(args.inject_stall)
     if device == "cpu":
-        env[CPU_SHIM_ENV] = "1"
+        env[variables.FUNASR_CPU_SHIM] = "1"
     if args.inject_stall:
-        from ftenv.train import stall
-
-        env[stall.ENV] = str(args.inject_stall)
+        env[variables.TEST_SDPA_STALL_S] = str(args.inject_stall)
     cmd = command(tiny, out, device, args.recipe_epochs, use_entry)
     log = out / "train.log"
     t0 = time.perf_counter()

@@ -29,10 +29,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ftenv import variables
+from ftenv.outcome import EXIT, UNUSABLE
 from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
-from ftenv.selfcheck.base import IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV
-from ftenv.selfcheck.verdict import EXIT, EXIT_ERROR, verdict_of
+from ftenv.selfcheck.base import IMAGE_TINY_DIR, THRESHOLDS
+from ftenv.selfcheck.verdict import verdict_of
 from ftenv.train import cache_dirs
 
 
@@ -41,10 +43,10 @@ def run(args: argparse.Namespace) -> int:
     startup.show_once("ftenv selfcheck", in_process=True)  # unless the entrypoint showed it
     if not args.compile and (args.force_recompiles or args.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)
-        return EXIT_ERROR
+        return UNUSABLE
     if args.compile and args.inject_stall:
         print("ftenv selfcheck: --inject-stall tests the eager steps: drop --compile", file=sys.stderr)
-        return EXIT_ERROR
+        return UNUSABLE
     own_workdir = not args.workdir
     workdir = Path(tempfile.mkdtemp(prefix="ftenv-selfcheck-")) if own_workdir else Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -77,12 +79,12 @@ def _run_in(args: argparse.Namespace, workdir: Path) -> int:
         else:
             traceback.print_exc()
             print(msg, file=sys.stderr)
-        return EXIT_ERROR
+        return UNUSABLE
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(render.render(result))
-    return EXIT.get(result["verdict"], EXIT_ERROR)
+    return EXIT.get(result["verdict"], UNUSABLE)
 
 
 def add_parser(sub) -> None:
@@ -100,7 +102,9 @@ def add_parser(sub) -> None:
         "recompiles over new shapes, compile time, losses vs eager",
     )
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    p.add_argument("--tiny", help=f"tiny model dir (default: ${TINY_ENV}, {IMAGE_TINY_DIR}, or build one)")
+    p.add_argument(
+        "--tiny", help=f"tiny model dir (default: ${variables.TINY_DIR}, {IMAGE_TINY_DIR}, or build one)"
+    )
     p.add_argument(
         "--workdir", help="writable dir for outputs (default: a new temp dir, removed after a PASS)"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftenv import variables
 from ftenv.attention import sdpa
 
 SET_FIX = f"set {sdpa.FIX} in the training process's environment before it starts"
@@ -68,5 +69,5 @@ DATA_LOADER_FIX = Fix("the DataLoader falls behind: more workers, a larger /dev/
 RECOMPILE_FIX = (
     "keep the compile dynamic over batch and length (ftenv finetune --compile uses dynamic=True; "
     "do not force dynamic=False or mark_static), or pad batches to a few fixed lengths; to rule "
-    "it out, run without --compile (FTENV_COMPILE=0)"
+    f"it out, run without --compile ({variables.COMPILE}=0)"
 )

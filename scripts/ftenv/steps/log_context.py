@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ftenv.report.logged import LoggedReport, ReportReader
 from ftenv.steps import crash, funasr_log
-from ftenv.steps.stats import Step, Summary
+from ftenv.steps.stats import Summary
+from ftenv.steps.step import Step
 
 
 @dataclass

@@ -37,65 +37,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ftenv.attention.sdpa import EnvSetting
-from ftenv.steps.apart import account_pauses, apart_text, pause_text
-from ftenv.steps.detector import Detector, SlowEvent, cause_of, waits_for
-from ftenv.steps.fixes import DATA_FIX, DATA_LOADER_FIX, SHAPE_FIX, Fix, shape_fix
+from ftenv.outcome import FAIL, INCONCLUSIVE, PASS
+from ftenv.steps.apart import account_pauses
+from ftenv.steps.detector import cause_of, waits_for
+from ftenv.steps.fixes import DATA_LOADER_FIX, Fix, shape_fix
 from ftenv.steps.step import (
-    ANY_RANK,
     DATA,
     NEW_SHAPE,
-    NO_SHAPE,
-    SEEN_SHAPE,
     Step,
     mark_new_shapes,
 )
 from ftenv.steps.thresholds import DATA_SHARE, SLOW_FACTOR, Thresholds
 
-__all__ = [
-    "ANY_RANK",
-    "DATA",
-    "DATA_FIX",
-    "FAIL",
-    "INCONCLUSIVE",
-    "NEW_SHAPE",
-    "NO_SHAPE",
-    "PASS",
-    "SEEN_SHAPE",
-    "SHAPE_FIX",
-    "Detector",
-    "SlowEvent",
-    "Step",
-    "Summary",
-    "Thresholds",
-    "apart_text",
-    "cause_of",
-    "mark_new_shapes",
-    "pause_text",
-    "percentile",
-    "reasons_for",
-    "summarize",
-]
-
-PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 DEFAULT_THRESHOLDS = Thresholds()
 #: How a rule that held is shown under a FAIL (the failed ones come first, unmarked).
 PASSED = "passed: "
-#: Exit codes of the commands that give a verdict (`ftenv analyze`, `ftenv selfcheck`). A crash
-#: inside ftenv exits INTERNAL_ERROR (ftenv.cli), never 0 or 1, so that a CI gate cannot read a
-#: bug as a verdict.
-EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
-UNUSABLE = 2  # no usable input (unreadable files, no step lines) or a usage error
-INTERNAL_ERROR = 4
-#: `ftenv watch` stopped a command that printed no trainer line for the hard limit
-#: (ftenv.steps.silence): the job hung, a scheduler may retry it. Otherwise watch exits with the
-#: command's own code.
-HUNG = 6
-#: `ftenv finetune`: the run stopped on a signal (SIGTERM, SIGINT, SIGUSR1) after saving exactly where
-#: it was; the same command continues it. 75 is sysexits.h's EX_TEMPFAIL ("try again later"): not a
-#: crash (1), not bad input (2, which a Kubernetes podFailurePolicy fails the job on), not the
-#: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
-#: 128 and 139 as permanent).
-STOPPED = 75
 
 
 def percentile(values: Sequence[float], q: int) -> float:

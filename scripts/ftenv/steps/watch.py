@@ -33,15 +33,15 @@ import threading
 import time
 from pathlib import Path
 
+from ftenv import outcome, variables
 from ftenv.attention import live
-from ftenv.steps import crash, data_loss, funasr_log, hang, stats
+from ftenv.steps import crash, data_loss, funasr_log, hang
 from ftenv.steps.crash import TRACEBACK
 from ftenv.steps.options import add_factor_option, add_time_option, count_type
 from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, STOP_GRACE_S
 from ftenv.steps.watcher import PREFIX, RECOMPILE_MARK, Watcher
 
-ENV_SWITCH = "FTENV_WATCH"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 CHUNK = 1 << 16
 #: How much later a step line printed before a traceback (in the other pipe) may be read.
@@ -327,7 +327,7 @@ def watch(
                 p.join(timeout=0.1)
                 if p.is_alive() and time.monotonic() - max(p.last_data, exited) > drain_s:
                     break
-        code = stats.HUNG if hung else (128 - rc if rc < 0 else rc)
+        code = outcome.HUNG if hung else (128 - rc if rc < 0 else rc)
         with core.lock:  # a pump still draining a leftover's output may be counting
             data_failed = code == 0 and core.data.failed()  # the command's code, unless FunASR lost data
             lines = _closing_lines(core, pumps, code, hung) if code else []
@@ -373,7 +373,7 @@ def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool) -> li
 
 
 def watch_enabled(environ=None) -> bool:
-    return (environ if environ is not None else os.environ).get(ENV_SWITCH, "1") != "0"
+    return (environ if environ is not None else os.environ).get(variables.WATCH, "1") != "0"
 
 
 def run_watched(argv: list[str], **options) -> int:
@@ -406,7 +406,7 @@ def run(args: argparse.Namespace) -> int:
         limits = SilenceLimits.from_env()
     except ValueError as exc:
         print(f"ftenv watch: {exc}", file=sys.stderr)
-        return stats.UNUSABLE
+        return outcome.UNUSABLE
     return run_watched(
         argv,
         silence=limits,
@@ -429,7 +429,7 @@ def add_parser(sub) -> None:
             "Runs COMMAND, passes its stdout and stderr through unchanged, and after a FunASR "
             "training step that takes at least K times the running median prints one line marked "
             f"{PREFIX} with the step's batch shape, the attention settings, the cause and the fix. "
-            f"{ENV_SWITCH}=0 in the image's fine-tune entry turns it off. See docs/watchdog.md."
+            f"{variables.WATCH}=0 in the image's fine-tune entry turns it off. See docs/watchdog.md."
         ),
         usage="ftenv watch [OPTIONS] -- COMMAND [ARGS...]",
     )

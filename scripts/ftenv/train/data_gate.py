@@ -10,10 +10,10 @@ import os
 import sys
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.data import check, lines, settings
-from ftenv.steps.stats import UNUSABLE
+from ftenv.outcome import UNUSABLE
 
-ENV_SWITCH = "FTENV_DATA_CHECK"
 REPORT_NAME = check.REPORT_NAME
 
 
@@ -21,7 +21,10 @@ def add_arguments(p) -> None:
     p.add_argument(
         "--skip-data-check",
         action="store_true",
-        help=f"do not check every line and audio file of the data before training ({ENV_SWITCH}=0 too)",
+        help=(
+            "do not check every line and audio file of the data before training "
+            f"({variables.DATA_CHECK}=0 too)"
+        ),
     )
 
 
@@ -47,8 +50,8 @@ def check_before_launch(
     prog: str, argv: list[str], cwd: Path, skip: bool, node_rank: int | None
 ) -> int | None:
     """None when training may start, else the exit code (the report says what to fix)."""
-    if skip or os.environ.get(ENV_SWITCH) == "0":
-        why = "--skip-data-check" if skip else f"{ENV_SWITCH}=0"
+    if skip or os.environ.get(variables.DATA_CHECK) == "0":
+        why = "--skip-data-check" if skip else f"{variables.DATA_CHECK}=0"
         print(f"{prog}: data check skipped ({why})", file=sys.stderr)
         return None
     model = _override(argv, "model")

@@ -34,9 +34,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from ftenv import outcome, variables
 from ftenv.attention import sdpa
 from ftenv.report import startup
-from ftenv.steps import stats
 from ftenv.train import cache_dirs, cluster_env, data_gate, speed_options
 from ftenv.train.inputs import InputError
 from ftenv.train.launch_plan import plan
@@ -104,11 +104,11 @@ def run(args: argparse.Namespace) -> int:
     cache_dirs.redirect(PROG, create=not args.dry_run)
     if not args.dry_run:
         startup.show_once(PROG)
-    raw = os.environ.get(sdpa.ENV_VAR)
+    raw = os.environ.get(variables.SDPA_DEPRIORITIZED)
     setting = sdpa.interpret_env(raw)
     info = [
         f"launch: {p.launch.describe()}",
-        f"{sdpa.ENV_VAR}={'unset' if raw is None else raw}: {setting.meaning}",
+        f"{variables.SDPA_DEPRIORITIZED}={'unset' if raw is None else raw}: {setting.meaning}",
         *p.notes,
     ]
     if p.env:
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     refusal = _check_folder(args, p)
     if refusal is not None:
         print(f"{PROG}: {refusal}", file=sys.stderr)
-        return stats.UNUSABLE
+        return outcome.UNUSABLE
     if args.dry_run:
         print(shlex.join(p.argv))
         return 0
@@ -140,7 +140,7 @@ def add_parser(sub) -> None:
             "PyTorchJob (MASTER_ADDR, WORLD_SIZE = nodes, RANK), torchrun's PET_* variables, else "
             "one node. Extra ++key=value arguments are Hydra overrides passed to funasr-train-ds and "
             "replace the recipe's defaults. Before torchrun it prints the start-up report once per "
-            "node, unless the image's entrypoint already did (FTENV_REPORT=0 skips it)."
+            f"node, unless the image's entrypoint already did ({variables.REPORT}=0 skips it)."
         ),
         epilog="Example: ftenv finetune --model-dir /models/Fun-ASR-Nano-2512 --train /data/train.jsonl "
         "--valid /data/val.jsonl --output-dir /out --gpus-per-node 8 ++train_conf.max_epoch=5",

@@ -15,6 +15,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.report import compile_setting
 from ftenv.train import compile_cache
 from ftenv.train.fastpath import buckets
@@ -51,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+, no KV cache in "
         "training), caches kept under the output dir: faster steps after a start-up compile; same as "
-        "FTENV_COMPILE=1 (docs/finetune.md)",
+        f"{variables.COMPILE}=1 (docs/finetune.md)",
     )
     p.add_argument(
         "--compile-parts",
@@ -77,12 +78,12 @@ def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> Speed
     sp = SpeedPlan()
     wanted = dict(env)
     if getattr(args, "compile_parts", None):
-        wanted[compile_setting.ENV] = args.compile_parts
+        wanted[variables.COMPILE] = args.compile_parts
     elif getattr(args, "compile", False):
-        wanted[compile_setting.ENV] = "1"
+        wanted[variables.COMPILE] = "1"
     if getattr(args, "buckets", None):
-        wanted[compile_setting.BUCKETS_ENV] = args.buckets
-    spec = wanted.get(compile_setting.BUCKETS_ENV)
+        wanted[variables.BUCKETS] = args.buckets
+    spec = wanted.get(variables.BUCKETS)
     try:
         parts = compile_setting.compile_parts(wanted)
         if spec:
@@ -98,15 +99,15 @@ def plan(args: argparse.Namespace, env, output_dir: Path, create: bool) -> Speed
             f"++{ACCUM_GRAD}=1"
         )
     if parts:
-        sp.env[compile_setting.ENV] = wanted[compile_setting.ENV]
+        sp.env[variables.COMPILE] = wanted[variables.COMPILE]
         caches = compile_cache.cache_env(
-            output_dir, env, mount=env.get(compile_setting.CACHE_ENV), create=create
+            output_dir, env, mount=env.get(variables.COMPILE_CACHE_DIR), create=create
         )
         sp.env.update(caches)
         where = ", ".join(f"{k}={v}" for k, v in caches.items()) or "as set in the environment"
         sp.notes.append(f"compiled: {', '.join(parts)}; compile caches: {where} (a re-run starts warm)")
     if spec:
-        sp.env[compile_setting.BUCKETS_ENV] = spec
+        sp.env[variables.BUCKETS] = spec
     if getattr(args, "fused_adamw", False):
         sp.recipe.append(FUSED_ADAMW)
     return sp

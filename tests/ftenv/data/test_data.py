@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from ftenv import cli
+from ftenv import cli, variables
 from ftenv.data import check, rules, settings
 from ftenv.selfcheck import tinymodel
 from ftenv.train import recipe
@@ -295,10 +295,10 @@ def test_the_data_check_can_be_skipped(planted, tmp_path, monkeypatch, capsys):
     path, _ = planted
     argv = ["torchrun", f"++train_data_set_list={path}", f"++output_dir={tmp_path}"]
     assert data_gate.check_before_launch("x", argv, tmp_path, True, 0) is None
-    monkeypatch.setenv(data_gate.ENV_SWITCH, "0")
+    monkeypatch.setenv(variables.DATA_CHECK, "0")
     assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) is None
     assert "data check skipped (FTENV_DATA_CHECK=0)" in capsys.readouterr().err
-    monkeypatch.delenv(data_gate.ENV_SWITCH)
+    monkeypatch.delenv(variables.DATA_CHECK)
     assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) == 2
     assert data_gate.world_size(["--nnodes", "1:4", "--nproc_per_node", "8"]) == 32
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from ftenv import variables
 from ftenv.attention import sdpa
 
 pytestmark = pytest.mark.gpu
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.gpu
 
 def _report(value: str | None) -> dict:
     env = dict(os.environ)
-    env.pop(sdpa.ENV_VAR, None)
+    env.pop(variables.SDPA_DEPRIORITIZED, None)
     if value is not None:
-        env[sdpa.ENV_VAR] = value
+        env[variables.SDPA_DEPRIORITIZED] = value
     out = subprocess.run(
         [sys.executable, "-m", "ftenv.cli", "report", "--json"],
         capture_output=True,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv import cli
+from ftenv import cli, variables
 from ftenv.report import startup
 from ftenv.report.startup import show_once, wanted
 from ftenv.train import finetune
@@ -134,12 +134,12 @@ def test_the_entrypoint_marks_the_report_as_shown(tmp_path):
 
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     proc = subprocess.run(
-        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup.SHOWN_VAR}"],
+        ["sh", str(entrypoint), "sh", "-c", f"echo ${variables.REPORT_SHOWN}"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout.strip() == "1" and "== ftenv report: fake ==" in proc.stderr
     skipped = subprocess.run(
-        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup.SHOWN_VAR}"],
+        ["sh", str(entrypoint), "sh", "-c", f"echo ${variables.REPORT_SHOWN}"],
         capture_output=True, text=True, env={**env, "FTENV_REPORT": "0"},
     )  # fmt: skip
     assert skipped.stdout.strip() == "" and "fake" not in skipped.stderr

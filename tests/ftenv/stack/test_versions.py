@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from ftenv import variables
 from ftenv.report import render
 from ftenv.stack import versions
 from support import ROOT
@@ -76,7 +77,7 @@ def test_dockerfile_args_are_exactly_the_derived_build_args():
     derived = set(V.default.build_args())
     assert derived - declared == set(), "build args the Dockerfile never declares"
     # Not from versions.toml: the build's own revision and time, and the stand-in marker of local builds.
-    local_only = {"REVISION", "CREATED", render.STANDIN_BASE_ENV}
+    local_only = {"REVISION", "CREATED", variables.STANDIN_BASE}
     assert declared - derived == local_only, "ARGs that versions.toml does not feed"
     # No version literal hides in the Dockerfile: every pin arrives as an ARG.
     text = (ROOT / "docker/Dockerfile").read_text()
@@ -276,7 +277,6 @@ def _edited_versions(tmp_path, monkeypatch, old: str, new: str):
 
 def test_the_old_driver_note_names_the_variant_versions_toml_has(tmp_path, monkeypatch):
     from ftenv.attention import facts
-    from ftenv.report import render
 
     oldest = min(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
     newest = max(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))

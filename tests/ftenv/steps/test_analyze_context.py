@@ -10,11 +10,10 @@ import json
 
 import pytest
 
-from ftenv import cli
+from ftenv import cli, variables
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
-from ftenv.report.compile_setting import ENV as COMPILE_ENV
 from ftenv.report.logged import ReportReader
 from support.steplogs import field_report_log
 
@@ -32,9 +31,9 @@ TRACEBACK = [
 def report(monkeypatch, raw: str | None, sm=B200, compiled: str | None = None) -> list[str]:
     """The start-up report's lines as the image prints them, for a run with these settings."""
     if compiled is None:
-        monkeypatch.delenv(COMPILE_ENV, raising=False)
+        monkeypatch.delenv(variables.COMPILE, raising=False)
     else:
-        monkeypatch.setenv(COMPILE_ENV, compiled)
+        monkeypatch.setenv(variables.COMPILE, compiled)
     f = Facts(
         image="ghcr.io/funasr-nano-images/funasr-nano:test",
         torch_version="2.11.0+cu130",

@@ -17,7 +17,8 @@ import functools
 import os
 from pathlib import Path
 
-TIMEOUT_ENV = "FTENV_COLLECTIVE_TIMEOUT_S"
+from ftenv import variables
+
 DEFAULT_TIMEOUT_S = 300
 #: Folder (under the output folder) of the flight recorder's dumps: one file per rank.
 TRACE_DIR = "nccl-flight-recorder"
@@ -40,7 +41,7 @@ def launcher_env(output_dir: Path, environ) -> dict[str, str]:
 
 
 def timeout_s(environ=None) -> float:
-    raw = (environ if environ is not None else os.environ).get(TIMEOUT_ENV)
+    raw = (environ if environ is not None else os.environ).get(variables.COLLECTIVE_TIMEOUT_S)
     if raw is None:
         return DEFAULT_TIMEOUT_S
     try:
@@ -48,7 +49,9 @@ def timeout_s(environ=None) -> float:
     except ValueError:
         value = -1
     if value <= 0:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: give the collective timeout in seconds, above 0")
+        raise ValueError(
+            f"{variables.COLLECTIVE_TIMEOUT_S}={raw!r}: give the collective timeout in seconds, above 0"
+        )
     return value
 
 
@@ -68,4 +71,7 @@ def install() -> str:
     dist.init_process_group = init_process_group
     if os.environ.get("TORCH_FR_DUMP_TEMP_FILE") and torch.cuda.is_available():
         Path(os.environ["TORCH_FR_DUMP_TEMP_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    return f"collective timeout {seconds:g} s ({TIMEOUT_ENV}); NCCL flight recorder dumps on a timeout"
+    return (
+        f"collective timeout {seconds:g} s ({variables.COLLECTIVE_TIMEOUT_S}); NCCL flight recorder "
+        "dumps on a timeout"
+    )
