@@ -107,8 +107,11 @@ def test_the_value_the_guide_gives_is_the_images_and_torchs():
         if i["instruction"] == "ENV" and variables.SDPA_DEPRIORITIZED in i["value"]
     ]
     assert len(baked) == 1 and f"{variables.SDPA_DEPRIORITIZED}=1" in baked[0].split()
-    assert f"{variables.SDPA_DEPRIORITIZED}=1" == sdpa.FIX and sdpa.interpret_env("1").deprioritizes
-    assert sdpa.interpret_env("0").state == "prefer-cudnn" and sdpa.interpret_env("true").state == "ignored"
+    assert f"{variables.SDPA_DEPRIORITIZED}=1" == sdpa.FIX and sdpa.interpret_deprioritized("1").deprioritizes
+    assert (
+        sdpa.interpret_deprioritized("0").state == "prefer-cudnn"
+        and sdpa.interpret_deprioritized("true").state == "ignored"
+    )
     text = GUIDE.read_text()
     assert f"`{sdpa.FIX}`" in text
     assert "ENV TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in text

@@ -66,7 +66,7 @@ class Context:
                 self.facts.get("torch_version"),
                 self.facts.get("cudnn_version"),
                 tuple(self.gpu["sm"]),
-                sdpa.interpret_env("0"),
+                sdpa.interpret_deprioritized("0"),
             )
         )
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftenv.data import check, lines, settings
+from ftenv.data import check, dataset_conf, lines
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data"
@@ -19,7 +19,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"{PROG} check: no file given; usage: {PROG} check [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
     try:
-        rules = settings.rules_for(
+        rules = dataset_conf.rules_for(
             Path(args.model_dir) if args.model_dir else None, overrides, args.world_size
         )
     except ValueError as exc:

@@ -31,17 +31,17 @@ class LoggedReport:
     cudnn_version: int | None = None
     #: (name, (major, minor)) per GPU line.
     gpus: list[tuple[str, tuple[int, int]]] = field(default_factory=list)
-    env: sdpa.EnvSetting | None = None
+    deprioritized: sdpa.DeprioritizedSetting | None = None
     #: The compiled parts ("decoder", ...); () when off; None when the line is absent.
     compiled: tuple[str, ...] | None = None
 
     def cudnn_first(self) -> bool | None:
         """Whether torch's rule puts cuDNN attention first on the report's GPUs with its stack and
         the variable's value; None when a fact is missing."""
-        if self.env is None or not self.gpus:
+        if self.deprioritized is None or not self.gpus:
             return None
         firsts = {
-            sdpa.cudnn_first_by_rule(self.torch_version, self.cudnn_version, sm, self.env)
+            sdpa.cudnn_first_by_rule(self.torch_version, self.cudnn_version, sm, self.deprioritized)
             for _, sm in self.gpus
         }
         if True in firsts:
@@ -55,8 +55,8 @@ class LoggedReport:
         )
         env = (
             f"{variables.SDPA_DEPRIORITIZED} unknown"
-            if self.env is None
-            else text.assignment(variables.SDPA_DEPRIORITIZED, self.env.raw)
+            if self.deprioritized is None
+            else text.assignment(variables.SDPA_DEPRIORITIZED, self.deprioritized.raw)
         )
         compiled = {None: "compile unknown", (): "compile off"}.get(
             self.compiled, f"compile on: {', '.join(self.compiled or ())}"
@@ -102,7 +102,7 @@ class ReportReader:
         elif m := _GPU.match(line):
             r.gpus.append((m[2], (int(m[3]), int(m[4]))))
         elif m := _SDPA.match(line):
-            r.env = sdpa.interpret_env(_raw_value(line) if m[1] == "=" else None)
+            r.deprioritized = sdpa.interpret_deprioritized(_raw_value(line) if m[1] == "=" else None)
         elif m := _COMPILE.match(line):
             r.compiled = tuple(p.strip() for p in m[2].split(",")) if m[2] else ()
         elif line.startswith("verdict "):

@@ -41,7 +41,7 @@ def _variant_for_driver(driver_cuda: int) -> str:
 
 @dataclass
 class Assessment:
-    env: sdpa.EnvSetting
+    deprioritized: sdpa.DeprioritizedSetting
     exposure: sdpa.Exposure
     notes: list[str] = field(default_factory=list)  # WARNING/ERROR/NOTE lines, most severe first
 
@@ -71,18 +71,18 @@ def _driver_notes(f: facts_mod.Facts) -> list[str]:
 
 
 def assess(f: facts_mod.Facts) -> Assessment:
-    env = sdpa.interpret_env(f.env_raw)
+    deprioritized = sdpa.interpret_deprioritized(f.env_raw)
     exposure = sdpa.exposure(
         gpus=[g.sm for g in f.gpus],
         torch_version=f.torch_version,
         cudnn_version=f.cudnn_version,
-        env=env,
+        setting=deprioritized,
         live_order=f.live_order,
         padded_choice=f.padded_choice,
     )
     notes = _driver_notes(f)
-    if env.state == "ignored":
-        notes.append(f"WARNING: {variables.SDPA_DEPRIORITIZED}={f.env_raw!r}: {env.meaning}.")
+    if deprioritized.state == "ignored":
+        notes.append(f"WARNING: {variables.SDPA_DEPRIORITIZED}={f.env_raw!r}: {deprioritized.meaning}.")
     supported = supported_sm() if f.gpus else set()
     for gpu in f.gpus:
         if supported and gpu.sm not in supported:
@@ -97,7 +97,7 @@ def assess(f: facts_mod.Facts) -> Assessment:
             "may die with 'Bus error'. Use `docker run --ipc=host` or `--shm-size=16g` (Kubernetes: "
             "an emptyDir with medium: Memory mounted at /dev/shm)."
         )
-    return Assessment(env, exposure, notes)
+    return Assessment(deprioritized, exposure, notes)
 
 
 def _gib(n: int) -> str:
@@ -122,8 +122,8 @@ def render_text(f: facts_mod.Facts, a: Assessment) -> str:
     if not f.gpus:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
     lines.append(
-        f"SDPA    {text.assignment(variables.SDPA_DEPRIORITIZED, a.env.raw)}: "
-        f"{sdpa.env_meaning(f.torch_version, a.env)}"
+        f"SDPA    {text.assignment(variables.SDPA_DEPRIORITIZED, a.deprioritized.raw)}: "
+        f"{sdpa.setting_meaning(f.torch_version, a.deprioritized)}"
     )
     if f.gpus:
         order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
@@ -143,7 +143,11 @@ def render_json(f: facts_mod.Facts, a: Assessment) -> str:
     return json.dumps(
         {
             "facts": f.to_dict(),
-            "env": {"raw": a.env.raw, "state": a.env.state, "meaning": a.env.meaning},
+            "env": {
+                "raw": a.deprioritized.raw,
+                "state": a.deprioritized.state,
+                "meaning": a.deprioritized.meaning,
+            },
             "live_order_names": [sdpa.backend_name(b) for b in f.live_order or []],
             "padded_choice_name": sdpa.backend_name(f.padded_choice),
             "verdict": {

@@ -5,7 +5,7 @@ code of each verdict."""
 from __future__ import annotations
 
 from ftenv import outcome, variables
-from ftenv.attention.sdpa import FIX, interpret_env
+from ftenv.attention.sdpa import FIX, interpret_deprioritized
 from ftenv.selfcheck.base import Measured
 from ftenv.steps import stats
 from ftenv.steps.step import mark_new_shapes
@@ -18,7 +18,11 @@ def verdict_of(measured: Measured) -> dict:
     m, t = measured, measured.thresholds
     # The fix's wording follows the variable: already 1 -> how to find the other per-shape cost.
     summary = stats.summarize(
-        m.steps, t, env=interpret_env(m.extra.get("environment", {}).get(variables.SDPA_DEPRIORITIZED))
+        m.steps,
+        t,
+        deprioritized=interpret_deprioritized(
+            m.extra.get("environment", {}).get(variables.SDPA_DEPRIORITIZED)
+        ),
     )
     result = {
         "mode": m.mode,

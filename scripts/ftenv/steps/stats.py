@@ -36,7 +36,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from ftenv.attention.sdpa import EnvSetting
+from ftenv.attention.sdpa import DeprioritizedSetting
 from ftenv.outcome import FAIL, INCONCLUSIVE, PASS
 from ftenv.steps.apart import account_pauses
 from ftenv.steps.detector import cause_of, waits_for
@@ -172,7 +172,7 @@ def summarize(
     steps: Iterable[Step],
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     slow_factor: float = SLOW_FACTOR,
-    env: EnvSetting | None = None,
+    deprioritized: DeprioritizedSetting | None = None,
     compiled: tuple[str, ...] | None = None,
     cudnn_first: bool | None = None,
 ) -> Summary:
@@ -180,7 +180,7 @@ def summarize(
     Steps whose new_shape is None get it from mark_new_shapes (in the order given). Steps with
     `apart` set are counted apart: the source of the steps marks them (the log reader and the
     watchdog with ftenv.steps.step.apart_reason), as only it knows where a run or an epoch starts.
-    `env`, `compiled` and `cudnn_first`, when known, pick the per-shape fix (fixes.shape_fix)."""
+    `deprioritized`, `compiled` and `cudnn_first`, when known, pick the per-shape fix (fixes.shape_fix)."""
     steps = list(steps)
     if any(s.new_shape is None and s.shape is not None for s in steps):
         steps = mark_new_shapes(steps)
@@ -239,7 +239,7 @@ def summarize(
         apart_steps=apart,
     )
     summary.pauses, summary.pause_seconds = account_pauses(steps, baseline, slow_factor)
-    _apply_rules(summary, thresholds, shape_fix(env, compiled, cudnn_first))
+    _apply_rules(summary, thresholds, shape_fix(deprioritized, compiled, cudnn_first))
     return summary
 
 

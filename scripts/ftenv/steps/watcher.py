@@ -218,7 +218,9 @@ class Watcher:
             for i, sec, b, p, r, new, d, bw, pause, before, apart in self.steps
         ]
         known = self._settings  # only if already read: the summary never waits for the read
-        return stats.summarize(steps, self.thresholds, self.factor, env=known.env if known else None)
+        return stats.summarize(
+            steps, self.thresholds, self.factor, deprioritized=known.deprioritized if known else None
+        )
 
     def summary_lines(self, final: bool = True, verdict_label: str = "verdict") -> list[str]:
         """The summary block; verdict_label names the verdict line (after a failed command: what

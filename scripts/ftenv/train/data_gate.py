@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.data import check, lines, settings
+from ftenv.data import check, dataset_conf, lines
 from ftenv.outcome import UNUSABLE
 
 REPORT_NAME = check.REPORT_NAME
@@ -57,7 +57,7 @@ def check_before_launch(
     model = _override(argv, "model")
     overrides = [a for a in argv if a.startswith("++dataset_conf.")]
     try:
-        rules = settings.rules_for(Path(model) if model else None, overrides, world_size(argv))
+        rules = dataset_conf.rules_for(Path(model) if model else None, overrides, world_size(argv))
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return UNUSABLE

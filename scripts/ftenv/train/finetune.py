@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.dry_run:
         startup.show_once(PROG)
     raw = os.environ.get(variables.SDPA_DEPRIORITIZED)
-    setting = sdpa.interpret_env(raw)
+    setting = sdpa.interpret_deprioritized(raw)
     info = [
         f"launch: {p.launch.describe()}",
         f"{variables.SDPA_DEPRIORITIZED}={'unset' if raw is None else raw}: {setting.meaning}",

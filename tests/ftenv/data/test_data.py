@@ -15,7 +15,7 @@ import pytest
 import soundfile
 
 from ftenv import cli, variables
-from ftenv.data import check, rules, settings
+from ftenv.data import check, dataset_conf, rules
 from ftenv.selfcheck import tinymodel
 from ftenv.train import recipe
 from support import GOOD_RECORD
@@ -249,10 +249,10 @@ def test_a_validation_set_funasr_would_empty_is_an_error(tiny, long_valid, tmp_p
 
 def test_overrides_and_the_models_config_make_the_rules(tmp_path):
     (tmp_path / "config.yaml").write_text("dataset_conf:\n  max_token_length: 3500\n  batch_size: 400\n")
-    r = settings.rules_for(tmp_path, ["++dataset_conf.batch_size=300", "++train_conf.max_epoch=2"], 8)
+    r = dataset_conf.rules_for(tmp_path, ["++dataset_conf.batch_size=300", "++train_conf.max_epoch=2"], 8)
     assert (r.batch_size, r.max_token_length, r.world_size) == (300, 3500, 8)
     with pytest.raises(ValueError, match="batch_size"):
-        settings.rules_for(None, ["++dataset_conf.batch_size=lots"])
+        dataset_conf.rules_for(None, ["++dataset_conf.batch_size=lots"])
 
 
 # --- finetune ---------------------------------------------------------------------------------

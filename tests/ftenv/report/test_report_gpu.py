@@ -55,7 +55,7 @@ def test_at_0_the_verdict_follows_the_rule(reports):
     facts = reports["0"]["facts"]
     sm = tuple(facts["gpus"][0]["sm"])
     expected = sdpa.cudnn_first_by_rule(
-        facts["torch_version"], facts["cudnn_version"], sm, sdpa.interpret_env("0")
+        facts["torch_version"], facts["cudnn_version"], sm, sdpa.interpret_deprioritized("0")
     )
     assert (facts["live_order"][0] == sdpa.CUDNN) is expected
     assert (facts["padded_choice"] == sdpa.CUDNN) is expected

@@ -122,7 +122,7 @@ def test_the_report_reads_back_what_it_printed(monkeypatch, raw):
     for line in report(monkeypatch, raw):
         reader.feed(line)
     r = reader.latest
-    assert r.env == sdpa.interpret_env(raw) and r.gpus == [("NVIDIA B200", B200)]
+    assert r.deprioritized == sdpa.interpret_deprioritized(raw) and r.gpus == [("NVIDIA B200", B200)]
     assert (r.torch_version, r.cudnn_version, r.compiled) == ("2.11.0+cu130", 91900, ())
 
 

@@ -313,9 +313,9 @@ def test_percentile_of_one_value_and_of_none():
 
 def test_shape_fix_when_the_variable_is_already_1_does_not_say_set_it():
     steps = as_steps(field_report_run())
-    one = stats.summarize(steps, env=sdpa.interpret_env("1")).fix
+    one = stats.summarize(steps, deprioritized=sdpa.interpret_deprioritized("1")).fix
     assert not one.startswith("set") and "already set" in one and "ftenv probe" in one and "phases" in one
-    zero = stats.summarize(steps, env=sdpa.interpret_env("0")).fix
+    zero = stats.summarize(steps, deprioritized=sdpa.interpret_deprioritized("0")).fix
     assert zero.startswith("set TORCH_CUDNN_SDPA_DEPRIORITIZED=1")
     assert stats.summarize(steps).fix == fixes.SHAPE_FIX
 

@@ -237,7 +237,7 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
         from ftenv.attention import sdpa
         from ftenv.attention.live import AttentionSettings
         from ftenv.steps.watch import watch
-        env = sdpa.interpret_env({raw!r})
+        env = sdpa.interpret_deprioritized({raw!r})
         first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
         s = AttentionSettings({arches!r}, "test", env, "test", {torch_version!r}, {cudnn}, first)
         sys.exit(watch({[*FAKE, "--steps", "40"]!r}, settings=lambda: s))
@@ -513,7 +513,7 @@ def test_settings_come_from_the_training_process_environment():
             and source == "training process"
         )
         s = live.read_live_settings(proc.pid)
-        assert s.env.state == "prefer-cudnn" and s.cudnn_version == 91900
+        assert s.deprioritized.state == "prefer-cudnn" and s.cudnn_version == 91900
     finally:
         proc.kill()
         proc.wait()
@@ -531,7 +531,7 @@ def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
     monkeypatch.setattr(live, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
     assert live.read_live_settings(None).cudnn_first is True
     monkeypatch.setattr(live, "_proc_environ", lambda pid: None)
-    assert live.read_live_settings(12345).env_source == "environment"
+    assert live.read_live_settings(12345).variable_source == "environment"
 
 
 def test_cudnn_version_text():
