@@ -54,6 +54,51 @@ class Facts:
         return asdict(self)
 
 
+@dataclass
+class Stack:
+    """The stack one process trains on, as `ftenv probe` and `ftenv selfcheck` record it beside
+    their measurements: one shape, so that both print and save the same keys."""
+
+    device: str
+    torch_version: str
+    cudnn_version: int | None = None
+    deprioritized_raw: str | None = None  # the variable's value, as set
+    cpu_threads: int | None = None
+    gpu: str | None = None
+    sm: str | None = None  # "sm_90"
+
+    def as_dict(self) -> dict:
+        """The JSON form (its keys are what `--json` users read)."""
+        out = {
+            "device": self.device,
+            "torch": self.torch_version,
+            "cudnn": self.cudnn_version,
+            variables.SDPA_DEPRIORITIZED: self.deprioritized_raw,
+            "cpu_threads": self.cpu_threads,
+        }
+        if self.gpu is not None:
+            out["gpu"], out["sm"] = self.gpu, self.sm
+        return out
+
+
+def read_stack(device: str) -> Stack:
+    """This process's stack on `device` ("cuda" or "cpu"); torch is imported here."""
+    import torch
+
+    stack = Stack(
+        device,
+        torch.__version__,
+        deprioritized_raw=os.environ.get(variables.SDPA_DEPRIORITIZED),
+        cpu_threads=torch.get_num_threads(),
+    )
+    with contextlib.suppress(Exception):
+        stack.cudnn_version = torch.backends.cudnn.version()
+    if device == "cuda":
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        stack.gpu, stack.sm = p.name, f"sm_{p.major}{p.minor}"
+    return stack
+
+
 def package_version(*names: str) -> str | None:
     """The installed version of the first of these distributions that is installed."""
     for name in names:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
@@ -97,20 +96,7 @@ def probe(device: str = "cuda", heads: int = facts.LLM_HEADS, head_dim: int = fa
 
     dtype = torch.bfloat16
     modes = ["current", "cudnn-first"] if device == "cuda" else ["current"]
-    result = {
-        "device": device,
-        "torch": torch.__version__,
-        "cudnn": None,
-        variables.SDPA_DEPRIORITIZED: os.environ.get(variables.SDPA_DEPRIORITIZED),
-        "heads": heads,
-        "head_dim": head_dim,
-        "modes": {},
-    }
-    with contextlib.suppress(Exception):
-        result["cudnn"] = torch.backends.cudnn.version()
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        result["gpu"], result["sm"] = p.name, f"sm_{p.major}{p.minor}"
+    result = {**facts.read_stack(device).as_dict(), "heads": heads, "head_dim": head_dim, "modes": {}}
     for mode in modes:
         with _mode_context(torch, mode):
             measure_shape(torch, WARMUP_SHAPE[mode], device, dtype, heads, head_dim)

@@ -10,13 +10,13 @@ or the verdict, so each sits one floor below the command.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ftenv import variables
+from ftenv.attention import facts
 from ftenv.selfcheck import tinymodel
 from ftenv.steps import thresholds
 from ftenv.steps.step import Step
@@ -53,22 +53,8 @@ def pick_device(requested: str) -> str:
 
 
 def environment(device: str) -> dict:
-    import torch
-
-    env = {
-        "device": device,
-        "torch": torch.__version__,
-        "cudnn": None,
-        variables.SDPA_DEPRIORITIZED: os.environ.get(variables.SDPA_DEPRIORITIZED),
-        "cpu_threads": torch.get_num_threads(),
-    }
-    with contextlib.suppress(Exception):
-        env["cudnn"] = torch.backends.cudnn.version()
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        env["gpu"] = p.name
-        env["sm"] = f"sm_{p.major}{p.minor}"
-    return env
+    """The stack the check ran on, in the JSON form `ftenv probe` records too."""
+    return facts.read_stack(device).as_dict()
 
 
 def llm_dtype(args: argparse.Namespace, device: str) -> str:
