@@ -145,8 +145,9 @@ REGISTRY = (
 )
 
 
-def markdown_table() -> str:
-    """REGISTRY as the docs show it (docs/variables.md's generated block)."""
+def markdown_table(prefix: str = "") -> str:
+    """REGISTRY (the variables whose name starts with prefix) as the docs show it: docs/variables.md
+    and the watchdog's page generate their tables from it."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in REGISTRY]
+    rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in REGISTRY if v.name.startswith(prefix)]
     return "\n".join(rows) + "\n"

@@ -87,6 +87,7 @@ BLOCKS: dict[str, Callable[[versions.Versions], str]] = {
     "report-sample": report_sample,
     # Not versions, but generated the same way: the tables of ftenv's variables and exit codes.
     "environment-variables": lambda v: variables.markdown_table(),
+    "watch-variables": lambda v: variables.markdown_table("FTENV_WATCH_"),
     "exit-codes": lambda v: outcome.markdown_table(),
 }
 

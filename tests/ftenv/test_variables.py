@@ -108,7 +108,7 @@ def test_the_registry_states_the_defaults_the_code_applies():
 
 def block(text: str, name: str) -> str:
     m = re.search(rf"<!-- generated: {name} -->\n(.*?)<!-- /generated -->", text, re.S)
-    assert m, f"docs/variables.md has no generated block {name}"
+    assert m, f"no generated block {name}"
     return m[1]
 
 
@@ -128,6 +128,12 @@ def test_a_stale_docs_table_is_found(monkeypatch):
     assert "FTENV_PLANTED" in block(generated.regenerate(None, text), "environment-variables")
 
 
-@pytest.mark.parametrize("name", ["environment-variables", "exit-codes"])
+@pytest.mark.parametrize("name", ["environment-variables", "exit-codes", "watch-variables"])
 def test_make_generate_knows_the_blocks(name):
     assert name in generated.BLOCKS
+
+
+def test_the_watchdog_page_shows_the_registrys_watch_variables():
+    table = block((ROOT / "docs/watchdog.md").read_text(), "watch-variables")
+    assert table == variables.markdown_table("FTENV_WATCH_")
+    assert table.count("| `FTENV_WATCH_") == 3 and "FTENV_WATCH`" not in table

@@ -1,11 +1,6 @@
 """Step-time statistics and the verdict: which training steps are slow, whether they are the ones
-on new batch shapes, and PASS/FAIL/INCONCLUSIVE. Pure Python (standard library and ftenv.report's
-pure rule only), no I/O, no torch.
-
-Used by `ftenv watch` and the step timer (their summary), `ftenv analyze` and the self-check.
-The step model is ftenv.steps.step, the live detector ftenv.steps.detector, the thresholds
-ftenv.steps.thresholds and the fix wording ftenv.steps.fixes; their public names are re-exported
-here, the wing's one entry point.
+on new batch shapes, and PASS/FAIL/INCONCLUSIVE. Pure Python, no I/O, no torch, so that the
+watchdog, the step timer, `ftenv analyze` and the self-check judge a run the same way.
 
 The pattern this module is built to name (FunASR issue #3704): with cuDNN first in torch's
 attention order, every (batch, padded length) that a process has not seen before costs a cuDNN
