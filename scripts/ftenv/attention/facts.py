@@ -2,7 +2,8 @@
 
 A fact that cannot be read is None ("unknown" in the report) with the reason kept in `problems`:
 private torch APIs can vanish between releases, a driver can be missing or too old, and none of
-that may crash the entrypoint.
+that may crash the entrypoint. Stack is the smaller record the probe and the self-check keep
+beside their measurements.
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def interpret_deprioritized(raw: str | None) -> DeprioritizedSetting:
 
 
 def setting_meaning(torch_version: str | None, setting: DeprioritizedSetting) -> str:
-    """What the variable does under this torch: nothing in 2.9, which reads variables.SDPA_PREFERRED."""
+    """What the variable does under this torch: nothing in 2.9, which reads TORCH_CUDNN_SDPA_PREFERRED."""
     if torch_release(torch_version) == TORCH_2_9:
         return f"not read by torch 2.9, whose opt-out is {FIX_2_9}"
     return setting.meaning

@@ -3,7 +3,7 @@
 The image's entrypoint prints it before the command, but not every launcher runs the entrypoint:
 pyxis runs it only with `--container-entrypoint` (the site default is off, and the examples must
 not turn it on: see docs/finetune.md), `apptainer exec` never does. So `ftenv finetune` and
-`ftenv selfcheck` call `show_once()` first. The entrypoint exports variables.REPORT_SHOWN=1 after printing it,
+`ftenv selfcheck` call `show_once()` first. The entrypoint exports FTENV_REPORT_SHOWN=1 after printing it,
 so a command started through the entrypoint does not print it twice; FTENV_REPORT=0 skips it
 everywhere. A failing or hanging report never stops the command.
 """
