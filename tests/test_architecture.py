@@ -22,8 +22,8 @@ MAX_LINES = 300
 LONG_REASON = "Long because"
 #: The wings, lowest first: a module may import its own wing and the ones before it.
 WINGS = ("stack", "attention", "report", "steps", "data", "train", "selfcheck", "commands")
-#: Floor-0 modules every wing may import (they import nothing of ftenv).
-SHARED = {"ftenv", "ftenv.text"}
+#: Floor-0 modules every wing may import (they import nothing of ftenv but ftenv.text).
+SHARED = {"ftenv", "ftenv.text", "ftenv.variables", "ftenv.outcome"}
 
 
 #: The readings of tests/support/package_shape.py, bound to this package's rules.
@@ -32,6 +32,17 @@ wrong_way_imports = partial(
     package_shape.wrong_way_imports, wings=WINGS, shared=SHARED, top="ftenv.cli", host_only="imagetools"
 )
 long_modules = partial(package_shape.long_modules, max_lines=MAX_LINES, reason=LONG_REASON)
+
+
+def floor_zero_breaches(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of a shared floor-0 module other than ftenv.text: every wing imports them, so any
+    more would pull a wing under every other."""
+    return [
+        f"{name} imports {target}"
+        for name in sorted(SHARED & edges.keys())
+        for target in sorted(edges[name])
+        if target != "ftenv.text"
+    ]
 
 
 # --- the tree as it is -----------------------------------------------------------------------------
@@ -45,9 +56,14 @@ def test_no_import_circle():
 
 def test_at_most_five_floors():
     """The CLI imports every command (ftenv.commands), each a parser over its wing: they stand on top
-    of every chain, and the floors are below them."""
+    of every chain, and the floors are below them. The shared modules are floor 0 under every wing
+    (the variables, the exit codes, the wording of numbers), so the floors are counted above them."""
     assert EDGES["ftenv.cli"], "the CLI imports its commands explicitly"
-    below_cli = {m: e for m, e in EDGES.items() if m != "ftenv.cli" and wing_of(m) != "commands"}
+    below_cli = {
+        m: e - SHARED
+        for m, e in EDGES.items()
+        if m != "ftenv.cli" and wing_of(m) != "commands" and m not in SHARED
+    }
     chain = longest_chain(below_cli)
     assert len(chain) <= MAX_FLOORS, " <- ".join(reversed(chain))
 
@@ -57,6 +73,11 @@ def test_imports_run_one_way_between_the_wings():
     # The rule sees the package: every wing is there, and lower wings are imported from above.
     assert {wing_of(m) for m in EDGES} >= set(WINGS)
     assert any(wing_of(m) == "steps" and wing_of(t) == "report" for m in EDGES for t in EDGES[m])
+
+
+def test_the_shared_modules_stay_on_floor_zero():
+    assert SHARED - {"ftenv"} <= EDGES.keys()
+    assert floor_zero_breaches(EDGES) == []
 
 
 def test_modules_are_short_or_say_why():
@@ -137,6 +158,13 @@ def test_a_planted_wrong_way_import_is_found(copy, module, line, expected):
     plant(copy, module, line)
     found = wrong_way_imports(*graph(copy))
     assert any(f.startswith(expected) for f in found), found
+
+
+@pytest.mark.parametrize("module", ["outcome.py", "variables.py"])
+def test_a_planted_import_in_a_floor_zero_module_is_found(copy, module):
+    plant(copy, module, "from ftenv.steps import thresholds")
+    name = "ftenv." + module.removesuffix(".py")
+    assert floor_zero_breaches(graph(copy)[0]) == [f"{name} imports ftenv.steps.thresholds"]
 
 
 def test_a_planted_long_module_is_found_unless_it_says_why(copy):

@@ -20,9 +20,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from ftenv.attention import sdpa
+from ftenv import outcome, variables
 from ftenv.stack import versions
-from ftenv.steps import stats
 from imagetools import tags
 from support import ROOT
 from support.example_runs import SRUN_STANDIN, dry_run, finetune_args, record, shellcheck, split_docker_run
@@ -38,7 +37,7 @@ from support.manifests import (
 )
 from support.retry_rules import restart_policies, restarts_in_place, retry_problems, sbatch_problems
 
-VAR = sdpa.ENV_VAR
+VAR = variables.SDPA_DEPRIORITIZED
 IMAGE = tags.image_ref(versions.load(ROOT / "versions.toml").default)
 
 
@@ -351,7 +350,7 @@ def test_sbatch_examples_requeue_and_keep_their_folder(name, layout, tmp_path):
     for tool in ("srun", "scontrol", "apptainer"):
         (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "$RECORD"\nexit ${{SRUN_EXIT:-0}}\n')
         (bin_dir / tool).chmod(0o755)
-    for code, requeued in ((stats.STOPPED, True), (1, False), (stats.UNUSABLE, False), (0, False)):
+    for code, requeued in ((outcome.STOPPED, True), (1, False), (outcome.UNUSABLE, False), (0, False)):
         rec = tmp_path / f"calls-{code}"
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},

@@ -11,6 +11,7 @@ import re
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from ftenv import variables
 from ftenv.attention import sdpa
 from support import ROOT
 from support import funasr_issue_3704 as issue
@@ -56,10 +57,17 @@ def test_variable_checks_catch_mistakes():
 
 def test_the_value_the_guide_gives_is_the_images_and_torchs():
     parser = DockerfileParser(fileobj=open(ROOT / "docker/Dockerfile", "rb"))  # noqa: SIM115
-    baked = [i["value"] for i in parser.structure if i["instruction"] == "ENV" and sdpa.ENV_VAR in i["value"]]
-    assert len(baked) == 1 and f"{sdpa.ENV_VAR}=1" in baked[0].split()
-    assert f"{sdpa.ENV_VAR}=1" == sdpa.FIX and sdpa.interpret_env("1").deprioritizes
-    assert sdpa.interpret_env("0").state == "prefer-cudnn" and sdpa.interpret_env("true").state == "ignored"
+    baked = [
+        i["value"]
+        for i in parser.structure
+        if i["instruction"] == "ENV" and variables.SDPA_DEPRIORITIZED in i["value"]
+    ]
+    assert len(baked) == 1 and f"{variables.SDPA_DEPRIORITIZED}=1" in baked[0].split()
+    assert f"{variables.SDPA_DEPRIORITIZED}=1" == sdpa.FIX and sdpa.interpret_deprioritized("1").deprioritizes
+    assert (
+        sdpa.interpret_deprioritized("0").state == "prefer-cudnn"
+        and sdpa.interpret_deprioritized("true").state == "ignored"
+    )
     text = GUIDE.read_text()
     assert f"`{sdpa.FIX}`" in text
     assert "ENV TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in text

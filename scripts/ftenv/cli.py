@@ -8,7 +8,7 @@ import os
 import sys
 import traceback
 
-from ftenv import __version__
+from ftenv import __version__, outcome, variables
 from ftenv.commands import (
     analyze,
     buildcheck,
@@ -21,7 +21,6 @@ from ftenv.commands import (
     versions,
     watch,
 )
-from ftenv.steps import stats
 
 #: The subcommands' modules, in the help's order.
 COMMANDS = (report, versions, buildcheck, data, finetune, watch, analyze, selfcheck, probe, tinymodel)
@@ -40,14 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:  # a bug in ftenv: never exit 0 or 1, which are verdicts
-        if os.environ.get("FTENV_DEBUG") == "1":
+        if os.environ.get(variables.DEBUG) == "1":
             traceback.print_exc()
         print(
             f"ftenv {args.command}: internal error (a bug in ftenv, not a verdict): {type(exc).__name__}: "
-            f"{exc}; FTENV_DEBUG=1 prints the traceback; exit {stats.INTERNAL_ERROR}",
+            f"{exc}; {variables.DEBUG}=1 prints the traceback; exit {outcome.INTERNAL_ERROR}",
             file=sys.stderr,
         )
-        return stats.INTERNAL_ERROR
+        return outcome.INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
+from ftenv import variables
 
 USER = "12345:12345"
 CACHE_LINE = re.compile(
@@ -52,7 +52,7 @@ def test_finetune_trains_to_a_checkpoint(run, out):
         "--valid", f"{TINY}/data/val.jsonl", "--output-dir", "/out/run", "--gpus-per-node", "1",
         "++train_conf.max_epoch=1", "++device=cpu", "++dataset_conf.batch_size=400",
         "++dataset_conf.num_workers=0",
-        user=USER, env={CPU_SHIM_ENV: "1"}, extra=read_only(out),
+        user=USER, env={variables.FUNASR_CPU_SHIM: "1"}, extra=read_only(out),
     )  # fmt: skip
     log = r.stdout + r.stderr
     assert r.returncode == 0, log[-6000:]

@@ -8,14 +8,13 @@ import argparse
 import re
 from pathlib import Path
 
-from ftenv import cli
-from ftenv.attention import sdpa
+from ftenv import cli, variables
 
 #: Every TORCH_CUDNN_SDPA_* name the docs may mention: the switch, and the others that section 7 of
 #: docs/cudnn-sdpa-guide.md speaks of.
 KNOWN_VARS = {
-    sdpa.ENV_VAR,  # the switch, read by torch >= 2.10
-    sdpa.ENV_VAR_2_9,  # torch 2.9's switch (PR #162073): "=0" opts out there
+    variables.SDPA_DEPRIORITIZED,  # the switch, read by torch >= 2.10
+    variables.SDPA_PREFERRED,  # torch 2.9's switch (PR #162073): "=0" opts out there
     "TORCH_CUDNN_SDPA_CACHE_DEBUG",  # prints the plan cache's hit rate
     "TORCH_CUDNN_SDPA_AVOID_RECOMPILE",  # only without a mask: no help
     "TORCH_CUDNN_SDPA_ENABLED",  # does not exist in 2.9 to 2.11 (said so)
@@ -49,9 +48,9 @@ def bad_variable_mentions(text: str) -> list[str]:
     """TORCH_CUDNN_SDPA_* names torch does not read, and values of the switch other than 0 and 1."""
     bad = [name for name in set(re.findall(r"TORCH_CUDNN_SDPA_[A-Z_]+", text)) if name not in KNOWN_VARS]
     for line in text.splitlines():
-        for value in re.findall(rf"{sdpa.ENV_VAR}=([A-Za-z0-9_-]*)", line):
+        for value in re.findall(rf"{variables.SDPA_DEPRIORITIZED}=([A-Za-z0-9_-]*)", line):
             if value not in ("0", "1"):
-                bad.append(f"{sdpa.ENV_VAR}={value}")
+                bad.append(f"{variables.SDPA_DEPRIORITIZED}={value}")
     return bad
 
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ftenv.attention import sdpa
+from ftenv import variables
 from ftenv.commands import finetune as finetune_command
 from support import ROOT
 
@@ -57,7 +57,7 @@ def record(script: Path, tools: list[str], env: dict, tmp_path: Path) -> list[di
         **{k: str(v) for k, v in env.items()},
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "RECORD": str(rec),
-        "WATCH_VAR": sdpa.ENV_VAR,
+        "WATCH_VAR": variables.SDPA_DEPRIORITIZED,
     }
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=full, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -11,7 +11,8 @@ from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
 from ftenv.stack import versions
-from ftenv.steps import stats, watcher
+from ftenv.steps import step as step_types
+from ftenv.steps import watcher
 from ftenv.train import compile_setting
 from support import ROOT
 
@@ -55,11 +56,11 @@ def watchdog_lines() -> tuple[list[str], list[str]]:
     """What the watchdog prints for a steady run on four repeating shapes, then one slow new shape."""
     w = watcher.Watcher()
     for i in range(22):
-        assert w.observe(stats.Step(i, 0.080 + 0.001 * (i % 5), 2, 100 + 20 * (i % 4), 0)) == []
+        assert w.observe(step_types.Step(i, 0.080 + 0.001 * (i % 5), 2, 100 + 20 * (i % 4), 0)) == []
     w.val_lines = 3
     summary = w.summary_lines()
     phases = (("data_load", 0.011), ("forward_time", 0.44), ("backward_time", 0.53), ("optim_time", 0.019))
-    return summary, w.observe(stats.Step(22, 1.0, 2, 333, 0, phases=phases))
+    return summary, w.observe(step_types.Step(22, 1.0, 2, 333, 0, phases=phases))
 
 
 def unquoted_lines(text: str) -> list[str]:

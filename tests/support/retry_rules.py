@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ftenv.steps import stats
+from ftenv import outcome
 from support.manifests import pod_specs
 
 
@@ -44,24 +44,24 @@ def retry_problems(doc: dict) -> list[str]:
         fail = [r for r in rules if r["action"] == "FailJob" and "onExitCodes" in r]
         if not any(
             r["onExitCodes"]["operator"] == "In"
-            and stats.UNUSABLE in r["onExitCodes"]["values"]
+            and outcome.UNUSABLE in r["onExitCodes"]["values"]
             and r["onExitCodes"].get("containerName", name) == name
             for r in fail
         ):
-            bad.append(f"a bad input (exit {stats.UNUSABLE}) would be retried")
+            bad.append(f"a bad input (exit {outcome.UNUSABLE}) would be retried")
         ignore = [r for r in rules if r["action"] == "Ignore"]
         if not any({"type": "DisruptionTarget"} in r.get("onPodConditions", []) for r in ignore):
             bad.append("an eviction or preemption counts against backoffLimit")
         failing = [r.get("onExitCodes", {}).get("values", []) for r in rules if r["action"] == "FailJob"]
-        if any(stats.STOPPED in values for values in failing):
-            bad.append(f"a saved stop (exit {stats.STOPPED}) fails the job")
+        if any(outcome.STOPPED in values for values in failing):
+            bad.append(f"a saved stop (exit {outcome.STOPPED}) fails the job")
     else:
         if doc["spec"]["runPolicy"].get("backoffLimit", 0) < 1:
             bad.append("runPolicy.backoffLimit 0: nothing is retried")
         for replica in doc["spec"]["pytorchReplicaSpecs"].values():
             if replica["restartPolicy"] != "ExitCode":
                 bad.append(f"restartPolicy {replica['restartPolicy']}: a saved stop is not retried")
-        if stats.STOPPED in KUBEFLOW_PERMANENT or stats.UNUSABLE not in KUBEFLOW_PERMANENT:
+        if outcome.STOPPED in KUBEFLOW_PERMANENT or outcome.UNUSABLE not in KUBEFLOW_PERMANENT:
             bad.append("the exit codes do not fit the operator's ExitCode policy")
     return bad
 

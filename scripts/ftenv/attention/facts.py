@@ -2,7 +2,8 @@
 
 A fact that cannot be read is None ("unknown" in the report) with the reason kept in `problems`:
 private torch APIs can vanish between releases, a driver can be missing or too old, and none of
-that may crash the entrypoint.
+that may crash the entrypoint. Stack is the smaller record the probe and the self-check keep
+beside their measurements.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
+
+from ftenv import variables
 
 #: Fun-ASR-Nano's LLM (Qwen3-0.6B): 16 query heads of 128; the probe uses its head size.
 LLM_HEADS, LLM_HEAD_DIM = 16, 128
@@ -50,6 +53,51 @@ class Facts:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass
+class Stack:
+    """The stack one process trains on, as `ftenv probe` and `ftenv selfcheck` record it beside
+    their measurements: one shape, so that both print and save the same keys."""
+
+    device: str
+    torch_version: str
+    cudnn_version: int | None = None
+    deprioritized_raw: str | None = None  # the variable's value, as set
+    cpu_threads: int | None = None
+    gpu: str | None = None
+    sm: str | None = None  # "sm_90"
+
+    def as_dict(self) -> dict:
+        """The JSON form (its keys are what `--json` users read)."""
+        out = {
+            "device": self.device,
+            "torch": self.torch_version,
+            "cudnn": self.cudnn_version,
+            variables.SDPA_DEPRIORITIZED: self.deprioritized_raw,
+            "cpu_threads": self.cpu_threads,
+        }
+        if self.gpu is not None:
+            out["gpu"], out["sm"] = self.gpu, self.sm
+        return out
+
+
+def read_stack(device: str) -> Stack:
+    """This process's stack on `device` ("cuda" or "cpu"); torch is imported here."""
+    import torch
+
+    stack = Stack(
+        device,
+        torch.__version__,
+        deprioritized_raw=os.environ.get(variables.SDPA_DEPRIORITIZED),
+        cpu_threads=torch.get_num_threads(),
+    )
+    with contextlib.suppress(Exception):
+        stack.cudnn_version = torch.backends.cudnn.version()
+    if device == "cuda":
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        stack.gpu, stack.sm = p.name, f"sm_{p.major}{p.minor}"
+    return stack
 
 
 def package_version(*names: str) -> str | None:
@@ -112,10 +160,10 @@ def _sdpa(facts: Facts, torch) -> None:
 def collect(live: bool = True) -> Facts:
     """Read everything; live=False lists the GPUs but skips the SDPA call on them (no kernel runs)."""
     facts = Facts(
-        image=os.environ.get("FTENV_IMAGE"),
-        variant=os.environ.get("FTENV_VARIANT"),
-        min_driver=os.environ.get("FTENV_MIN_DRIVER"),
-        env_raw=os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED"),
+        image=os.environ.get(variables.IMAGE),
+        variant=os.environ.get(variables.VARIANT),
+        min_driver=os.environ.get(variables.MIN_DRIVER),
+        env_raw=os.environ.get(variables.SDPA_DEPRIORITIZED),
         transformers_version=package_version("transformers"),
         funasr_version=package_version("funasr"),
     )

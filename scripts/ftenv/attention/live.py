@@ -22,7 +22,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import sdpa
 from ftenv.attention.facts import package_version
 from ftenv.stack import versions
@@ -32,8 +32,8 @@ from ftenv.stack import versions
 class AttentionSettings:
     arches: tuple[tuple[int, int], ...]  # distinct compute capabilities of the visible GPUs
     arch_source: str  # "nvml", "nvidia-smi", or why unknown
-    env: sdpa.EnvSetting
-    env_source: str  # "training process", "training process (values differ: ...)", "environment"
+    deprioritized: sdpa.DeprioritizedSetting
+    variable_source: str  # "training process", "training process (values differ: ...)", "environment"
     torch_version: str | None
     cudnn_version: int | None
     #: cuDNN first on the (first) GPU by torch's rule; None when a needed fact is unknown.
@@ -44,8 +44,8 @@ class AttentionSettings:
         return "/".join(sdpa.sm_name(a) for a in self.arches) if self.arches else "GPU arch unknown"
 
     @property
-    def env_text(self) -> str:
-        return text.assignment(sdpa.ENV_VAR, self.env.raw)
+    def deprioritized_text(self) -> str:
+        return text.assignment(variables.SDPA_DEPRIORITIZED, self.deprioritized.raw)
 
     @property
     def first_text(self) -> str:
@@ -53,13 +53,13 @@ class AttentionSettings:
 
     def line(self) -> str:
         return (
-            f"{self.arch_text}, {self.env_text}, cuDNN attention first: {self.first_text} "
+            f"{self.arch_text}, {self.deprioritized_text}, cuDNN attention first: {self.first_text} "
             f"(torch {self.torch_version or 'unknown'}, cuDNN {sdpa.cudnn_name(self.cudnn_version)})"
         )
 
     def why_not_first(self) -> str:
         """Plain words for cudnn_first == False (the rule's own, from sdpa)."""
-        return sdpa.reason_not_first(self.torch_version, self.cudnn_version, self.arches, self.env)
+        return sdpa.reason_not_first(self.torch_version, self.cudnn_version, self.arches, self.deprioritized)
 
     def unknown_facts(self) -> list[str]:
         missing = []
@@ -205,25 +205,28 @@ def read_live_settings(pid: int | None = None) -> AttentionSettings:
     except Exception as exc:  # never let the read take the watchdog down
         arches, arch_source = (), f"read failed: {exc}"
     try:
-        values, env_source = process_env(pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
+        values, variable_source = process_env(pid, (variables.SDPA_DEPRIORITIZED, variables.CUDNN_VERSION))
     except Exception:
-        values, env_source = (
-            {sdpa.ENV_VAR: os.environ.get(sdpa.ENV_VAR), "CUDNN_VERSION": None},
+        values, variable_source = (
+            {
+                variables.SDPA_DEPRIORITIZED: os.environ.get(variables.SDPA_DEPRIORITIZED),
+                variables.CUDNN_VERSION: None,
+            },
             "environment",
         )
-    env = sdpa.interpret_env(values[sdpa.ENV_VAR])
+    deprioritized = sdpa.interpret_deprioritized(values[variables.SDPA_DEPRIORITIZED])
     torch_version = package_version("torch")
-    cudnn = cudnn_int_or_none(values.get("CUDNN_VERSION") or os.environ.get("CUDNN_VERSION"))
+    cudnn = cudnn_int_or_none(values.get(variables.CUDNN_VERSION) or os.environ.get(variables.CUDNN_VERSION))
     if cudnn is None:
         cudnn = cudnn_int_or_none(package_version(*cudnn_packages()))
-    firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, env) for a in arches}
+    firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, deprioritized) for a in arches}
     if not arches:
         # The variable alone can already say no.
-        first = False if env.deprioritizes else None
+        first = False if deprioritized.deprioritizes else None
     elif True in firsts:
         first = True
     elif None in firsts:
         first = None
     else:
         first = False
-    return AttentionSettings(arches, arch_source, env, env_source, torch_version, cudnn, first)
+    return AttentionSettings(arches, arch_source, deprioritized, variable_source, torch_version, cudnn, first)

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import statistics
 import sys
 import time
 from dataclasses import dataclass
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import facts, sdpa
 
 #: (batch, padded length) per mode: distinct, so that one mode never reuses the other's plans.
@@ -97,20 +96,7 @@ def probe(device: str = "cuda", heads: int = facts.LLM_HEADS, head_dim: int = fa
 
     dtype = torch.bfloat16
     modes = ["current", "cudnn-first"] if device == "cuda" else ["current"]
-    result = {
-        "device": device,
-        "torch": torch.__version__,
-        "cudnn": None,
-        sdpa.ENV_VAR: os.environ.get(sdpa.ENV_VAR),
-        "heads": heads,
-        "head_dim": head_dim,
-        "modes": {},
-    }
-    with contextlib.suppress(Exception):
-        result["cudnn"] = torch.backends.cudnn.version()
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        result["gpu"], result["sm"] = p.name, f"sm_{p.major}{p.minor}"
+    result = {**facts.read_stack(device).as_dict(), "heads": heads, "head_dim": head_dim, "modes": {}}
     for mode in modes:
         with _mode_context(torch, mode):
             measure_shape(torch, WARMUP_SHAPE[mode], device, dtype, heads, head_dim)
@@ -126,12 +112,12 @@ def probe(device: str = "cuda", heads: int = facts.LLM_HEADS, head_dim: int = fa
 
 def render(r: dict) -> str:
     where = f"{r['gpu']} ({r['sm']})" if r.get("gpu") else r["device"]
-    raw = r.get(sdpa.ENV_VAR)
+    raw = r.get(variables.SDPA_DEPRIORITIZED)
     lines = [
         f"== ftenv probe: padded-mask bf16 attention ({r['heads']} heads x {r['head_dim']}), "
         "first vs second call per new shape ==",
         f"{where}; torch {r['torch']}, cuDNN {sdpa.cudnn_name(r['cudnn'])}, "
-        f"{text.assignment(sdpa.ENV_VAR, raw)}",
+        f"{text.assignment(variables.SDPA_DEPRIORITIZED, raw)}",
         f"{'mode':<12} {'B x T':>9} {'backend':<10} {'fwd 1st':>8} {'fwd 2nd':>8} {'bwd 1st':>8} "
         f"{'bwd 2nd':>8} {'new-shape cost':>14}",
     ]

@@ -1,6 +1,5 @@
-"""How torch picks the scaled-dot-product-attention backend, whether a run is exposed, and the
-words for it: the ONE home of the rule and of its wording (the report, the live attention
-settings, the watchdog's hints, the step verdicts and the self-check all take their text from here).
+"""How torch picks the attention backend, whether a run is exposed, and the words for it: one home
+of the rule and its wording, so that every message says the same.
 
 Pure logic, no torch import: the facts (versions, GPU arch, the variable, the live order) come in
 as arguments so that every case can be tested without a GPU. The rule, read from PyTorch's
@@ -15,17 +14,18 @@ aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (check_prefer_cudnn_attenti
   is "0" (TORCH_CUDNN_SDPA_DEPRIORITIZED is not read there). The cu128 2.9 wheels were compiled
   against cuDNN 9.8 (pytorch/pytorch#165801); for other 2.9 builds the compile-time cuDNN is not
   known from outside, so the rule answers "unknown" (possibly affected), never "not affected".
+
+Long because the rule and its sentences are one unit: each sentence states a case of the rule.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-ENV_VAR = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
-FIX = f"{ENV_VAR}=1"
-#: torch 2.9 reads this one instead; "0" opts out there.
-ENV_VAR_2_9 = "TORCH_CUDNN_SDPA_PREFERRED"
-FIX_2_9 = f"{ENV_VAR_2_9}=0"
+from ftenv import variables
+
+FIX = f"{variables.SDPA_DEPRIORITIZED}=1"
+FIX_2_9 = f"{variables.SDPA_PREFERRED}=0"
 #: torch's SDPBackend codes, as torch._C._get_sdp_priority_order() and _fused_sdp_choice return them.
 BACKENDS = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
 CUDNN = 3
@@ -46,7 +46,7 @@ CUDNN_COMPILED_BY_BUILD = {(TORCH_2_9, "cu128"): 90800}
 NAN_GRAD_FIXED_CUDNN = 92600
 
 # --- the wording, one place ----------------------------------------------------------------------
-PUBLIC_REPORT = "FunASR issue #3704"
+ISSUE_3704 = "FunASR issue #3704"
 RULE_TEXT = (
     f"torch >= 2.10 puts cuDNN first on sm_90/sm_100/sm_103 when the cuDNN it loads is newer than "
     f"9.15.0, unless {FIX}; torch 2.9 does so on sm_90/sm_100 in builds compiled against cuDNN >= "
@@ -57,7 +57,7 @@ PLAN_BUILD_TEXT = (
     "not seen, and with cuDNN first every padded fp16/bf16 batch reaches it, as transformers "
     "passes an explicit attention mask"
 )
-COST_TEXT = f"about 1.05 s against 0.098 s a step on a B200 in {PUBLIC_REPORT}: 59 of 382 steps"
+COST_TEXT = f"about 1.05 s against 0.098 s a step on a B200 in {ISSUE_3704}: 59 of 382 steps"
 NAN_RISK_TEXT = (
     "padded-mask training on cuDNN older than 9.26 can produce NaN gradients at lengths = 64 mod "
     "128 (pytorch/pytorch#196678)"
@@ -119,7 +119,7 @@ def torch_build(version: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class EnvSetting:
+class DeprioritizedSetting:
     """What torch makes of the variable's raw value."""
 
     raw: str | None
@@ -131,15 +131,15 @@ class EnvSetting:
         return self.state == "deprioritized"
 
 
-def interpret_env(raw: str | None) -> EnvSetting:
+def interpret_deprioritized(raw: str | None) -> DeprioritizedSetting:
     """torch reads the variable with c10::utils::check_env: only "1" and "0" mean anything."""
     if raw is None:
-        return EnvSetting(raw, "unset", "unset: torch's default order applies")
+        return DeprioritizedSetting(raw, "unset", "unset: torch's default order applies")
     if raw == "1":
-        return EnvSetting(raw, "deprioritized", "cuDNN attention is not moved to the front")
+        return DeprioritizedSetting(raw, "deprioritized", "cuDNN attention is not moved to the front")
     if raw == "0":
-        return EnvSetting(raw, "prefer-cudnn", "explicitly asks torch to prefer cuDNN attention")
-    return EnvSetting(
+        return DeprioritizedSetting(raw, "prefer-cudnn", "explicitly asks torch to prefer cuDNN attention")
+    return DeprioritizedSetting(
         raw,
         "ignored",
         f"torch ignores {raw!r} (only 1 or 0 are read; it prints 'Ignoring invalid value for "
@@ -147,18 +147,18 @@ def interpret_env(raw: str | None) -> EnvSetting:
     )
 
 
-def env_meaning(torch_version: str | None, env: EnvSetting) -> str:
-    """What the variable does under this torch: nothing in 2.9, which reads ENV_VAR_2_9."""
+def setting_meaning(torch_version: str | None, setting: DeprioritizedSetting) -> str:
+    """What the variable does under this torch: nothing in 2.9, which reads TORCH_CUDNN_SDPA_PREFERRED."""
     if torch_release(torch_version) == TORCH_2_9:
         return f"not read by torch 2.9, whose opt-out is {FIX_2_9}"
-    return env.meaning
+    return setting.meaning
 
 
 def cudnn_first_by_rule(
     torch_version: str | None,
     cudnn_version: int | None,
     sm: tuple[int, int],
-    env: EnvSetting,
+    setting: DeprioritizedSetting,
     *,
     cudnn_compiled: int | None = None,
     preferred_raw: str | None = None,
@@ -175,7 +175,7 @@ def cudnn_first_by_rule(
             return False
         compiled = cudnn_compiled or CUDNN_COMPILED_BY_BUILD.get((release, torch_build(torch_version)))
         return None if compiled is None else compiled >= CUDNN_COMPILED_MIN_2_9
-    if sm not in PREFERRING_SM or env.deprioritizes:
+    if sm not in PREFERRING_SM or setting.deprioritizes:
         return False
     if cudnn_version is None:
         return None
@@ -186,7 +186,7 @@ def reason_not_first(
     torch_version: str | None,
     cudnn_version: int | None,
     arches: tuple[tuple[int, int], ...] | list[tuple[int, int]],
-    env: EnvSetting,
+    setting: DeprioritizedSetting,
 ) -> str:
     """Plain words for cudnn_first_by_rule(...) being False, in the rule's own terms."""
     release = torch_release(torch_version)
@@ -197,27 +197,30 @@ def reason_not_first(
         if arches and not any(a in PREFERRING_SM_2_9 for a in arches):
             return f"torch 2.9 puts cuDNN first on sm_90/sm_100 only, not {names}"
         return f"this torch 2.9 build was compiled against cuDNN older than 9.9 (or {FIX_2_9} is set)"
-    if env.deprioritizes:
+    if setting.deprioritizes:
         return f"{FIX} is set"
     if arches and not any(a in PREFERRING_SM for a in arches):
         return f"{names} is not one of the GPUs where torch prefers cuDNN (sm_90/sm_100/sm_103)"
     return f"cuDNN {cudnn_name(cudnn_version)} is not newer than 9.15.0"
 
 
-def fix_text(torch_version: str | None, env: EnvSetting) -> str | None:
+def fix_text(torch_version: str | None, setting: DeprioritizedSetting) -> str | None:
     """The setting that keeps cuDNN off the front for this torch; None when it is already set."""
     if torch_release(torch_version) == TORCH_2_9:
-        return f"set {FIX_2_9} before the process starts ({ENV_VAR} is not read by torch 2.9)"
-    if env.deprioritizes:
+        not_read = f"{variables.SDPA_DEPRIORITIZED} is not read by torch 2.9"
+        return f"set {FIX_2_9} before the process starts ({not_read})"
+    if setting.deprioritizes:
         return None
     return f"set {FIX} before the process starts"
 
 
-def nan_risk(torch_version: str | None, env: EnvSetting, cudnn_version: int | None) -> str | None:
+def nan_risk(
+    torch_version: str | None, setting: DeprioritizedSetting, cudnn_version: int | None
+) -> str | None:
     """pytorch#196678 applies where cuDNN runs padded-mask backward with a loaded cuDNN older than
     9.26 (or unknown), whatever the torch version; the variable at 1 keeps cuDNN off the front,
     except in torch 2.9, which does not read it."""
-    if env.deprioritizes and torch_release(torch_version) != TORCH_2_9:
+    if setting.deprioritizes and torch_release(torch_version) != TORCH_2_9:
         return None
     if cudnn_version is not None and cudnn_version >= NAN_GRAD_FIXED_CUDNN:
         return None
@@ -251,7 +254,7 @@ def exposure(
     gpus: list[tuple[int, int]],
     torch_version: str | None,
     cudnn_version: int | None,
-    env: EnvSetting,
+    setting: DeprioritizedSetting,
     live_order: list[int] | None,
     padded_choice: int | None,
     cudnn_compiled: int | None = None,
@@ -263,10 +266,10 @@ def exposure(
     """
     if not gpus:
         return Exposure("no-gpu", "no GPU visible, so attention never runs on cuDNN here")
-    fix = fix_text(torch_version, env)
+    fix = fix_text(torch_version, setting)
     if fix is None:  # the variable is already 1: whatever puts cuDNN first, it is not the default
         fix = already_deprioritized_text()
-    risk = nan_risk(torch_version, env, cudnn_version)
+    risk = nan_risk(torch_version, setting, cudnn_version)
 
     def exposed(reason: str) -> Exposure:
         return Exposure("exposed", f"{reason}: {EXPOSED_SYMPTOM}", fix, risk)
@@ -281,7 +284,12 @@ def exposure(
         return Exposure("ok", f"cuDNN is not first in the live SDPA order ({backend_name(live_order[0])} is)")
     by_rule = {
         sm: cudnn_first_by_rule(
-            torch_version, cudnn_version, sm, env, cudnn_compiled=cudnn_compiled, preferred_raw=preferred_raw
+            torch_version,
+            cudnn_version,
+            sm,
+            setting,
+            cudnn_compiled=cudnn_compiled,
+            preferred_raw=preferred_raw,
         )
         for sm in set(gpus)
     }

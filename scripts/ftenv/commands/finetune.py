@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from ftenv.train import cluster_env, compile_setting, data_gate, finetune
+from ftenv import variables
+from ftenv.train import cluster_env, compile_setting, finetune
 from ftenv.train.speed_options import SpeedOptions
 from ftenv.train.torchrun_command import FinetuneOptions
 
@@ -21,7 +22,7 @@ def add_parser(sub) -> None:
             "PyTorchJob (MASTER_ADDR, WORLD_SIZE = nodes, RANK), torchrun's PET_* variables, else "
             "one node. Extra ++key=value arguments are Hydra overrides passed to funasr-train-ds and "
             "replace the recipe's defaults. Before torchrun it prints the start-up report once per "
-            "node, unless the image's entrypoint already did (FTENV_REPORT=0 skips it)."
+            f"node, unless the image's entrypoint already did ({variables.REPORT}=0 skips it)."
         ),
         epilog="Example: ftenv finetune --model-dir /models/Fun-ASR-Nano-2512 --train /data/train.jsonl "
         "--valid /data/val.jsonl --output-dir /out --gpus-per-node 8 ++train_conf.max_epoch=5",
@@ -59,7 +60,7 @@ def add_parser(sub) -> None:
         "--skip-data-check",
         action="store_true",
         help="do not check every line and audio file of the data before training "
-        f"({data_gate.ENV_SWITCH}=0 too)",
+        f"({variables.DATA_CHECK}=0 too)",
     )
     p.add_argument(
         "--fresh",
@@ -88,7 +89,7 @@ def _add_speed_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+, no KV cache in "
         "training), caches kept under the output dir: faster steps after a start-up compile; same as "
-        "FTENV_COMPILE=1 (docs/finetune.md)",
+        f"{variables.COMPILE}=1 (docs/finetune.md)",
     )
     p.add_argument(
         "--compile-parts",

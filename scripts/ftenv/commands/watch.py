@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.commands.options import add_factor_option, add_time_option, count_type
 from ftenv.steps import watch
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT
@@ -19,7 +20,7 @@ def add_parser(sub) -> None:
             "Runs COMMAND, passes its stdout and stderr through unchanged, and after a FunASR "
             "training step that takes at least K times the running median prints one line marked "
             f"{PREFIX} with the step's batch shape, the attention settings, the cause and the fix. "
-            f"{watch.ENV_SWITCH}=0 in the image's fine-tune entry turns it off. See docs/watchdog.md."
+            f"{variables.WATCH}=0 in the image's fine-tune entry turns it off. See docs/watchdog.md."
         ),
         usage="ftenv watch [OPTIONS] -- COMMAND [ARGS...]",
     )

@@ -6,8 +6,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import check, lines, settings
-from ftenv.steps.stats import UNUSABLE
+from ftenv.data import check, dataset_conf, lines
+from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data"
 
@@ -31,7 +31,7 @@ def run_check(options: CheckOptions) -> int:
         print(f"{PROG} check: no file given; usage: {PROG} check [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
     try:
-        rules = settings.rules_for(
+        rules = dataset_conf.rules_for(
             Path(options.model_dir) if options.model_dir else None, overrides, options.world_size
         )
     except ValueError as exc:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ftenv.data import audio, chatml
 from ftenv.data import lines as lines_mod
-from ftenv.steps.stats import UNUSABLE
+from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data prepare"
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a")

@@ -13,15 +13,15 @@ import functools
 import os
 from collections.abc import Mapping
 
+from ftenv import variables
 from ftenv.steps import data_loss as D
 
 DATASET = "FunASR"
 #: FTENV_DATA_COUNT=0: no counting (the trainer entry still runs, for the run's life).
-ENV_SWITCH = "FTENV_DATA_COUNT"
 
 
 def counting_on(environ: Mapping[str, str] | None = None) -> bool:
-    return (os.environ if environ is None else environ).get(ENV_SWITCH, "1") != "0"
+    return (os.environ if environ is None else environ).get(variables.DATA_COUNT, "1") != "0"
 
 
 def _emit(event: str, dataset: str, count: int, of: int = 0, detail: str = "") -> None:

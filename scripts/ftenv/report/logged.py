@@ -11,14 +11,14 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import sdpa
 
 HEADER = "== ftenv report: "
 _HEADER_BYTES = HEADER.encode()
 _STACK = re.compile(r"^stack   torch (\S+) \(CUDA [^)]*\), cuDNN (\S+), ")
 _GPU = re.compile(r"^GPU (\d+)\s+(.+), sm_(\d+)(\d), [\d.]+ GiB$")
-_SDPA = re.compile(rf"^SDPA    {sdpa.ENV_VAR}(=| unset)")
+_SDPA = re.compile(rf"^SDPA    {variables.SDPA_DEPRIORITIZED}(=| unset)")
 _COMPILE = re.compile(r"^compile (on: ([^()]+?) \(|off)")
 
 
@@ -31,17 +31,17 @@ class LoggedReport:
     cudnn_version: int | None = None
     #: (name, (major, minor)) per GPU line.
     gpus: list[tuple[str, tuple[int, int]]] = field(default_factory=list)
-    env: sdpa.EnvSetting | None = None
+    deprioritized: sdpa.DeprioritizedSetting | None = None
     #: The compiled parts ("decoder", ...); () when off; None when the line is absent.
     compiled: tuple[str, ...] | None = None
 
     def cudnn_first(self) -> bool | None:
         """Whether torch's rule puts cuDNN attention first on the report's GPUs with its stack and
         the variable's value; None when a fact is missing."""
-        if self.env is None or not self.gpus:
+        if self.deprioritized is None or not self.gpus:
             return None
         firsts = {
-            sdpa.cudnn_first_by_rule(self.torch_version, self.cudnn_version, sm, self.env)
+            sdpa.cudnn_first_by_rule(self.torch_version, self.cudnn_version, sm, self.deprioritized)
             for _, sm in self.gpus
         }
         if True in firsts:
@@ -53,7 +53,11 @@ class LoggedReport:
         gpus = (
             ", ".join(dict.fromkeys(f"{name} ({sdpa.sm_name(sm)})" for name, sm in self.gpus)) or "GPU none"
         )
-        env = f"{sdpa.ENV_VAR} unknown" if self.env is None else text.assignment(sdpa.ENV_VAR, self.env.raw)
+        env = (
+            f"{variables.SDPA_DEPRIORITIZED} unknown"
+            if self.deprioritized is None
+            else text.assignment(variables.SDPA_DEPRIORITIZED, self.deprioritized.raw)
+        )
         compiled = {None: "compile unknown", (): "compile off"}.get(
             self.compiled, f"compile on: {', '.join(self.compiled or ())}"
         )
@@ -98,7 +102,7 @@ class ReportReader:
         elif m := _GPU.match(line):
             r.gpus.append((m[2], (int(m[3]), int(m[4]))))
         elif m := _SDPA.match(line):
-            r.env = sdpa.interpret_env(_raw_value(line) if m[1] == "=" else None)
+            r.deprioritized = sdpa.interpret_deprioritized(_raw_value(line) if m[1] == "=" else None)
         elif m := _COMPILE.match(line):
             r.compiled = tuple(p.strip() for p in m[2].split(",")) if m[2] else ()
         elif line.startswith("verdict "):
@@ -108,7 +112,7 @@ class ReportReader:
 def _raw_value(line: str) -> str | None:
     """The variable's value as text.assignment wrote it (shell-quoted where needed), up to the
     `:` that ends it."""
-    rest = line.split(f"{sdpa.ENV_VAR}=", 1)[1]
+    rest = line.split(f"{variables.SDPA_DEPRIORITIZED}=", 1)[1]
     try:
         lexer = shlex.shlex(rest, posix=True)
         lexer.whitespace_split, lexer.whitespace = True, ":"

@@ -11,11 +11,10 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
 from ftenv.stack import versions
-from ftenv.stack.versions import STANDIN_BASE_ENV
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
 
@@ -41,7 +40,7 @@ def _variant_for_driver(driver_cuda: int) -> str:
 
 @dataclass
 class Assessment:
-    env: sdpa.EnvSetting
+    deprioritized: sdpa.DeprioritizedSetting
     exposure: sdpa.Exposure
     notes: list[str] = field(default_factory=list)  # WARNING/ERROR/NOTE lines, most severe first
 
@@ -71,18 +70,18 @@ def _driver_notes(f: facts_mod.Facts) -> list[str]:
 
 
 def assess(f: facts_mod.Facts) -> Assessment:
-    env = sdpa.interpret_env(f.env_raw)
+    deprioritized = sdpa.interpret_deprioritized(f.env_raw)
     exposure = sdpa.exposure(
         gpus=[g.sm for g in f.gpus],
         torch_version=f.torch_version,
         cudnn_version=f.cudnn_version,
-        env=env,
+        setting=deprioritized,
         live_order=f.live_order,
         padded_choice=f.padded_choice,
     )
     notes = _driver_notes(f)
-    if env.state == "ignored":
-        notes.append(f"WARNING: TORCH_CUDNN_SDPA_DEPRIORITIZED={f.env_raw!r}: {env.meaning}.")
+    if deprioritized.state == "ignored":
+        notes.append(f"WARNING: {variables.SDPA_DEPRIORITIZED}={f.env_raw!r}: {deprioritized.meaning}.")
     supported = supported_sm() if f.gpus else set()
     for gpu in f.gpus:
         if supported and gpu.sm not in supported:
@@ -97,7 +96,7 @@ def assess(f: facts_mod.Facts) -> Assessment:
             "may die with 'Bus error'. Use `docker run --ipc=host` or `--shm-size=16g` (Kubernetes: "
             "an emptyDir with medium: Memory mounted at /dev/shm)."
         )
-    return Assessment(env, exposure, notes)
+    return Assessment(deprioritized, exposure, notes)
 
 
 def _gib(n: int) -> str:
@@ -117,14 +116,15 @@ def render_text(f: facts_mod.Facts, a: Assessment, compile_line: str) -> str:
         f"funasr {f.funasr_version or 'absent'}",
         f"driver  {driver}",
     ]
-    if standin := os.environ.get(STANDIN_BASE_ENV):
+    if standin := os.environ.get(variables.STANDIN_BASE):
         lines.insert(1, f"base    built on a stand-in base ({standin}): for tests, not for training")
     for g in f.gpus:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
     lines.append(
-        f"SDPA    {text.assignment(sdpa.ENV_VAR, a.env.raw)}: {sdpa.env_meaning(f.torch_version, a.env)}"
+        f"SDPA    {text.assignment(variables.SDPA_DEPRIORITIZED, a.deprioritized.raw)}: "
+        f"{sdpa.setting_meaning(f.torch_version, a.deprioritized)}"
     )
     if f.gpus:
         order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"
@@ -144,7 +144,11 @@ def render_json(f: facts_mod.Facts, a: Assessment) -> str:
     return json.dumps(
         {
             "facts": f.to_dict(),
-            "env": {"raw": a.env.raw, "state": a.env.state, "meaning": a.env.meaning},
+            "env": {
+                "raw": a.deprioritized.raw,
+                "state": a.deprioritized.state,
+                "meaning": a.deprioritized.meaning,
+            },
             "live_order_names": [sdpa.backend_name(b) for b in f.live_order or []],
             "padded_choice_name": sdpa.backend_name(f.padded_choice),
             "verdict": {

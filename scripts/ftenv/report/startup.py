@@ -3,7 +3,7 @@
 The image's entrypoint prints it before the command, but not every launcher runs the entrypoint:
 pyxis runs it only with `--container-entrypoint` (the site default is off, and the examples must
 not turn it on: see docs/finetune.md), `apptainer exec` never does. So `ftenv finetune` and
-`ftenv selfcheck` call `show_once()` first. The entrypoint exports SHOWN_VAR=1 after printing it,
+`ftenv selfcheck` call `show_once()` first. The entrypoint exports FTENV_REPORT_SHOWN=1 after printing it,
 so a command started through the entrypoint does not print it twice; FTENV_REPORT=0 skips it
 everywhere. A failing or hanging report never stops the command.
 """
@@ -15,24 +15,23 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-SHOWN_VAR = "FTENV_REPORT_SHOWN"
-SKIP_VAR = "FTENV_REPORT"
-TIMEOUT_VAR = "FTENV_REPORT_TIMEOUT"
+from ftenv import variables
+
 DEFAULT_TIMEOUT_S = 60
 #: Set per task by Slurm, torchrun and enroot's PyTorch hook: only local rank 0 of a node prints.
-LOCAL_RANK_VARS = ("LOCAL_RANK", "SLURM_LOCALID")
+LOCAL_RANK_VARS = (variables.LOCAL_RANK, variables.SLURM_LOCALID)
 
 
 def wanted(environ: Mapping[str, str]) -> bool:
     """Whether this process should print the report: not skipped, not shown yet, local rank 0."""
-    if environ.get(SKIP_VAR, "1") == "0" or environ.get(SHOWN_VAR) == "1":
+    if environ.get(variables.REPORT, "1") == "0" or environ.get(variables.REPORT_SHOWN) == "1":
         return False
     return all(environ.get(name, "0").strip() in ("0", "") for name in LOCAL_RANK_VARS)
 
 
 def _timeout(environ: Mapping[str, str]) -> float:
     try:
-        return max(1.0, float(environ.get(TIMEOUT_VAR, DEFAULT_TIMEOUT_S)))
+        return max(1.0, float(environ.get(variables.REPORT_TIMEOUT, DEFAULT_TIMEOUT_S)))
     except ValueError:
         return DEFAULT_TIMEOUT_S
 
@@ -61,7 +60,9 @@ def _subprocess(env: Mapping[str, str]) -> tuple[str, str | None]:
         )
         return proc.stdout.decode(errors="replace"), (f"exit {proc.returncode}" if proc.returncode else None)
     except subprocess.TimeoutExpired as exc:
-        return (exc.output or b"").decode(errors="replace"), f"no answer within {limit:.0f} s ({TIMEOUT_VAR})"
+        return (exc.output or b"").decode(
+            errors="replace"
+        ), f"no answer within {limit:.0f} s ({variables.REPORT_TIMEOUT})"
     except OSError as exc:
         return "", exc.strerror or str(exc)
 

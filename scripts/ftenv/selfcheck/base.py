@@ -3,20 +3,19 @@ the environment, `Measured`), so that no mode imports another mode or the verdic
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ftenv.attention.sdpa import ENV_VAR
+from ftenv import variables
+from ftenv.attention import facts
 from ftenv.selfcheck import tinymodel
 from ftenv.steps import thresholds
 from ftenv.steps.step import Step
 
 #: Where the image keeps the tiny model (built at image build time, read-only for the user).
 IMAGE_TINY_DIR = "/opt/ftenv/tiny"
-TINY_ENV = "FTENV_TINY_DIR"
 
 #: The self-check's warm-up and per-device thresholds live with every other threshold.
 WARMUP = thresholds.SELFCHECK_WARMUP
@@ -25,7 +24,7 @@ THRESHOLDS = thresholds.SELFCHECK
 
 def tiny_dir(requested: str | None, workdir: Path) -> Path:
     """The tiny model to use: --tiny, $FTENV_TINY_DIR, the image's copy, or one built now."""
-    for candidate in (requested, os.environ.get(TINY_ENV), IMAGE_TINY_DIR):
+    for candidate in (requested, os.environ.get(variables.TINY_DIR), IMAGE_TINY_DIR):
         if candidate and tinymodel.is_built(candidate):
             return Path(candidate)
         if candidate and candidate == requested:
@@ -47,22 +46,8 @@ def pick_device(requested: str) -> str:
 
 
 def environment(device: str) -> dict:
-    import torch
-
-    env = {
-        "device": device,
-        "torch": torch.__version__,
-        "cudnn": None,
-        ENV_VAR: os.environ.get(ENV_VAR),
-        "cpu_threads": torch.get_num_threads(),
-    }
-    with contextlib.suppress(Exception):
-        env["cudnn"] = torch.backends.cudnn.version()
-    if device == "cuda":
-        p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        env["gpu"] = p.name
-        env["sm"] = f"sm_{p.major}{p.minor}"
-    return env
+    """The stack the check ran on, in the JSON form `ftenv probe` records too."""
+    return facts.read_stack(device).as_dict()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.base import (
     Measured,
@@ -23,7 +24,7 @@ from ftenv.selfcheck.base import (
     tiny_dir,
 )
 from ftenv.steps import funasr_log
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES, CPU_SHIM_ENV
+from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
 
@@ -86,11 +87,9 @@ def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     use_entry = device == "cpu" or bool(options.inject_stall)
     if device == "cpu":
-        env[CPU_SHIM_ENV] = "1"
+        env[variables.FUNASR_CPU_SHIM] = "1"
     if options.inject_stall:
-        from ftenv.train import stall
-
-        env[stall.ENV] = str(options.inject_stall)
+        env[variables.TEST_SDPA_STALL_S] = str(options.inject_stall)
     cmd = command(tiny, out, device, options.recipe_epochs, use_entry)
     log = out / "train.log"
     t0 = time.perf_counter()

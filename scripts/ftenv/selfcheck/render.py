@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from ftenv import text
-from ftenv.attention.sdpa import ENV_VAR, cudnn_name
-from ftenv.steps import stats
+from ftenv import outcome, text, variables
+from ftenv.attention.sdpa import cudnn_name
 
 _fmt_s = partial(text.number, digits=3, unit=" s")
 _fmt_x = partial(text.number, digits=2, unit="x")
@@ -21,10 +20,11 @@ def render(result: dict) -> str:
         where = f"{env['gpu']} ({env['sm']})"
     cudnn = env.get("cudnn")
     cudnn_txt = cudnn_name(cudnn) if cudnn else "n/a"
-    raw = env.get(ENV_VAR)
+    raw = env.get(variables.SDPA_DEPRIORITIZED)
     lines = [
         f"== ftenv selfcheck ({result['mode']}): Fun-ASR-Nano fine-tune steps on {where} ==",
-        f"stack     torch {env['torch']}, cuDNN {cudnn_txt}, {text.assignment(ENV_VAR, raw)}",
+        f"stack     torch {env['torch']}, cuDNN {cudnn_txt}, "
+        f"{text.assignment(variables.SDPA_DEPRIORITIZED, raw)}",
     ]
     if result.get("injected_stall_s"):
         lines.append(f"TEST AID  an SDPA stall of {result['injected_stall_s']} s per new shape was injected")
@@ -46,16 +46,16 @@ def render(result: dict) -> str:
         f"  wall time                {result['wall_seconds']:.1f} s (set-up {result['setup_seconds']:.1f} s)"
     )
     verdict = s["verdict"]
-    if verdict == stats.PASS:
+    if verdict == outcome.PASS:
         lines.append(
             f"PASS: step times are flat: steps on new batch shapes take {_fmt_x(s['new_over_seen'])} "
             "the steps on shapes seen before"
             + ("; no per-shape recompiles; losses match eager" if result.get("compile") else "")
         )
     else:
-        lines.append(f"{verdict}:" if verdict == stats.FAIL else f"{verdict}: the check could not decide")
+        lines.append(f"{verdict}:" if verdict == outcome.FAIL else f"{verdict}: the check could not decide")
         lines.extend(f"  - {reason}" for reason in s["reasons"])
-        if verdict == stats.FAIL:
+        if verdict == outcome.FAIL:
             lines.append(f"fix: {s['fix'] or 'see docs/selfcheck.md'}")
     return "\n".join(lines)
 

@@ -13,10 +13,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ftenv.outcome import EXIT, UNUSABLE
 from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
 from ftenv.selfcheck.base import SelfcheckOptions
-from ftenv.selfcheck.verdict import EXIT, EXIT_ERROR, verdict_of
+from ftenv.selfcheck.verdict import verdict_of
 from ftenv.train import cache_dirs, compile_setting
 
 
@@ -26,10 +27,10 @@ def run(options: SelfcheckOptions) -> int:
     startup.show_once("ftenv selfcheck", compile_line=compile_setting.report_line())
     if not options.compile and (options.force_recompiles or options.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)
-        return EXIT_ERROR
+        return UNUSABLE
     if options.compile and options.inject_stall:
         print("ftenv selfcheck: --inject-stall tests the eager steps: drop --compile", file=sys.stderr)
-        return EXIT_ERROR
+        return UNUSABLE
     own_workdir = not options.workdir
     workdir = Path(tempfile.mkdtemp(prefix="ftenv-selfcheck-")) if own_workdir else Path(options.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -62,9 +63,9 @@ def _run_in(options: SelfcheckOptions, workdir: Path) -> int:
         else:
             traceback.print_exc()
             print(msg, file=sys.stderr)
-        return EXIT_ERROR
+        return UNUSABLE
     if options.json:
         print(json.dumps(result, indent=2))
     else:
         print(render.render(result))
-    return EXIT.get(result["verdict"], EXIT_ERROR)
+    return EXIT.get(result["verdict"], UNUSABLE)

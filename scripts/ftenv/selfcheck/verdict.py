@@ -3,12 +3,11 @@ plus the mode's own findings, as the result `ftenv selfcheck` prints, and each v
 
 from __future__ import annotations
 
-from ftenv.attention.sdpa import ENV_VAR, FIX, interpret_env
+from ftenv import outcome, variables
+from ftenv.attention.sdpa import FIX, interpret_deprioritized
 from ftenv.selfcheck.base import Measured
 from ftenv.steps import stats
-
-EXIT = stats.EXIT
-EXIT_ERROR = stats.UNUSABLE
+from ftenv.steps.step import mark_new_shapes
 
 
 def verdict_of(measured: Measured) -> dict:
@@ -17,7 +16,13 @@ def verdict_of(measured: Measured) -> dict:
     reasons ahead of the step-time ones."""
     m, t = measured, measured.thresholds
     # The fix's wording follows the variable: already 1 -> how to find the other per-shape cost.
-    summary = stats.summarize(m.steps, t, env=interpret_env(m.extra.get("environment", {}).get(ENV_VAR)))
+    summary = stats.summarize(
+        m.steps,
+        t,
+        deprioritized=interpret_deprioritized(
+            m.extra.get("environment", {}).get(variables.SDPA_DEPRIORITIZED)
+        ),
+    )
     result = {
         "mode": m.mode,
         "verdict": summary.verdict,
@@ -28,11 +33,11 @@ def verdict_of(measured: Measured) -> dict:
             "max_over_median": t.max_over_median,
             "warmup": t.warmup,
         },
-        "steps": [s.to_dict() for s in stats.mark_new_shapes(m.steps)],
+        "steps": [s.to_dict() for s in mark_new_shapes(m.steps)],
     }
     result.update(m.extra)
     s = result["summary"]
-    if summary.verdict == stats.FAIL and summary.fix is None:
+    if summary.verdict == outcome.FAIL and summary.fix is None:
         s["fix"] = (
             f"step times vary for a reason other than new shapes; if {FIX} is already set, run "
             "again on an idle machine, and read docs/selfcheck.md"
@@ -41,11 +46,11 @@ def verdict_of(measured: Measured) -> dict:
     s["reasons"] = [
         *m.fails,
         *m.unsure,
-        *stats.reasons_for(summary, bool(m.fails) or summary.verdict == stats.FAIL),
+        *stats.reasons_for(summary, bool(m.fails) or summary.verdict == outcome.FAIL),
     ]
     if m.fails:
-        result["verdict"] = s["verdict"] = stats.FAIL
+        result["verdict"] = s["verdict"] = outcome.FAIL
         s["fix"] = m.fix or s.get("fix") or m.default_fix
-    elif m.unsure and result["verdict"] == stats.PASS:
-        result["verdict"] = s["verdict"] = stats.INCONCLUSIVE
+    elif m.unsure and result["verdict"] == outcome.PASS:
+        result["verdict"] = s["verdict"] = outcome.INCONCLUSIVE
     return result

@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import variables
+
 # The TOML parser: the standard library's from 3.11 (the image has 3.12); a host's stock python3 3.9
 # or 3.10 (Ubuntu 22.04, Debian 11) reads versions.toml with tomli (tomllib's origin), else with
 # toml, the parser Debian 11 packages (python3-toml); `make run` installs either (imagetools.local.engine).
@@ -41,9 +43,6 @@ NO_TOML_PARSER = (
     "or put Python 3.11+ first on PATH"
 )
 
-#: Set (to the stand-in's name) only in images built on a local stand-in base instead of the real one:
-#: a build arg of local builds (imagetools.local.local) and a variable the report reads (ftenv.report.render).
-STANDIN_BASE_ENV = "FTENV_STANDIN_BASE"
 #: Where the image keeps its copy; a source checkout finds the file at the repository root.
 IMAGE_VERSIONS_FILE = Path("/opt/ftenv/versions.toml")
 
@@ -148,7 +147,7 @@ def cuda_name(version: int) -> str:
 
 def default_path() -> Path:
     """The versions file: $FTENV_VERSIONS_FILE, else the checkout's, else the image's copy."""
-    if env := os.environ.get("FTENV_VERSIONS_FILE"):
+    if env := os.environ.get(variables.VERSIONS_FILE):
         return Path(env)
     checkout = Path(__file__).resolve().parents[3] / "versions.toml"
     return checkout if checkout.is_file() else IMAGE_VERSIONS_FILE
@@ -232,7 +231,7 @@ def load(path: Path | None = None) -> Versions:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise SystemExit(
-            f"ftenv: versions file {path} not found; set FTENV_VERSIONS_FILE to versions.toml"
+            f"ftenv: versions file {path} not found; set {variables.VERSIONS_FILE} to versions.toml"
         ) from None
     image, python = data["image"], data["python"]
     variants = {

@@ -19,12 +19,13 @@ import os
 import sys
 from dataclasses import dataclass
 
-from ftenv import text
+from ftenv import outcome, text
 from ftenv.steps import apart, funasr_log, stats
+from ftenv.steps.detector import cause_of
 from ftenv.steps.log_context import Context, closing_lines, read_context
-from ftenv.steps.stats import Step, Summary, Thresholds
-from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, waits_text
-from ftenv.steps.thresholds import SLOW_FACTOR
+from ftenv.steps.stats import Summary
+from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_new_shapes, waits_text
+from ftenv.steps.thresholds import SLOW_FACTOR, Thresholds
 
 BAR = 40
 _MARK_WORDS = {EPOCH: "Train epoch:", VALIDATION: "Validate epoch:", CHECKPOINT: "Save checkpoint:"}
@@ -82,7 +83,7 @@ def slow_table(s: Summary, limit: int | None) -> list[str]:
 
 def _cause(st: Step, s: Summary) -> str:
     waits = s.waits_of(st)
-    cause = stats.cause_of(st, s.baseline, waits)
+    cause = cause_of(st, s.baseline, waits)
     return f"{cause}: {waits_text(waits)}" if waits is not None else cause
 
 
@@ -145,7 +146,7 @@ def render_text(
         f"({s.time_lost:.1f} s lost to them)"
     )
     wall = apart.wall_clock_text(s.total_seconds, s.apart_steps, s.pause_seconds)
-    for line in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses), wall):
+    for line in (apart.apart_text(s.apart_steps), apart.pause_text(s.pauses), wall):
         if line:
             out.append(line)
     out.extend(closing_lines(s, ctx, scan.steps))
@@ -183,7 +184,7 @@ def to_json(
 
 
 def exit_code(s: Summary) -> int:
-    return stats.EXIT[s.verdict] if s.n_steps or s.n_apart else stats.UNUSABLE
+    return outcome.EXIT[s.verdict] if s.n_steps or s.n_apart else outcome.UNUSABLE
 
 
 def plot(path: str, steps: list[Step], s: Summary) -> str | None:
@@ -255,15 +256,15 @@ def _run(options: AnalyzeOptions) -> int:
         print(f"ftenv analyze: cannot read {problem}", file=sys.stderr)
         unusable = True
     thresholds = Thresholds(warmup=options.warmup)
-    steps = stats.mark_new_shapes(scan.steps)
+    steps = mark_new_shapes(scan.steps)
     summary = stats.summarize(steps, thresholds, options.factor, **ctx.fix_facts())
     per_rank = {
         r: stats.summarize([st for st in steps if st.rank == r], thresholds, options.factor)
         for r in sorted({st.rank for st in steps})
     }
-    status = stats.UNUSABLE if unusable or not steps else exit_code(summary)
+    status = outcome.UNUSABLE if unusable or not steps else exit_code(summary)
     if not scan.files:
-        return stats.UNUSABLE
+        return outcome.UNUSABLE
     if options.json:
         print(to_json(scan, summary, per_rank, options.bins, ctx))
     elif not steps:
@@ -283,7 +284,7 @@ def _run(options: AnalyzeOptions) -> int:
         problem = plot(options.plot, steps, summary) if steps else "no training steps to plot"
         if problem:
             print(f"ftenv analyze: {problem}", file=sys.stderr)
-            status = stats.UNUSABLE
+            status = outcome.UNUSABLE
         else:
             print(f"ftenv analyze: plot written to {options.plot}", file=sys.stderr)
     return status

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftenv import variables
 from ftenv.attention import sdpa
 
 SET_FIX = f"set {sdpa.FIX} in the training process's environment before it starts"
@@ -30,7 +31,7 @@ class Fix:
 
 
 def shape_fix(
-    env: sdpa.EnvSetting | None = None,
+    deprioritized: sdpa.DeprioritizedSetting | None = None,
     compiled: tuple[str, ...] | None = None,
     cudnn_first: bool | None = None,
 ) -> Fix:
@@ -38,7 +39,7 @@ def shape_fix(
     reads the training process's environment; `ftenv analyze` the start-up report in the log):
     never "set the variable to 1" when it is already 1, the compile's recompiling when the
     decoder is compiled, padding when torch's rule does not put cuDNN attention first."""
-    if env is not None and env.deprioritizes:
+    if deprioritized is not None and deprioritized.deprioritizes:
         if compiled:
             return Fix(
                 f"{sdpa.FIX} is already set and the decoder is compiled: most likely torch.compile "
@@ -57,7 +58,7 @@ def shape_fix(
             "pad batches to a few fixed lengths: cuDNN attention is not first on this GPU and stack",
             REPEAT_SHAPES_FIX,
         )
-    if env is None:
+    if deprioritized is None:
         return Fix(f"{SET_FIX} (if it is already 1: below)", SHAPE_FIX)
     return Fix(SET_FIX, f"{SET_FIX} ({sdpa.RULE_TEXT})")
 
@@ -68,5 +69,5 @@ DATA_LOADER_FIX = Fix("the DataLoader falls behind: more workers, a larger /dev/
 RECOMPILE_FIX = (
     "keep the compile dynamic over batch and length (ftenv finetune --compile uses dynamic=True; "
     "do not force dynamic=False or mark_static), or pad batches to a few fixed lengths; to rule "
-    "it out, run without --compile (FTENV_COMPILE=0)"
+    f"it out, run without --compile ({variables.COMPILE}=0)"
 )

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from ftenv.report.logged import LoggedReport, ReportReader
 from ftenv.steps import crash, funasr_log
-from ftenv.steps.stats import Step, Summary
+from ftenv.steps.stats import Summary
+from ftenv.steps.step import Step
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Context:
         r = self.report
         if r is None:
             return {}
-        return {"env": r.env, "compiled": r.compiled, "cudnn_first": r.cudnn_first()}
+        return {"deprioritized": r.deprioritized, "compiled": r.compiled, "cudnn_first": r.cudnn_first()}
 
     def to_dict(self) -> dict:
         """For `ftenv analyze --json`: the report's facts (None without one) and the crash."""
@@ -38,7 +39,9 @@ class Context:
                 "torch": r.torch_version,
                 "cudnn": r.cudnn_version,
                 "gpus": [{"name": name, "sm": f"sm_{sm[0]}{sm[1]}"} for name, sm in r.gpus],
-                "env": None if r.env is None else {"raw": r.env.raw, "state": r.env.state},
+                "env": None
+                if r.deprioritized is None
+                else {"raw": r.deprioritized.raw, "state": r.deprioritized.state},
                 "compiled": None if r.compiled is None else list(r.compiled),
                 "cudnn_first": r.cudnn_first(),
             }

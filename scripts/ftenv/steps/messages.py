@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ftenv import text
+from ftenv import text, variables
 from ftenv.attention import sdpa
 from ftenv.attention.live import AttentionSettings
 from ftenv.steps import fixes
@@ -53,16 +53,17 @@ def phases_text(step: Step) -> str:
 def _per_shape(event: SlowEvent, settings: AttentionSettings | None, lead: str, label: str) -> Explanation:
     """A new shape (this rank's, or another rank's that this one waited for)."""
     fix_var = fixes.SET_FIX
-    if os.environ.get("FTENV_IMAGE") and settings is not None and not settings.env.deprioritizes:
+    if os.environ.get(variables.IMAGE) and settings is not None and not settings.deprioritized.deprioritizes:
         fix_var += " (this image sets it to 1: something overrode it)"
     plan = f"{sdpa.PLAN_BUILD_TEXT} ({sdpa.COST_TEXT})"
     first = settings.cudnn_first if settings is not None else None
     if first:
         why = "cuDNN is first in torch's attention order here"
-        if settings.env.state == "prefer-cudnn":
-            why += f" ({sdpa.ENV_VAR}=0 asks for it)"
-        elif settings.env.state == "ignored":
-            why += f" ({text.assignment(sdpa.ENV_VAR, settings.env.raw)} is ignored by torch: only 1 works)"
+        if settings.deprioritized.state == "prefer-cudnn":
+            why += f" ({variables.SDPA_DEPRIORITIZED}=0 asks for it)"
+        elif settings.deprioritized.state == "ignored":
+            setting = text.assignment(variables.SDPA_DEPRIORITIZED, settings.deprioritized.raw)
+            why += f" ({setting} is ignored by torch: only 1 works)"
         return Explanation(label, f"set {sdpa.FIX}", f"{lead}{why}; {plan}", fix_var)
     if first is None:
         unknown = ", ".join(settings.unknown_facts()) if settings is not None else "the settings"
@@ -73,7 +74,9 @@ def _per_shape(event: SlowEvent, settings: AttentionSettings | None, lead: str, 
             f"(not confirmed here: {unknown or 'the rule'} unknown)",
             fix_var,
         )
-    fix = sdpa.already_deprioritized_text() if settings.env.deprioritizes else fixes.REPEAT_SHAPES_FIX
+    fix = (
+        sdpa.already_deprioritized_text() if settings.deprioritized.deprioritizes else fixes.REPEAT_SHAPES_FIX
+    )
     return Explanation(
         "a per-shape cost other than cuDNN attention",
         "pad batches to a few fixed lengths",

@@ -26,15 +26,12 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ftenv import text
+from ftenv import text, variables
+from ftenv.outcome import HUNG
 from ftenv.steps.messages import PREFIX
-from ftenv.steps.stats import HUNG
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
 from ftenv.steps.thresholds import HANG_LIMIT_S, SILENCE_FACTOR, SILENCE_MIN_S
 
-FACTOR_ENV = "FTENV_WATCH_SILENCE_FACTOR"
-MIN_ENV = "FTENV_WATCH_SILENCE_MIN_S"
-LIMIT_ENV = "FTENV_WATCH_HANG_LIMIT_S"
 #: What began a gap between trainer lines (a line's kind), in words.
 STEP, VAL_LINE = "step", "val"
 GAP_WORDS = {
@@ -70,9 +67,9 @@ class SilenceLimits:
         0, or more than 1) is an error that names the setting and the fix."""
         values = {}
         for name, field, default in (
-            (FACTOR_ENV, "factor", SILENCE_FACTOR),
-            (MIN_ENV, "min_s", SILENCE_MIN_S),
-            (LIMIT_ENV, "hang_limit_s", HANG_LIMIT_S),
+            (variables.WATCH_SILENCE_FACTOR, "factor", SILENCE_FACTOR),
+            (variables.WATCH_SILENCE_MIN_S, "min_s", SILENCE_MIN_S),
+            (variables.WATCH_HANG_LIMIT_S, "hang_limit_s", HANG_LIMIT_S),
         ):
             raw = environ.get(name, "").strip()
             try:
@@ -185,9 +182,10 @@ class Silence:
         do (stacks: where the Python stacks went, or why none)."""
         limit = self.hang_limit()
         end = (
-            f"the run is ended at {_secs(limit)} without a line ({LIMIT_ENV}) with exit {HUNG}"
+            f"the run is ended at {_secs(limit)} without a line ({variables.WATCH_HANG_LIMIT_S}) "
+            f"with exit {HUNG}"
             if limit is not None
-            else f"the run is not ended ({LIMIT_ENV}=0)"
+            else f"the run is not ended ({variables.WATCH_HANG_LIMIT_S}=0)"
         )
         return (
             f"{PREFIX} SILENCE: no trainer line for {_secs(self.silence(now))} (alarm at "
@@ -200,7 +198,8 @@ class Silence:
     def hang_line(self, now: float, grace_s: float) -> str:
         return (
             f"{PREFIX} HANG: no trainer line for {_secs(self.silence(now))}, the hard limit "
-            f"({LIMIT_ENV}={self.limits.hang_limit_s:g}): stopping the command (SIGTERM to its process "
+            f"({variables.WATCH_HANG_LIMIT_S}={self.limits.hang_limit_s:g}): stopping the command "
+            "(SIGTERM to its process "
             f"group, SIGKILL after {grace_s:g} s); exit {HUNG} so that the scheduler can retry the job"
         )
 

@@ -1,11 +1,6 @@
 """Step-time statistics and the verdict: which training steps are slow, whether they are the ones
-on new batch shapes, and PASS/FAIL/INCONCLUSIVE. Pure Python (standard library and ftenv.report's
-pure rule only), no I/O, no torch.
-
-Used by `ftenv watch` and the step timer (their summary), `ftenv analyze` and the self-check.
-The step model is ftenv.steps.step, the live detector ftenv.steps.detector, the thresholds
-ftenv.steps.thresholds and the fix wording ftenv.steps.fixes; their public names are re-exported
-here, the wing's one entry point.
+on new batch shapes, and PASS/FAIL/INCONCLUSIVE. Pure Python, no I/O, no torch, so that the
+watchdog, the step timer, `ftenv analyze` and the self-check judge a run the same way.
 
 The pattern this module is built to name (FunASR issue #3704): with cuDNN first in torch's
 attention order, every (batch, padded length) that a process has not seen before costs a cuDNN
@@ -36,66 +31,22 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from ftenv.attention.sdpa import EnvSetting
-from ftenv.steps.apart import account_pauses, apart_text, pause_text
-from ftenv.steps.detector import Detector, SlowEvent, cause_of, waits_for
-from ftenv.steps.fixes import DATA_FIX, DATA_LOADER_FIX, SHAPE_FIX, Fix, shape_fix
+from ftenv.attention.sdpa import DeprioritizedSetting
+from ftenv.outcome import FAIL, INCONCLUSIVE, PASS
+from ftenv.steps.apart import account_pauses
+from ftenv.steps.detector import cause_of, waits_for
+from ftenv.steps.fixes import DATA_LOADER_FIX, Fix, shape_fix
 from ftenv.steps.step import (
-    ANY_RANK,
     DATA,
     NEW_SHAPE,
-    NO_SHAPE,
-    SEEN_SHAPE,
     Step,
     mark_new_shapes,
 )
 from ftenv.steps.thresholds import DATA_SHARE, SLOW_FACTOR, Thresholds
 
-__all__ = [
-    "ANY_RANK",
-    "DATA",
-    "DATA_FIX",
-    "FAIL",
-    "INCONCLUSIVE",
-    "NEW_SHAPE",
-    "NO_SHAPE",
-    "PASS",
-    "SEEN_SHAPE",
-    "SHAPE_FIX",
-    "Detector",
-    "SlowEvent",
-    "Step",
-    "Summary",
-    "Thresholds",
-    "apart_text",
-    "cause_of",
-    "mark_new_shapes",
-    "pause_text",
-    "percentile",
-    "reasons_for",
-    "summarize",
-]
-
-PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 DEFAULT_THRESHOLDS = Thresholds()
 #: How a rule that held is shown under a FAIL (the failed ones come first, unmarked).
 PASSED = "passed: "
-#: Exit codes of the commands that give a verdict (`ftenv analyze`, `ftenv selfcheck`). A crash
-#: inside ftenv exits INTERNAL_ERROR (ftenv.cli), never 0 or 1, so that a CI gate cannot read a
-#: bug as a verdict.
-EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
-UNUSABLE = 2  # no usable input (unreadable files, no step lines) or a usage error
-INTERNAL_ERROR = 4
-#: `ftenv watch` stopped a command that printed no trainer line for the hard limit
-#: (ftenv.steps.silence): the job hung, a scheduler may retry it. Otherwise watch exits with the
-#: command's own code.
-HUNG = 6
-#: `ftenv finetune`: the run stopped on a signal (SIGTERM, SIGINT, SIGUSR1) after saving exactly where
-#: it was; the same command continues it. 75 is sysexits.h's EX_TEMPFAIL ("try again later"): not a
-#: crash (1), not bad input (2, which a Kubernetes podFailurePolicy fails the job on), not the
-#: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
-#: 128 and 139 as permanent).
-STOPPED = 75
 
 
 def percentile(values: Sequence[float], q: int) -> float:
@@ -216,7 +167,7 @@ def summarize(
     steps: Iterable[Step],
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     slow_factor: float = SLOW_FACTOR,
-    env: EnvSetting | None = None,
+    deprioritized: DeprioritizedSetting | None = None,
     compiled: tuple[str, ...] | None = None,
     cudnn_first: bool | None = None,
 ) -> Summary:
@@ -224,7 +175,7 @@ def summarize(
     Steps whose new_shape is None get it from mark_new_shapes (in the order given). Steps with
     `apart` set are counted apart: the source of the steps marks them (the log reader and the
     watchdog with ftenv.steps.step.apart_reason), as only it knows where a run or an epoch starts.
-    `env`, `compiled` and `cudnn_first`, when known, pick the per-shape fix (fixes.shape_fix)."""
+    `deprioritized`, `compiled` and `cudnn_first`, when known, pick the per-shape fix (fixes.shape_fix)."""
     steps = list(steps)
     if any(s.new_shape is None and s.shape is not None for s in steps):
         steps = mark_new_shapes(steps)
@@ -283,7 +234,7 @@ def summarize(
         apart_steps=apart,
     )
     summary.pauses, summary.pause_seconds = account_pauses(steps, baseline, slow_factor)
-    _apply_rules(summary, thresholds, shape_fix(env, compiled, cudnn_first))
+    _apply_rules(summary, thresholds, shape_fix(deprioritized, compiled, cudnn_first))
     return summary
 
 

@@ -26,6 +26,7 @@ from typing import TextIO
 
 from ftenv.attention import live
 from ftenv.steps import stats, watcher
+from ftenv.steps.step import Step
 from ftenv.steps.thresholds import LIVE_WARMUP, SLOW_FACTOR
 
 
@@ -58,7 +59,7 @@ class StepTimer:
     def record(self, seconds: float, batch: int | None = None, padded_len: int | None = None) -> list[str]:
         """One step that took `seconds`; returns (and prints) the watchdog's lines, if any."""
         self._index += 1
-        step = stats.Step(self._index, float(seconds), batch, padded_len, self.rank)
+        step = Step(self._index, float(seconds), batch, padded_len, self.rank)
         lines = self.watcher.observe(step)
         self._print(lines)
         return lines

@@ -33,14 +33,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import outcome, variables
 from ftenv.attention import live
-from ftenv.steps import crash, data_loss, funasr_log, hang, stats
+from ftenv.steps import crash, data_loss, funasr_log, hang
 from ftenv.steps.crash import TRACEBACK
 from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, STOP_GRACE_S
 from ftenv.steps.watcher import PREFIX, RECOMPILE_MARK, Watcher
 
-ENV_SWITCH = "FTENV_WATCH"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 CHUNK = 1 << 16
 #: How much later a step line printed before a traceback (in the other pipe) may be read.
@@ -326,7 +326,7 @@ def watch(
                 p.join(timeout=0.1)
                 if p.is_alive() and time.monotonic() - max(p.last_data, exited) > drain_s:
                     break
-        code = stats.HUNG if hung else (128 - rc if rc < 0 else rc)
+        code = outcome.HUNG if hung else (128 - rc if rc < 0 else rc)
         with core.lock:  # a pump still draining a leftover's output may be counting
             data_failed = code == 0 and core.data.failed()  # the command's code, unless FunASR lost data
             lines = _closing_lines(core, pumps, code, hung) if code else []
@@ -372,7 +372,7 @@ def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool) -> li
 
 
 def watch_enabled(environ=None) -> bool:
-    return (environ if environ is not None else os.environ).get(ENV_SWITCH, "1") != "0"
+    return (environ if environ is not None else os.environ).get(variables.WATCH, "1") != "0"
 
 
 def run_watched(argv: list[str], **options) -> int:
@@ -420,7 +420,7 @@ def run(options: WatchOptions) -> int:
         limits = SilenceLimits.from_env()
     except ValueError as exc:
         print(f"ftenv watch: {exc}", file=sys.stderr)
-        return stats.UNUSABLE
+        return outcome.UNUSABLE
     return run_watched(
         argv,
         silence=limits,

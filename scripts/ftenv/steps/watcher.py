@@ -19,13 +19,15 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
+from ftenv import outcome
 from ftenv.attention.live import AttentionSettings
 from ftenv.steps import stats
+from ftenv.steps.apart import apart_text, pause_text
+from ftenv.steps.detector import Detector, SlowEvent
 from ftenv.steps.funasr_log import PHASES
 from ftenv.steps.messages import INDENT, PREFIX, first_lines, short_line
-from ftenv.steps.stats import DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, SlowEvent, Step
-from ftenv.steps.step import RECOMPILE, apart_reason
-from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
+from ftenv.steps.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, apart_reason
+from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, Thresholds
 
 __all__ = ["PREFIX", "Watcher"]
 #: How long a slow step's line waits for the settings read started at the first step.
@@ -47,12 +49,12 @@ class Watcher:
         warmup: int = LIVE_WARMUP,
         repeat: int = REPEAT,
         settings: Callable[[], AttentionSettings | None] | None = None,
-        thresholds: stats.Thresholds | None = None,
+        thresholds: Thresholds | None = None,
         time_holds_pause: bool = False,
     ):
-        self.detector = stats.Detector(factor=factor, warmup=warmup)
+        self.detector = Detector(factor=factor, warmup=warmup)
         self.factor, self.repeat = factor, max(repeat, 1)
-        self.thresholds = thresholds or stats.Thresholds()
+        self.thresholds = thresholds or Thresholds()
         self._settings_fn, self._settings, self._reader = settings, None, None
         self.steps: deque[tuple] = deque(maxlen=KEEP_STEPS)
         self.n_steps = 0
@@ -216,7 +218,9 @@ class Watcher:
             for i, sec, b, p, r, new, d, bw, pause, before, apart in self.steps
         ]
         known = self._settings  # only if already read: the summary never waits for the read
-        return stats.summarize(steps, self.thresholds, self.factor, env=known.env if known else None)
+        return stats.summarize(
+            steps, self.thresholds, self.factor, deprioritized=known.deprioritized if known else None
+        )
 
     def summary_lines(self, final: bool = True, verdict_label: str = "verdict") -> list[str]:
         """The summary block; verdict_label names the verdict line (after a failed command: what
@@ -228,7 +232,7 @@ class Watcher:
         if not s.n_steps:
             return [
                 f"{PREFIX} {head}: {self.n_steps} training steps, nothing to judge yet",
-                *(f"{PREFIX} {t}" for t in (stats.apart_text(s.apart_steps),) if t),
+                *(f"{PREFIX} {t}" for t in (apart_text(s.apart_steps),) if t),
             ]
         kept = "" if self.n_steps == len(self.steps) else f" (statistics over the last {len(self.steps)})"
         share = f"{s.slow_on_new} on new shapes" + (
@@ -243,11 +247,9 @@ class Watcher:
             f"mean without them {s.mean_without_slow:.3f} s",
             # A FAIL says only what failed; otherwise the rules as they stand.
             f"{PREFIX} {verdict_label}: {s.verdict}: "
-            + "; ".join(s.failed_rules if s.verdict == stats.FAIL else s.reasons[:3]),
+            + "; ".join(s.failed_rules if s.verdict == outcome.FAIL else s.reasons[:3]),
         ]
-        lines.extend(
-            f"{PREFIX} {t}" for t in (stats.apart_text(s.apart_steps), stats.pause_text(s.pauses)) if t
-        )
+        lines.extend(f"{PREFIX} {t}" for t in (apart_text(s.apart_steps), pause_text(s.pauses)) if t)
         if s.fix:
             lines.append(f"{PREFIX} fix: {s.fix_short or s.fix}")
             if s.fix_short:

@@ -12,6 +12,8 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import variables
+
 #: Each cache variable and where its library writes when it is unset (relative to HOME; None:
 #: the library's default is under the temporary directory already, only a set value is checked).
 CACHE_VARS: tuple[tuple[str, str | None], ...] = (
@@ -30,12 +32,11 @@ CACHE_VARS: tuple[tuple[str, str | None], ...] = (
 
 #: Names the variables this rule repointed, so that a later, better place (a compiled run's cache
 #: under its output dir, ftenv.train.compile_cache) can tell them from ones the user chose.
-MOVED_ENV = "FTENV_CACHES_MOVED"
 
 
 def moved_here(environ: Mapping[str, str]) -> set[str]:
     """The cache variables that this rule (not the user) set in `environ`."""
-    return set(environ.get(MOVED_ENV, "").split())
+    return set(environ.get(variables.CACHES_MOVED, "").split())
 
 
 @dataclass(frozen=True)
@@ -109,5 +110,5 @@ def redirect(prog: str, environ: MutableMapping[str, str] | None = None, create:
     if moved is None:
         return
     env.update(moved.env)
-    env[MOVED_ENV] = " ".join(sorted(moved_here(env) | set(moved.env)))
+    env[variables.CACHES_MOVED] = " ".join(sorted(moved_here(env) | set(moved.env)))
     print(f"{prog}: {moved.line}", file=sys.stderr, flush=True)

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import os
 
-from ftenv import text
+from ftenv import text, variables
 
-ENV = "FTENV_COMPILE"
-BUCKETS_ENV = "FTENV_BUCKETS"
-CACHE_ENV = "FTENV_COMPILE_CACHE_DIR"
 PARTS = ("decoder", "regional", "audio", "cudagraphs", "nosync", "lmhead")
 #: What `--compile` / FTENV_COMPILE=1 turns on: upstream's path (no KV cache in training) until
 #: the benchmark matrix has measured a faster combination with eager's losses on a GPU.
@@ -31,40 +28,47 @@ _OFF = ("", "0", "false", "no", "off")
 
 
 def _fix() -> str:
-    return f"set {ENV}=1 (on) or {ENV}=0 (off), or a comma-separated list of parts: {', '.join(PARTS)}"
+    return (
+        f"set {variables.COMPILE}=1 (on) or {variables.COMPILE}=0 (off), or a comma-separated list of "
+        f"parts: {', '.join(PARTS)}"
+    )
 
 
 def compile_parts(environ=os.environ) -> tuple[str, ...]:
     """The compile parts FTENV_COMPILE asks for (empty: off); a value that is not understood is
     an error that names the fix, not a silent default."""
-    raw = environ.get(ENV, "").strip().lower()
+    raw = environ.get(variables.COMPILE, "").strip().lower()
     if raw in _ON:
         return DEFAULT_PARTS
     if raw in _OFF:
         return ()
     parts = tuple(p.strip() for p in raw.split(",") if p.strip())
     if any(p not in PARTS for p in parts):
-        raise ValueError(f"{ENV}={environ.get(ENV)!r} is not understood: {_fix()}")
+        raise ValueError(
+            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r} is not understood: {_fix()}"
+        )
     if "decoder" in parts and "regional" in parts:
         raise ValueError(
-            f"{ENV}={environ.get(ENV)!r}: `decoder` (the whole stack) and `regional` (per layer) "
+            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `decoder` (the whole stack) and "
+            "`regional` (per layer) "
             "exclude each other: choose one"
         )
-    if "cudagraphs" in parts and not environ.get(BUCKETS_ENV):
+    if "cudagraphs" in parts and not environ.get(variables.BUCKETS):
         raise ValueError(
-            f"{ENV}={environ.get(ENV)!r}: CUDA graphs need few shapes: set {BUCKETS_ENV} too "
+            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: CUDA graphs need few shapes: "
+            f"set {variables.BUCKETS} too "
             "(ftenv finetune --buckets 64)"
         )
     return tuple(p for p in PARTS if p in parts)
 
 
 def report_line(environ=os.environ) -> str:
-    raw = environ.get(ENV)
+    raw = environ.get(variables.COMPILE)
     try:
         parts = compile_parts(environ)
         state = f"on: {', '.join(parts)} (GPU batches of 2+)" if parts else "off"
     except ValueError as exc:
         state = f"off ({exc})"
-    buckets = environ.get(BUCKETS_ENV)
-    extra = f"; {text.assignment(BUCKETS_ENV, buckets)}" if buckets else ""
-    return f"compile {state} ({text.assignment(ENV, raw)}{extra}; ftenv finetune --compile)"
+    buckets = environ.get(variables.BUCKETS)
+    extra = f"; {text.assignment(variables.BUCKETS, buckets)}" if buckets else ""
+    return f"compile {state} ({text.assignment(variables.COMPILE, raw)}{extra}; ftenv finetune --compile)"

@@ -9,10 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from ftenv.data import check, lines, settings
-from ftenv.steps.stats import UNUSABLE
+from ftenv import variables
+from ftenv.data import check, dataset_conf, lines
+from ftenv.outcome import UNUSABLE
 
-ENV_SWITCH = "FTENV_DATA_CHECK"
 REPORT_NAME = check.REPORT_NAME
 
 
@@ -38,14 +38,14 @@ def check_before_launch(
     prog: str, argv: list[str], cwd: Path, skip: bool, node_rank: int | None
 ) -> int | None:
     """None when training may start, else the exit code (the report says what to fix)."""
-    if skip or os.environ.get(ENV_SWITCH) == "0":
-        why = "--skip-data-check" if skip else f"{ENV_SWITCH}=0"
+    if skip or os.environ.get(variables.DATA_CHECK) == "0":
+        why = "--skip-data-check" if skip else f"{variables.DATA_CHECK}=0"
         print(f"{prog}: data check skipped ({why})", file=sys.stderr)
         return None
     model = _override(argv, "model")
     overrides = [a for a in argv if a.startswith("++dataset_conf.")]
     try:
-        rules = settings.rules_for(Path(model) if model else None, overrides, world_size(argv))
+        rules = dataset_conf.rules_for(Path(model) if model else None, overrides, world_size(argv))
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return UNUSABLE

@@ -10,9 +10,9 @@ import os
 import shlex
 import sys
 
+from ftenv import outcome, variables
 from ftenv.attention import sdpa
 from ftenv.report import startup
-from ftenv.steps import stats
 from ftenv.train import cache_dirs, data_gate
 from ftenv.train.inputs import InputError
 from ftenv.train.runlife import folder, space
@@ -80,11 +80,11 @@ def run(options: FinetuneOptions) -> int:
     cache_dirs.redirect(PROG, create=not options.dry_run)
     if not options.dry_run:
         startup.show_once(PROG)
-    raw = os.environ.get(sdpa.ENV_VAR)
-    setting = sdpa.interpret_env(raw)
+    raw = os.environ.get(variables.SDPA_DEPRIORITIZED)
+    setting = sdpa.interpret_deprioritized(raw)
     info = [
         f"launch: {p.launch.describe()}",
-        f"{sdpa.ENV_VAR}={'unset' if raw is None else raw}: {setting.meaning}",
+        f"{variables.SDPA_DEPRIORITIZED}={'unset' if raw is None else raw}: {setting.meaning}",
         *p.notes,
     ]
     if p.env:
@@ -94,7 +94,7 @@ def run(options: FinetuneOptions) -> int:
     refusal = _check_folder(options, p)
     if refusal is not None:
         print(f"{PROG}: {refusal}", file=sys.stderr)
-        return stats.UNUSABLE
+        return outcome.UNUSABLE
     if options.dry_run:
         print(shlex.join(p.argv))
         return 0

@@ -11,6 +11,7 @@ import os
 import sys
 from importlib import metadata
 
+from ftenv import variables
 from ftenv.data import runtime
 from ftenv.train import compile_setting, funasr_cpu_shim
 from ftenv.train.runlife import hooks as runlife_hooks
@@ -30,7 +31,7 @@ def main() -> int:
     notes = []
     try:
         parts = compile_setting.compile_parts()
-        spec = os.environ.get(compile_setting.BUCKETS_ENV)
+        spec = os.environ.get(variables.BUCKETS)
         from ftenv.train.fastpath import buckets
 
         bucketing = buckets.parse(spec) if spec else None
@@ -43,13 +44,13 @@ def main() -> int:
     if bucketing is not None:
         notes.append(buckets.install_on_dataset(bucketing))
     notes += runlife_hooks.install()
-    if os.environ.get(funasr_cpu_shim.CPU_SHIM_ENV) == "1":
+    if os.environ.get(variables.FUNASR_CPU_SHIM) == "1":
         notes += funasr_cpu_shim.apply()
     notes += runtime.install_from_env()  # FunASR's silent substitutions and drops, for ftenv watch
     from ftenv.train import stall
 
     if stall.install_from_env() is not None:
-        notes.append(f"TEST AID: SDPA stall of {os.environ[stall.ENV]} s per new shape")
+        notes.append(f"TEST AID: SDPA stall of {os.environ[variables.TEST_SDPA_STALL_S]} s per new shape")
     for note in notes:
         print(f"ftenv.train.funasr_entry: {note}", file=sys.stderr)
     sys.argv[0] = SCRIPT

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.train import compile_cache, compile_setting
 from ftenv.train.fastpath import buckets
 from ftenv.train.inputs import InputError
@@ -56,12 +57,12 @@ def for_trainer(speed: SpeedOptions, overrides, env, output_dir: Path, create: b
     sp = TrainerAdditions()
     wanted = dict(env)
     if speed.compile_parts:
-        wanted[compile_setting.ENV] = speed.compile_parts
+        wanted[variables.COMPILE] = speed.compile_parts
     elif speed.compile:
-        wanted[compile_setting.ENV] = "1"
+        wanted[variables.COMPILE] = "1"
     if speed.buckets:
-        wanted[compile_setting.BUCKETS_ENV] = speed.buckets
-    spec = wanted.get(compile_setting.BUCKETS_ENV)
+        wanted[variables.BUCKETS] = speed.buckets
+    spec = wanted.get(variables.BUCKETS)
     try:
         parts = compile_setting.compile_parts(wanted)
         if spec:
@@ -77,15 +78,15 @@ def for_trainer(speed: SpeedOptions, overrides, env, output_dir: Path, create: b
             f"++{ACCUM_GRAD}=1"
         )
     if parts:
-        sp.env[compile_setting.ENV] = wanted[compile_setting.ENV]
+        sp.env[variables.COMPILE] = wanted[variables.COMPILE]
         caches = compile_cache.cache_env(
-            output_dir, env, mount=env.get(compile_setting.CACHE_ENV), create=create
+            output_dir, env, mount=env.get(variables.COMPILE_CACHE_DIR), create=create
         )
         sp.env.update(caches)
         where = ", ".join(f"{k}={v}" for k, v in caches.items()) or "as set in the environment"
         sp.notes.append(f"compiled: {', '.join(parts)}; compile caches: {where} (a re-run starts warm)")
     if spec:
-        sp.env[compile_setting.BUCKETS_ENV] = spec
+        sp.env[variables.BUCKETS] = spec
     if speed.fused_adamw:
         sp.recipe.append(FUSED_ADAMW)
     return sp

@@ -10,7 +10,7 @@ import functools
 import os
 import time
 
-ENV = "FTENV_TEST_SDPA_STALL_S"
+from ftenv import variables
 
 
 def install(seconds: float):
@@ -44,7 +44,7 @@ def install(seconds: float):
 
 
 def install_from_env(environ=os.environ):
-    raw = environ.get(ENV)
+    raw = environ.get(variables.TEST_SDPA_STALL_S)
     if not raw:
         return None
     return install(float(raw))

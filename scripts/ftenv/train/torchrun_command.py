@@ -11,11 +11,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.train import cluster_env, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
-from ftenv.train.runlife import failfast, record
+from ftenv.train.runlife import failfast
 
 #: torchrun forwards these to its workers (its default lacks SIGUSR1/SIGUSR2, which Slurm's
 #: `--signal` sends: torchrun would die of them and leave its workers running).
@@ -194,7 +195,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
         failfast.timeout_s(env)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    child_env[record.OUTPUT_ENV] = str(out)
+    child_env[variables.OUTPUT_DIR] = str(out)
     child_env.update(failfast.launcher_env(out, env))
     trainer = options.trainer or f"-m {ENTRY_MODULE}"
     argv = [

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.attention import sdpa
 from ftenv.stack import versions
 
@@ -66,7 +67,7 @@ class Context:
                 self.facts.get("torch_version"),
                 self.facts.get("cudnn_version"),
                 tuple(self.gpu["sm"]),
-                sdpa.interpret_env("0"),
+                sdpa.interpret_deprioritized("0"),
             )
         )
 
@@ -140,9 +141,9 @@ def ftenv(*args: str) -> list[str]:
 
 def with_var(ctx: Context, value: str | None) -> dict[str, str]:
     env = dict(ctx.env)
-    env.pop(sdpa.ENV_VAR, None)
+    env.pop(variables.SDPA_DEPRIORITIZED, None)
     if value is not None:
-        env[sdpa.ENV_VAR] = value
+        env[variables.SDPA_DEPRIORITIZED] = value
     return env
 
 

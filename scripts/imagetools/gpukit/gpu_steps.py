@@ -48,7 +48,7 @@ def expected_verdict(ctx: Context, value: str | None) -> str:
     """The report's verdict level with the variable at `value` (None: unset) on this machine."""
     if not ctx.gpu:
         return "no-gpu"
-    return "ok" if sdpa.interpret_env(value).deprioritizes or not ctx.exposed_at_0 else "exposed"
+    return "ok" if sdpa.interpret_deprioritized(value).deprioritizes or not ctx.exposed_at_0 else "exposed"
 
 
 def expected_selfcheck(ctx: Context, value: str) -> str:

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.stack import versions
-from ftenv.stack.versions import STANDIN_BASE_ENV
 from imagetools.local import local
 from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
 
@@ -154,7 +154,7 @@ def build_command(
     """The local podman build (imagetools.local.local), for the foreign platform on its stand-in base."""
     choice = Choice("podman", standin=True, run_flags=(), said=())
     args = local.build_args(choice, variant, revision, created)
-    args |= {"BASE_IMAGE": target.standin_base, STANDIN_BASE_ENV: target.standin_base}
+    args |= {"BASE_IMAGE": target.standin_base, variables.STANDIN_BASE: target.standin_base}
     cmd = local.podman_build(choice, [emulated_tag(variant, target)], args)
     return [*cmd, f"--platform={target.platform}", *extra, str(ROOT)]
 

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.stack import versions
-from ftenv.stack.versions import STANDIN_BASE_ENV
 from imagetools import bake
 from imagetools.build_args import build_args as derived_build_args
 from imagetools.local.docker_builder import docker_build, docker_builder, docker_versions
@@ -71,7 +71,7 @@ def local_name(tag: str) -> str:
 def build_args(choice: Choice, variant: versions.Variant, revision: str, created: str) -> dict[str, str]:
     args = derived_build_args(variant) | {"REVISION": revision, "CREATED": created}
     if choice.standin:
-        args |= {"BASE_IMAGE": STANDIN_BASE, STANDIN_BASE_ENV: STANDIN_BASE}
+        args |= {"BASE_IMAGE": STANDIN_BASE, variables.STANDIN_BASE: STANDIN_BASE}
     return args
 
 
@@ -89,7 +89,7 @@ def podman_build(
     ]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
     if choice.standin:
-        cmd.append(f"--label={STANDIN_LABEL}={args[STANDIN_BASE_ENV]}")
+        cmd.append(f"--label={STANDIN_LABEL}={args[variables.STANDIN_BASE]}")
     cmd += [f"--secret={secret}" for secret in secrets(ca_bundle)]
     for tag in tags:
         cmd += ["-t", tag]

@@ -5,7 +5,8 @@ parts). What is generated here, in README.md and every file below docs/:
 - stack tags: each `funasr<v>-torch<v>-cu<NNN>-cudnn<v>` (image refs of the examples, tags quoted
   in prose) is the current tag of the variant that builds cu<NNN>;
 - Markdown blocks between `<!-- generated: NAME -->` and `<!-- /generated -->`, written whole by
-  the function BLOCKS[NAME] (the README's variant table, docs/report.md's sample report);
+  the function BLOCKS[NAME] (the README's variant table, docs/report.md's sample report, and
+  docs/variables.md's tables of ftenv's environment variables and exit codes);
 - inline Markdown values `<!-- v: KEY -->VALUE<!-- /v -->`, KEY being `python.funasr` or
   `VARIANT.FIELD` (`cu130.cudnn`, `cu130.torch_base`, `cu130.base_image`: a Variant attribute).
 
@@ -23,6 +24,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ftenv import outcome, variables
 from ftenv.stack import versions
 from imagetools.tags import image_ref, stack_tag
 
@@ -85,6 +87,10 @@ def report_sample(v: versions.Versions) -> str:
 BLOCKS: dict[str, Callable[[versions.Versions], str]] = {
     "variants": variant_table,
     "report-sample": report_sample,
+    # Not versions, but generated the same way: the tables of ftenv's variables and exit codes.
+    "environment-variables": lambda v: variables.markdown_table(),
+    "watch-variables": lambda v: variables.markdown_table("FTENV_WATCH_"),
+    "exit-codes": lambda v: outcome.markdown_table(),
 }
 
 

@@ -23,7 +23,7 @@ CUDNN_9_10, CUDNN_9_19 = 91002, 91900
     ],
 )
 def test_only_exact_1_and_0_mean_something(raw, state):
-    env = sdpa.interpret_env(raw)
+    env = sdpa.interpret_deprioritized(raw)
     assert env.state == state
     assert env.deprioritizes is (state == "deprioritized")
     if state == "ignored":
@@ -33,18 +33,20 @@ def test_only_exact_1_and_0_mean_something(raw, state):
 @pytest.mark.parametrize("sm", [H100, B200, B300])
 @pytest.mark.parametrize("raw", [None, "0", "true", ""])
 def test_cudnn_first_on_affected_gpus_unless_deprioritized(sm, raw):
-    env = sdpa.interpret_env(raw)
+    env = sdpa.interpret_deprioritized(raw)
     assert sdpa.cudnn_first_by_rule("2.11.0+cu130", CUDNN_9_19, sm, env) is True
-    assert sdpa.cudnn_first_by_rule("2.11.0+cu130", CUDNN_9_19, sm, sdpa.interpret_env("1")) is False
+    assert (
+        sdpa.cudnn_first_by_rule("2.11.0+cu130", CUDNN_9_19, sm, sdpa.interpret_deprioritized("1")) is False
+    )
 
 
 @pytest.mark.parametrize("sm", [A100, RTX5090, (8, 6), (8, 9)])
 def test_never_first_on_other_gpus(sm):
-    assert sdpa.cudnn_first_by_rule("2.11.0", CUDNN_9_19, sm, sdpa.interpret_env(None)) is False
+    assert sdpa.cudnn_first_by_rule("2.11.0", CUDNN_9_19, sm, sdpa.interpret_deprioritized(None)) is False
 
 
 def test_old_cudnn_or_old_torch_is_not_first():
-    unset = sdpa.interpret_env(None)
+    unset = sdpa.interpret_deprioritized(None)
     assert sdpa.cudnn_first_by_rule("2.11.0", CUDNN_9_10, H100, unset) is False
     assert sdpa.cudnn_first_by_rule("2.11.0", 91500, H100, unset) is False  # 9.15.0: not above
     assert sdpa.cudnn_first_by_rule("2.11.0", 91501, H100, unset) is True  # 9.15.1
@@ -53,11 +55,11 @@ def test_old_cudnn_or_old_torch_is_not_first():
 
 
 def test_unknown_facts_give_unknown_not_a_guess():
-    unset = sdpa.interpret_env(None)
+    unset = sdpa.interpret_deprioritized(None)
     assert sdpa.cudnn_first_by_rule(None, CUDNN_9_19, H100, unset) is None
     assert sdpa.cudnn_first_by_rule("2.11.0", None, H100, unset) is None
     # ...but what is known for sure stays known: the variable at 1 rules cuDNN out.
-    assert sdpa.cudnn_first_by_rule("2.11.0", None, H100, sdpa.interpret_env("1")) is False
+    assert sdpa.cudnn_first_by_rule("2.11.0", None, H100, sdpa.interpret_deprioritized("1")) is False
 
 
 def _exposure(gpus, raw=None, cudnn=CUDNN_9_19, order=None, choice=None, torch="2.11.0+cu130"):
@@ -65,7 +67,7 @@ def _exposure(gpus, raw=None, cudnn=CUDNN_9_19, order=None, choice=None, torch="
         gpus=gpus,
         torch_version=torch,
         cudnn_version=cudnn,
-        env=sdpa.interpret_env(raw),
+        setting=sdpa.interpret_deprioritized(raw),
         live_order=order,
         padded_choice=choice,
     )
@@ -111,13 +113,13 @@ def test_no_gpu():
 
 
 def test_torch_2_9_is_affected_where_compiled_against_cudnn_9_9_or_newer():
-    unset = sdpa.interpret_env(None)
+    unset = sdpa.interpret_deprioritized(None)
     # Compiled against cuDNN >= 9.9: cuDNN first on sm_90/sm_100, whatever the runtime cuDNN.
     assert sdpa.cudnn_first_by_rule("2.9.0+cu130", CUDNN_9_10, H100, unset, cudnn_compiled=91300) is True
     assert sdpa.cudnn_first_by_rule("2.9.0+cu126", None, B200, unset, cudnn_compiled=90900) is True
     assert sdpa.cudnn_first_by_rule("2.9.0+cu126", None, B200, unset, cudnn_compiled=90899) is False
     # 2.9 reads TORCH_CUDNN_SDPA_PREFERRED, not the new variable, and never prefers on sm_103.
-    one = sdpa.interpret_env("1")
+    one = sdpa.interpret_deprioritized("1")
     assert sdpa.cudnn_first_by_rule("2.9.0", None, H100, one, cudnn_compiled=91300) is True
     opted_out = sdpa.cudnn_first_by_rule("2.9.0", None, H100, unset, cudnn_compiled=91300, preferred_raw="0")
     assert opted_out is False
@@ -237,8 +239,8 @@ def test_cudnn_second_in_the_live_order_is_not_exposed():
 
 
 def test_reason_not_first_speaks_the_rule():
-    unset = sdpa.interpret_env(None)
-    assert sdpa.reason_not_first("2.11.0", CUDNN_9_19, [H100], sdpa.interpret_env("1")) == (
+    unset = sdpa.interpret_deprioritized(None)
+    assert sdpa.reason_not_first("2.11.0", CUDNN_9_19, [H100], sdpa.interpret_deprioritized("1")) == (
         "TORCH_CUDNN_SDPA_DEPRIORITIZED=1 is set"
     )
     assert "sm_80 is not one of" in sdpa.reason_not_first("2.11.0", CUDNN_9_19, [A100], unset)
@@ -313,20 +315,20 @@ def test_backend_and_cudnn_names():
     ],
 )
 def test_the_setting_keeps_the_raw_value_and_says_what_it_means(raw, words):
-    env = sdpa.interpret_env(raw)
+    env = sdpa.interpret_deprioritized(raw)
     assert env.raw == raw and words in env.meaning
 
 
 def test_env_meaning_under_torch_2_9_is_that_it_is_not_read():
-    one = sdpa.interpret_env("1")
-    assert "not read by torch 2.9" in sdpa.env_meaning("2.9.1+cu128", one)
-    assert "TORCH_CUDNN_SDPA_PREFERRED=0" in sdpa.env_meaning("2.9.1+cu128", one)
-    assert sdpa.env_meaning("2.11.0+cu130", one) == one.meaning
-    assert sdpa.env_meaning(None, one) == one.meaning
+    one = sdpa.interpret_deprioritized("1")
+    assert "not read by torch 2.9" in sdpa.setting_meaning("2.9.1+cu128", one)
+    assert "TORCH_CUDNN_SDPA_PREFERRED=0" in sdpa.setting_meaning("2.9.1+cu128", one)
+    assert sdpa.setting_meaning("2.11.0+cu130", one) == one.meaning
+    assert sdpa.setting_meaning(None, one) == one.meaning
 
 
 def test_torch_2_9_ignores_the_variable_so_the_nan_risk_stays():
-    one = sdpa.interpret_env("1")
+    one = sdpa.interpret_deprioritized("1")
     assert sdpa.nan_risk("2.9.0+cu130", one, CUDNN_9_19) == sdpa.NAN_RISK_TEXT
     assert sdpa.nan_risk("2.11.0+cu130", one, CUDNN_9_19) is None
     v = _exposure([H100], raw="1", torch="2.9.0+cu130", order=[3, 1, 2, 0, 4])
@@ -334,7 +336,7 @@ def test_torch_2_9_ignores_the_variable_so_the_nan_risk_stays():
 
 
 def test_reason_not_first_under_torch_2_9():
-    unset = sdpa.interpret_env(None)
+    unset = sdpa.interpret_deprioritized(None)
     # An affected GPU: what rules cuDNN out is the build (or the 2.9 opt-out), not the GPU.
     on_h100 = sdpa.reason_not_first("2.9.1+cu128", CUDNN_9_19, [H100], unset)
     assert "compiled against cuDNN older than 9.9" in on_h100 and "only" not in on_h100
@@ -359,7 +361,7 @@ def test_verdict_passes_the_2_9_facts_to_the_rule():
             gpus=[H100],
             torch_version="2.9.0+cu130",
             cudnn_version=None,
-            env=sdpa.interpret_env(None),
+            setting=sdpa.interpret_deprioritized(None),
             live_order=None,
             padded_choice=None,
             **facts,

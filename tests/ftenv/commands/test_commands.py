@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv import cli, commands
+from ftenv import cli, commands, variables
 from ftenv.train import compile_setting
 
 PACKAGE = Path(commands.__file__).parent.parent
@@ -66,8 +66,8 @@ def test_test_seams_are_not_options_of_ftenv_finetune(seam, capsys):
 
 
 def test_ftenv_report_prints_the_compile_line_of_the_train_wing(monkeypatch, capsys):
-    monkeypatch.setenv(compile_setting.ENV, "regional,audio")
-    monkeypatch.setenv(compile_setting.BUCKETS_ENV, "64")
+    monkeypatch.setenv(variables.COMPILE, "regional,audio")
+    monkeypatch.setenv(variables.BUCKETS, "64")
     assert cli.main(["report", "--stdout", "--no-gpu-probe"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert compile_setting.report_line() in lines

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import soundfile
 
-from ftenv import cli
-from ftenv.data import check, rules, settings
+from ftenv import cli, variables
+from ftenv.data import check, dataset_conf, rules
 from ftenv.selfcheck import tinymodel
 from ftenv.train import recipe
 from support import GOOD_RECORD
@@ -213,10 +213,10 @@ def test_a_validation_set_funasr_would_empty_is_an_error(tiny, long_valid, tmp_p
 
 def test_overrides_and_the_models_config_make_the_rules(tmp_path):
     (tmp_path / "config.yaml").write_text("dataset_conf:\n  max_token_length: 3500\n  batch_size: 400\n")
-    r = settings.rules_for(tmp_path, ["++dataset_conf.batch_size=300", "++train_conf.max_epoch=2"], 8)
+    r = dataset_conf.rules_for(tmp_path, ["++dataset_conf.batch_size=300", "++train_conf.max_epoch=2"], 8)
     assert (r.batch_size, r.max_token_length, r.world_size) == (300, 3500, 8)
     with pytest.raises(ValueError, match="batch_size"):
-        settings.rules_for(None, ["++dataset_conf.batch_size=lots"])
+        dataset_conf.rules_for(None, ["++dataset_conf.batch_size=lots"])
 
 
 # --- finetune ---------------------------------------------------------------------------------
@@ -259,10 +259,10 @@ def test_the_data_check_can_be_skipped(planted, tmp_path, monkeypatch, capsys):
     path, _ = planted
     argv = ["torchrun", f"++train_data_set_list={path}", f"++output_dir={tmp_path}"]
     assert data_gate.check_before_launch("x", argv, tmp_path, True, 0) is None
-    monkeypatch.setenv(data_gate.ENV_SWITCH, "0")
+    monkeypatch.setenv(variables.DATA_CHECK, "0")
     assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) is None
     assert "data check skipped (FTENV_DATA_CHECK=0)" in capsys.readouterr().err
-    monkeypatch.delenv(data_gate.ENV_SWITCH)
+    monkeypatch.delenv(variables.DATA_CHECK)
     assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) == 2
     assert data_gate.world_size(["--nnodes", "1:4", "--nproc_per_node", "8"]) == 32
 

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from ftenv import variables
 from ftenv.attention import sdpa
 
 pytestmark = pytest.mark.gpu
@@ -18,9 +19,9 @@ pytestmark = pytest.mark.gpu
 
 def _report(value: str | None) -> dict:
     env = dict(os.environ)
-    env.pop(sdpa.ENV_VAR, None)
+    env.pop(variables.SDPA_DEPRIORITIZED, None)
     if value is not None:
-        env[sdpa.ENV_VAR] = value
+        env[variables.SDPA_DEPRIORITIZED] = value
     out = subprocess.run(
         [sys.executable, "-m", "ftenv.cli", "report", "--json"],
         capture_output=True,
@@ -54,7 +55,7 @@ def test_at_0_the_verdict_follows_the_rule(reports):
     facts = reports["0"]["facts"]
     sm = tuple(facts["gpus"][0]["sm"])
     expected = sdpa.cudnn_first_by_rule(
-        facts["torch_version"], facts["cudnn_version"], sm, sdpa.interpret_env("0")
+        facts["torch_version"], facts["cudnn_version"], sm, sdpa.interpret_deprioritized("0")
     )
     assert (facts["live_order"][0] == sdpa.CUDNN) is expected
     assert (facts["padded_choice"] == sdpa.CUDNN) is expected

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv import cli
+from ftenv import cli, variables
 from ftenv.report import startup
 from ftenv.report.startup import show_once, wanted
 from ftenv.train import compile_setting, finetune
@@ -71,7 +71,7 @@ def test_a_failing_or_hanging_report_is_named_and_passed_over(fake_report, capsy
 
 
 def test_selfcheck_prints_it_in_process_with_the_compile_line_it_passes(capsys):
-    line = compile_setting.report_line({compile_setting.ENV: "regional"})  # not this process's setting
+    line = compile_setting.report_line({variables.COMPILE: "regional"})  # not this process's setting
     assert show_once("ftenv selfcheck", {}, compile_line=line) is True
     err = capsys.readouterr().err
     assert "== ftenv report:" in err and f"\n{line}\n" in err
@@ -137,12 +137,12 @@ def test_the_entrypoint_marks_the_report_as_shown(tmp_path):
 
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     proc = subprocess.run(
-        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup.SHOWN_VAR}"],
+        ["sh", str(entrypoint), "sh", "-c", f"echo ${variables.REPORT_SHOWN}"],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert proc.stdout.strip() == "1" and "== ftenv report: fake ==" in proc.stderr
     skipped = subprocess.run(
-        ["sh", str(entrypoint), "sh", "-c", f"echo ${startup.SHOWN_VAR}"],
+        ["sh", str(entrypoint), "sh", "-c", f"echo ${variables.REPORT_SHOWN}"],
         capture_output=True, text=True, env={**env, "FTENV_REPORT": "0"},
     )  # fmt: skip
     assert skipped.stdout.strip() == "" and "fake" not in skipped.stderr

@@ -17,9 +17,10 @@ import sys
 
 import pytest
 
-from ftenv import cli
+from ftenv import cli, outcome
 from ftenv.selfcheck import base, schedule, verdict
 from ftenv.steps import funasr_log, stats
+from ftenv.steps import step as step_types
 from support import ROOT, steplogs
 
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
@@ -28,8 +29,8 @@ STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps
 # --- the statistics on synthetic timings -------------------------------------------------------
 
 
-def _steps(gen) -> list[stats.Step]:
-    return [stats.Step(g.index, g.seconds, g.batch, g.padded, g.rank) for g in gen]
+def _steps(gen) -> list[step_types.Step]:
+    return [step_types.Step(g.index, g.seconds, g.batch, g.padded, g.rank) for g in gen]
 
 
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
@@ -42,7 +43,7 @@ def test_field_report_numbers_fail(kind):
     assert (s.n_warmup, s.n_steps) == (thresholds.warmup, len(counted))
     assert [x.index for x in s.slow_steps] == [g.index for g in slow]
     assert s.slow_on_new == len(slow)
-    assert s.verdict == stats.FAIL
+    assert s.verdict == outcome.FAIL
     assert s.new_over_seen > 9
     assert s.fix and "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s.fix
 
@@ -50,7 +51,7 @@ def test_field_report_numbers_fail(kind):
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_flat_steps_with_5_percent_jitter_pass(kind):
     s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), base.THRESHOLDS[kind])
-    assert s.verdict == stats.PASS, s.reasons
+    assert s.verdict == outcome.PASS, s.reasons
     assert 0.9 < s.new_over_seen < 1.1
 
 
@@ -64,16 +65,16 @@ def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
         new = p.shape not in seen
         seen.add(p.shape)
         cost = 1.05 if new else 0.098
-        steps.append(stats.Step(i, cost * rng.uniform(0.95, 1.05), *p.shape))
+        steps.append(step_types.Step(i, cost * rng.uniform(0.95, 1.05), *p.shape))
     s = stats.summarize(steps, base.THRESHOLDS[kind])
-    assert s.verdict == stats.FAIL
+    assert s.verdict == outcome.FAIL
     flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]
-    assert stats.summarize(flat, base.THRESHOLDS[kind]).verdict == stats.PASS
+    assert stats.summarize(flat, base.THRESHOLDS[kind]).verdict == outcome.PASS
 
 
 def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
     """The recipe path's verdict reads the trainer's real line format (ftenv.steps.funasr_log)."""
-    for fixed, expected in ((False, stats.FAIL), (True, stats.PASS)):
+    for fixed, expected in ((False, outcome.FAIL), (True, outcome.PASS)):
         lines, _ = steplogs.field_report_log(fixed=fixed)
         log = tmp_path / f"train-{fixed}.log"
         log.write_text("\n".join(lines) + "\n")
@@ -91,7 +92,7 @@ def test_thresholds_are_options():
     run = steplogs.field_report_run()
     # With thresholds above the report's 10x, its pattern no longer fails on the shape rule.
     s = stats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
-    assert s.verdict == stats.PASS
+    assert s.verdict == outcome.PASS
 
 
 def cli_args(*argv):
@@ -222,7 +223,7 @@ def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path,
 
 def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
     rc = cli.main(["selfcheck", "--json", "--tiny", str(tmp_path / "nothing")])
-    assert rc == verdict.EXIT_ERROR
+    assert rc == outcome.UNUSABLE
     assert json.loads(capsys.readouterr().out)["verdict"] == "ERROR"
 
 

@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from ftenv.report import render
 from ftenv.stack import versions
 from support import ROOT
 
@@ -205,7 +206,6 @@ def _edited_versions(tmp_path, monkeypatch, old: str, new: str):
 
 def test_the_old_driver_note_names_the_variant_versions_toml_has(tmp_path, monkeypatch):
     from ftenv.attention import facts
-    from ftenv.report import render
 
     oldest = min(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))
     newest = max(V.variants.values(), key=lambda v: versions.cuda_int(v.cuda))

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ftenv import cli
+from ftenv import cli, outcome
 from ftenv.steps import analyze, funasr_log, stats
 from ftenv.steps.funasr_log import MAX_LINE, LineSplitter, parse_line
 from ftenv.steps.step import Step
@@ -293,12 +293,14 @@ def test_exit_codes_pass_fail_unusable_inconclusive(tmp_path):
     fixed, _ = field_report_log(fixed=True)
     issue, _ = field_report_log()
     few = [train_line(s) for s in field_report_log(fixed=True)[1][0][:6]]
-    assert ftenv("analyze", write(tmp_path / "pass.log", fixed)).returncode == stats.EXIT[stats.PASS] == 0
-    assert ftenv("analyze", write(tmp_path / "fail.log", issue)).returncode == stats.EXIT[stats.FAIL] == 1
+    assert ftenv("analyze", write(tmp_path / "pass.log", fixed)).returncode == outcome.EXIT[outcome.PASS] == 0
+    assert ftenv("analyze", write(tmp_path / "fail.log", issue)).returncode == outcome.EXIT[outcome.FAIL] == 1
     inconclusive = ftenv("analyze", write(tmp_path / "few.log", few))
     assert "verdict: INCONCLUSIVE" in inconclusive.stdout
-    assert inconclusive.returncode == stats.EXIT[stats.INCONCLUSIVE] == 3
-    assert ftenv("analyze", write(tmp_path / "none.log", ["no steps here"])).returncode == stats.UNUSABLE == 2
+    assert inconclusive.returncode == outcome.EXIT[outcome.INCONCLUSIVE] == 3
+    assert (
+        ftenv("analyze", write(tmp_path / "none.log", ["no steps here"])).returncode == outcome.UNUSABLE == 2
+    )
     assert ftenv("analyze", "--json", write(tmp_path / "fail2.log", issue)).returncode == 1
     assert ftenv("analyze", "--bins", "1", str(tmp_path / "pass.log")).returncode == 2  # usage
 
@@ -314,7 +316,7 @@ def test_an_internal_error_is_neither_pass_nor_fail(tmp_path, monkeypatch, capsy
     monkeypatch.delenv("FTENV_DEBUG", raising=False)
     rc = cli.main(["analyze", log])
     err = capsys.readouterr().err
-    assert rc == stats.INTERNAL_ERROR == 4 and rc not in (0, 1)
+    assert rc == outcome.INTERNAL_ERROR == 4 and rc not in (0, 1)
     assert "ftenv analyze: internal error (a bug in ftenv, not a verdict): ZeroDivisionError: a bug" in err
     assert "Traceback" not in err
     monkeypatch.setenv("FTENV_DEBUG", "1")

@@ -10,13 +10,12 @@ import json
 
 import pytest
 
-from ftenv import cli
+from ftenv import cli, variables
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
 from ftenv.report.logged import ReportReader
 from ftenv.train import compile_setting
-from ftenv.train.compile_setting import ENV as COMPILE_ENV
 from support.steplogs import field_report_log
 
 B200, A100 = (10, 0), (8, 0)
@@ -33,9 +32,9 @@ TRACEBACK = [
 def report(monkeypatch, raw: str | None, sm=B200, compiled: str | None = None) -> list[str]:
     """The start-up report's lines as the image prints them, for a run with these settings."""
     if compiled is None:
-        monkeypatch.delenv(COMPILE_ENV, raising=False)
+        monkeypatch.delenv(variables.COMPILE, raising=False)
     else:
-        monkeypatch.setenv(COMPILE_ENV, compiled)
+        monkeypatch.setenv(variables.COMPILE, compiled)
     f = Facts(
         image="ghcr.io/funasr-nano-images/funasr-nano:test",
         torch_version="2.11.0+cu130",
@@ -124,7 +123,7 @@ def test_the_report_reads_back_what_it_printed(monkeypatch, raw):
     for line in report(monkeypatch, raw):
         reader.feed(line)
     r = reader.latest
-    assert r.env == sdpa.interpret_env(raw) and r.gpus == [("NVIDIA B200", B200)]
+    assert r.deprioritized == sdpa.interpret_deprioritized(raw) and r.gpus == [("NVIDIA B200", B200)]
     assert (r.torch_version, r.cudnn_version, r.compiled) == ("2.11.0+cu130", 91900, ())
 
 

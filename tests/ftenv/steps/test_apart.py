@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from ftenv import outcome
 from ftenv.attention.sdpa import FIX
 from ftenv.selfcheck import base, verdict
 from ftenv.steps import fixes, stats, thresholds
@@ -137,7 +138,7 @@ def _one_stall() -> list[Step]:
 
 def test_a_fail_lists_the_failed_rule_first_and_the_others_as_passed():
     s = stats.summarize(_one_stall())
-    assert s.verdict == stats.FAIL
+    assert s.verdict == outcome.FAIL
     assert s.reasons[0].startswith("slowest step is 19.") and "(FAIL at 10x)" in s.reasons[0]
     assert s.reasons[1].startswith(stats.PASSED + "steps on shapes new to their rank take 1.0x")
     assert s.reasons[2].startswith(stats.PASSED + "p95 step time is")

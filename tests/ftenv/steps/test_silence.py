@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.steps import hang, stats
-from ftenv.steps.silence import FACTOR_ENV, LIMIT_ENV, MIN_ENV, STEP, VAL_LINE, Silence, SilenceLimits
+from ftenv import outcome, variables
+from ftenv.steps import hang
+from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
 from support import ROOT
 from support.child_output import read_until
@@ -28,7 +29,12 @@ HANGS_AFTER_30 = ["--steps", "60", "--scale", "0.01", "--pause-after", "30"]
 
 
 def _env(min_s: float, limit_s: float, factor: float = 5) -> dict[str, str]:
-    return {**os.environ, MIN_ENV: str(min_s), LIMIT_ENV: str(limit_s), FACTOR_ENV: str(factor)}
+    return {
+        **os.environ,
+        variables.WATCH_SILENCE_MIN_S: str(min_s),
+        variables.WATCH_HANG_LIMIT_S: str(limit_s),
+        variables.WATCH_SILENCE_FACTOR: str(factor),
+    }
 
 
 def _marked(text: str) -> list[str]:
@@ -77,7 +83,14 @@ def test_no_alarm_before_the_first_step_or_when_off():
     assert off.due(1e6) is None
 
 
-@pytest.mark.parametrize(("name", "value"), [(MIN_ENV, "soon"), (LIMIT_ENV, "-1"), (FACTOR_ENV, "0.5")])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        (variables.WATCH_SILENCE_MIN_S, "soon"),
+        (variables.WATCH_HANG_LIMIT_S, "-1"),
+        (variables.WATCH_SILENCE_FACTOR, "0.5"),
+    ],
+)
 def test_a_bad_setting_names_itself_and_stops_before_the_command(name, value):
     with pytest.raises(ValueError, match=name):
         SilenceLimits.from_env({name: value})
@@ -87,7 +100,7 @@ def test_a_bad_setting_names_itself_and_stops_before_the_command(name, value):
         env={**os.environ, name: value},
         timeout=TIMEOUT,
     )
-    assert r.returncode == stats.UNUSABLE and b"ran" not in r.stdout and name.encode() in r.stderr
+    assert r.returncode == outcome.UNUSABLE and b"ran" not in r.stdout and name.encode() in r.stderr
 
 
 # --- real processes ---------------------------------------------------------------------------
@@ -158,12 +171,12 @@ def _hung_run(
 def test_the_hard_limit_stops_the_run_with_its_own_exit_code(tmp_path):
     r = _hung_run(tmp_path, tmp_path / "out")
     text = (r.stdout + r.stderr).decode()
-    assert r.returncode == stats.HUNG == 6, text[-3000:]
+    assert r.returncode == outcome.HUNG == 6, text[-3000:]
     marked = _marked(text)
     alarm = next(i for i, line in enumerate(marked) if "SILENCE" in line)
     stop = next(i for i, line in enumerate(marked) if "HANG: no trainer line" in line)
     assert alarm < stop
-    assert f"({LIMIT_ENV}=1.5)" in marked[stop] and "exit 6" in marked[stop]
+    assert f"({variables.WATCH_HANG_LIMIT_S}=1.5)" in marked[stop] and "exit 6" in marked[stop]
     closing = marked[stop + 1 :]
     assert (
         closing[0].startswith("[ftenv-watch] the training command was STOPPED")

@@ -9,20 +9,14 @@ import random
 
 import pytest
 
+from ftenv import variables
 from ftenv.attention import sdpa
-from ftenv.steps import detector, stats
+from ftenv.outcome import FAIL, INCONCLUSIVE, PASS
+from ftenv.steps import detector, fixes, stats, thresholds
 from ftenv.steps import step as step_types
-from ftenv.steps.stats import (
-    DATA,
-    FAIL,
-    INCONCLUSIVE,
-    NEW_SHAPE,
-    PASS,
-    SEEN_SHAPE,
-    Detector,
-    Step,
-    Thresholds,
-)
+from ftenv.steps.detector import Detector
+from ftenv.steps.step import DATA, NEW_SHAPE, SEEN_SHAPE, Step
+from ftenv.steps.thresholds import Thresholds
 from support.steplogs import FAST, SHAPES, SLOW, STEPS, ddp_run, field_report_run, fixed_run
 
 
@@ -57,7 +51,7 @@ def test_mark_new_shapes_is_per_rank_and_leaves_shapeless_steps_unknown():
         Step(3, 0.1, None, None, rank=0),
         Step(4, 0.1, 8, 104, rank=0),
     ]
-    assert [s.new_shape for s in stats.mark_new_shapes(steps)] == [True, False, True, None, True]
+    assert [s.new_shape for s in step_types.mark_new_shapes(steps)] == [True, False, True, None, True]
     assert steps[0].shape == (8, 100) and steps[3].shape is None
 
 
@@ -88,7 +82,7 @@ def test_fixed_run_passes_and_flags_nothing():
 def test_new_over_seen_alone_fails_and_passes_without_it():
     base = steady(shapes=8)
     # Injected: each shape's first step takes 3.5x; few enough (8 of 200) that p95 and max pass.
-    marked = stats.mark_new_shapes(base)
+    marked = step_types.mark_new_shapes(base)
     slow = [
         Step(s.index, s.seconds * 3.5 if s.new_shape else s.seconds, s.batch, s.padded_len) for s in marked
     ]
@@ -252,7 +246,7 @@ def test_min_seen_boundary(n_seen, verdict):
 
 @pytest.mark.parametrize("seconds, slow", [(3 * B, True), (3 * B - 1e-9, False), (3 * B + 1e-9, True)])
 def test_slow_factor_boundary_in_the_summary(seconds, slow):
-    assert stats.SLOW_FACTOR == 3.0
+    assert thresholds.SLOW_FACTOR == 3.0
     steps = [Step(i, seconds if i == 30 else B, 8, 100) for i in range(1, 61)]
     assert stats.summarize(steps).n_slow == int(slow)
 
@@ -270,7 +264,7 @@ def test_baseline_is_the_seen_shape_median_not_all_steps():
 @pytest.mark.parametrize("data, cause", [(0.5, DATA), (0.5 - 1e-9, SEEN_SHAPE), (0.75, DATA)])
 def test_data_cause_boundary_is_half_the_extra_time(data, cause):
     step = Step(9, B + 1.0, 8, 100, new_shape=False, phases=(("data_load", data),))
-    assert stats.cause_of(step, B) == cause
+    assert detector.cause_of(step, B) == cause
 
 
 def test_data_fix_when_half_the_slow_steps_wait_for_data():
@@ -280,9 +274,9 @@ def test_data_fix_when_half_the_slow_steps_wait_for_data():
         other = [Step(200 + i, 8 * B, 8, 100) for i in range(8 - data_stalls)]
         return stats.summarize(steps + slow + other)  # 8 slow steps of 108: p95 FAILs
 
-    assert run(4).verdict == FAIL and run(4).fix == stats.DATA_FIX  # 4 of 8: at the share
+    assert run(4).verdict == FAIL and run(4).fix == fixes.DATA_FIX  # 4 of 8: at the share
     assert run(3).verdict == FAIL and run(3).fix is None  # below
-    assert run(5).fix == stats.DATA_FIX
+    assert run(5).fix == fixes.DATA_FIX
 
 
 @pytest.mark.parametrize("seconds, flagged", [(3 * B, True), (3 * B - 1e-9, False), (3 * B + 1e-9, True)])
@@ -319,11 +313,11 @@ def test_percentile_of_one_value_and_of_none():
 
 def test_shape_fix_when_the_variable_is_already_1_does_not_say_set_it():
     steps = as_steps(field_report_run())
-    one = stats.summarize(steps, env=sdpa.interpret_env("1")).fix
+    one = stats.summarize(steps, deprioritized=sdpa.interpret_deprioritized("1")).fix
     assert not one.startswith("set") and "already set" in one and "ftenv probe" in one and "phases" in one
-    zero = stats.summarize(steps, env=sdpa.interpret_env("0")).fix
+    zero = stats.summarize(steps, deprioritized=sdpa.interpret_deprioritized("0")).fix
     assert zero.startswith("set TORCH_CUDNN_SDPA_DEPRIORITIZED=1")
-    assert stats.summarize(steps).fix == stats.SHAPE_FIX
+    assert stats.summarize(steps).fix == fixes.SHAPE_FIX
 
 
 def test_the_selfcheck_uses_that_wording():
@@ -331,7 +325,11 @@ def test_the_selfcheck_uses_that_wording():
     from ftenv.selfcheck.verdict import verdict_of
 
     steps = as_steps(field_report_run())
-    r = verdict_of(Measured("in-process", steps, Thresholds(), extra={"environment": {sdpa.ENV_VAR: "1"}}))
+    r = verdict_of(
+        Measured(
+            "in-process", steps, Thresholds(), extra={"environment": {variables.SDPA_DEPRIORITIZED: "1"}}
+        )
+    )
     assert r["verdict"] == FAIL and r["summary"]["fix"] == sdpa.already_deprioritized_text()
 
 
@@ -359,7 +357,7 @@ def test_ddp_waits_line_up_with_the_other_ranks_new_shape():
     s = stats.summarize(ddp_steps())
     assert s.n_slow == 72 and s.slow_on_new == 40 and s.slow_waiting == 32
     assert s.slow_causes == {NEW_SHAPE: 72} and s.slow_share_on_new == 1
-    marked = {(st.rank, st.index): st.new_shape for st in stats.mark_new_shapes(ddp_steps())}
+    marked = {(st.rank, st.index): st.new_shape for st in step_types.mark_new_shapes(ddp_steps())}
     for (rank, index), other in s.waits.items():
         assert marked[(rank, index)] is False and other == 1 - rank and marked[(other, index)] is True
     assert any("waiting for another rank's new shape" in r for r in s.reasons)
@@ -367,7 +365,7 @@ def test_ddp_waits_line_up_with_the_other_ranks_new_shape():
 
 def test_ddp_wait_on_one_logged_rank_by_the_backward_only_signature():
     s = stats.summarize(ddp_steps(only_rank=0))
-    assert s.slow_waiting == 16 and set(s.waits.values()) == {stats.ANY_RANK}
+    assert s.slow_waiting == 16 and set(s.waits.values()) == {step_types.ANY_RANK}
     assert s.slow_causes == {NEW_SHAPE: s.n_slow}
 
 

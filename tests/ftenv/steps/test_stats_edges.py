@@ -9,22 +9,17 @@ import json
 
 import pytest
 
-from ftenv.steps import detector, stats
+from ftenv.outcome import FAIL, PASS
+from ftenv.steps import detector, fixes, stats
 from ftenv.steps import step as step_types
-from ftenv.steps.stats import (
-    FAIL,
-    NEW_SHAPE,
-    PASS,
-    SEEN_SHAPE,
-    Detector,
-    Step,
-    Thresholds,
-)
+from ftenv.steps.detector import Detector
+from ftenv.steps.step import NEW_SHAPE, SEEN_SHAPE, Step
+from ftenv.steps.thresholds import Thresholds
 
 B = 0.125
 
 
-def events(detector: Detector, steps: list[Step]) -> list[stats.SlowEvent]:
+def events(detector: Detector, steps: list[Step]) -> list[detector.SlowEvent]:
     return [e for _, e in map(detector.observe, steps) if e]
 
 
@@ -64,7 +59,7 @@ def test_ddp_waits_get_the_shape_fix_when_at_least_half_the_slow_steps_are_new_s
     assert (
         half.verdict == FAIL and half.slow_waiting == 4 and half.slow_causes == {NEW_SHAPE: 4, SEEN_SHAPE: 4}
     )
-    assert half.new_over_seen < 3 and half.fix == stats.SHAPE_FIX  # 4 of 8: at the share
+    assert half.new_over_seen < 3 and half.fix == fixes.SHAPE_FIX  # 4 of 8: at the share
     fewer = ddp_fix_run(waiting=1, other=7)
     assert fewer.verdict == FAIL and fewer.slow_waiting == 1 and fewer.fix is None
     # New-shape slow steps without any DDP wait, the shape rule passing: no shape fix either.

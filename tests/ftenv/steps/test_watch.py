@@ -19,8 +19,10 @@ import time
 
 import pytest
 
-from ftenv.attention import live, sdpa
-from ftenv.steps import funasr_log, stats
+from ftenv import variables
+from ftenv.attention import live
+from ftenv.steps import detector, funasr_log
+from ftenv.steps import step as step_types
 from ftenv.steps.watcher import Watcher
 from support import ROOT
 from support.child_output import read_until
@@ -39,11 +41,11 @@ def run(cmd, **kw) -> subprocess.CompletedProcess:
 
 def first_flagged(ranks: int = 1):
     """The generated step the watchdog flags first, ranks interleaved step by step as logged."""
-    d = stats.Detector()
+    d = detector.Detector()
     runs = [field_report_run(rank=r) for r in range(ranks)]
     for steps in zip(*runs, strict=True):
         for s in steps:
-            _, event = d.observe(stats.Step(s.index, s.seconds, s.batch, s.padded, s.rank))
+            _, event = d.observe(step_types.Step(s.index, s.seconds, s.batch, s.padded, s.rank))
             if event:
                 return s
     raise AssertionError("no slow step")
@@ -99,7 +101,7 @@ def direct(child):
 
 @pytest.fixture(scope="module")
 def watched(child):
-    return run([*WATCH, "--", *child], env={**os.environ, sdpa.ENV_VAR: "0"})
+    return run([*WATCH, "--", *child], env={**os.environ, variables.SDPA_DEPRIORITIZED: "0"})
 
 
 def test_output_is_the_childs_byte_for_byte_plus_marked_lines(direct, watched):
@@ -215,7 +217,7 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
         from ftenv.attention import sdpa
         from ftenv.attention.live import AttentionSettings
         from ftenv.steps.watch import watch
-        env = sdpa.interpret_env({raw!r})
+        env = sdpa.interpret_deprioritized({raw!r})
         first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
         s = AttentionSettings({arches!r}, "test", env, "test", {torch_version!r}, {cudnn}, first)
         sys.exit(watch({[*FAKE, "--steps", "40"]!r}, settings=lambda: s))
@@ -475,19 +477,23 @@ def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
 
 
 def test_settings_come_from_the_training_process_environment():
-    env = {k: v for k, v in os.environ.items() if k != sdpa.ENV_VAR}
+    env = {k: v for k, v in os.environ.items() if k != variables.SDPA_DEPRIORITIZED}
     proc = subprocess.Popen(
-        ["sh", "-c", f"export {sdpa.ENV_VAR}=0 CUDNN_VERSION=9.19.0.56; exec sleep 30"], env=env
+        ["sh", "-c", f"export {variables.SDPA_DEPRIORITIZED}=0 CUDNN_VERSION=9.19.0.56; exec sleep 30"],
+        env=env,
     )
     try:
         for _ in range(100):  # until sh has exec'd into sleep with the exported variables
-            values, source = live.process_env(proc.pid, (sdpa.ENV_VAR, "CUDNN_VERSION"))
-            if values[sdpa.ENV_VAR] is not None:
+            values, source = live.process_env(proc.pid, (variables.SDPA_DEPRIORITIZED, "CUDNN_VERSION"))
+            if values[variables.SDPA_DEPRIORITIZED] is not None:
                 break
             time.sleep(0.05)
-        assert values == {sdpa.ENV_VAR: "0", "CUDNN_VERSION": "9.19.0.56"} and source == "training process"
+        assert (
+            values == {variables.SDPA_DEPRIORITIZED: "0", "CUDNN_VERSION": "9.19.0.56"}
+            and source == "training process"
+        )
         s = live.read_live_settings(proc.pid)
-        assert s.env.state == "prefer-cudnn" and s.cudnn_version == 91900
+        assert s.deprioritized.state == "prefer-cudnn" and s.cudnn_version == 91900
     finally:
         proc.kill()
         proc.wait()
@@ -495,9 +501,9 @@ def test_settings_come_from_the_training_process_environment():
 
 def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
     monkeypatch.setattr(live, "gpu_arches", lambda: ((), "none"))
-    monkeypatch.setenv(sdpa.ENV_VAR, "1")
+    monkeypatch.setenv(variables.SDPA_DEPRIORITIZED, "1")
     assert live.read_live_settings(None).cudnn_first is False
-    monkeypatch.setenv(sdpa.ENV_VAR, "0")
+    monkeypatch.setenv(variables.SDPA_DEPRIORITIZED, "0")
     s = live.read_live_settings(None)
     assert s.cudnn_first is None and "GPU arch unknown" in s.line() and "first: unknown" in s.line()
     monkeypatch.setattr(live, "gpu_arches", lambda: (((10, 0),), "nvml"))
@@ -505,7 +511,7 @@ def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
     monkeypatch.setattr(live, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
     assert live.read_live_settings(None).cudnn_first is True
     monkeypatch.setattr(live, "_proc_environ", lambda pid: None)
-    assert live.read_live_settings(12345).env_source == "environment"
+    assert live.read_live_settings(12345).variable_source == "environment"
 
 
 def test_cudnn_version_text():
@@ -534,7 +540,7 @@ def test_the_watchdog_names_a_ddp_wait_for_another_ranks_new_shape():
     assert any("rank 0 step" in x and "waits for another rank's new shape" in x for x in said)
     assert not any("not shape-related" in x or "seen-shape" in x for x in said)
     s = watcher.summary()
-    assert s.slow_causes == {stats.NEW_SHAPE: 70} and s.slow_waiting == 32  # each rank's step 1 apart
+    assert s.slow_causes == {step_types.NEW_SHAPE: 70} and s.slow_waiting == 32  # each rank's step 1 apart
     assert any("32 waiting for another rank's new shape (DDP) (100%)" in x for x in watcher.summary_lines())
 
 
@@ -550,8 +556,8 @@ def test_repeat_prints_short_lines_up_to_the_pattern_line(repeat):
     watcher = Watcher(repeat=repeat, settings=lambda: None)
     said = []
     for i in range(1, 31):  # steady seen-shape steps, then slow ones on new shapes
-        said += watcher.observe(stats.Step(i, 0.125, 8, 100))
+        said += watcher.observe(step_types.Step(i, 0.125, 8, 100))
     for i in range(31, 41):
-        said += watcher.observe(stats.Step(i, 1.0, 8, 100 + 4 * i))
+        said += watcher.observe(step_types.Step(i, 1.0, 8, 100 + 4 * i))
     kinds = [x.split()[1] for x in said if not x.startswith("[ftenv-watch]   ")]
     assert kinds == ["SLOW"] + ["slow"] * (repeat - 2) + ["PATTERN:"]

@@ -18,10 +18,8 @@ import pytest
 
 # Plain imports: funasr and torch are in the host venv's lock, and an import error in our own
 # modules is a failure, not a reason to skip.
+from ftenv import variables
 from ftenv.selfcheck import mode_recipe, tinymodel
-from ftenv.steps import silence
-from ftenv.train import stall
-from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
 
 SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
 
@@ -33,14 +31,20 @@ def tiny(tmp_path_factory):
 
 def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
     out.mkdir()
-    env = {**os.environ, **tinymodel.OFFLINE_ENV, "PYTHONPATH": SCRIPTS, CPU_SHIM_ENV: "1"}
+    env = {**os.environ, **tinymodel.OFFLINE_ENV, "PYTHONPATH": SCRIPTS, variables.FUNASR_CPU_SHIM: "1"}
     # The silence alarm at 10 s at least (5x the longest gap between the trainer's lines): the
     # real trainer's validation rounds, checkpoint saves and epoch starts must never raise it.
-    env.update({silence.MIN_ENV: "10", silence.FACTOR_ENV: "5", silence.LIMIT_ENV: "0"})
-    env.pop(stall.ENV, None)
+    env.update(
+        {
+            variables.WATCH_SILENCE_MIN_S: "10",
+            variables.WATCH_SILENCE_FACTOR: "5",
+            variables.WATCH_HANG_LIMIT_S: "0",
+        }
+    )
+    env.pop(variables.TEST_SDPA_STALL_S, None)
     env.pop("TORCH_CUDNN_SDPA_DEPRIORITIZED", None)
     if stall_s:
-        env[stall.ENV] = str(stall_s)
+        env[variables.TEST_SDPA_STALL_S] = str(stall_s)
     cmd = mode_recipe.command(tiny, out, "cpu", 2, True)
     r = subprocess.run(
         # K=4: the stall makes new-shape steps about 8x; a busy shared CPU must not make a clean

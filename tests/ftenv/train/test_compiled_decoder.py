@@ -24,7 +24,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ftenv import cli
+from ftenv import cli, variables
 from ftenv.steps import fixes
 from ftenv.train import compile_setting
 from ftenv.train.fastpath import compiled_decoder
@@ -84,7 +84,7 @@ def test_install_replaces_this_instances_decoder_forward_only():
     ("raw", "on"), [(None, False), ("0", False), ("", False), ("1", True), ("true", True)]
 )
 def test_the_variable_and_the_report_line(raw, on):
-    env = {} if raw is None else {compile_setting.ENV: raw}
+    env = {} if raw is None else {variables.COMPILE: raw}
     assert bool(compile_setting.compile_parts(env)) is on
     line = compile_setting.report_line(env)
     assert line.startswith("compile on" if on else "compile off")
@@ -92,8 +92,8 @@ def test_the_variable_and_the_report_line(raw, on):
 
 def test_a_junk_value_is_an_error_that_names_the_fix():
     with pytest.raises(ValueError, match=r"FTENV_COMPILE=1 \(on\) or FTENV_COMPILE=0"):
-        compile_setting.compile_parts({compile_setting.ENV: "maybe"})
-    assert "not understood" in compile_setting.report_line({compile_setting.ENV: "maybe"})
+        compile_setting.compile_parts({variables.COMPILE: "maybe"})
+    assert "not understood" in compile_setting.report_line({variables.COMPILE: "maybe"})
 
 
 # --- ftenv finetune --compile ------------------------------------------------------------------
@@ -106,9 +106,7 @@ def test_finetune_compile_dry_run_goes_through_the_entry_with_the_variable(tiny,
     assert "FTENV_COMPILE=1" in r.stderr
     plain = finetune_tiny(tiny, tmp_path / "out", "--dry-run")
     assert "FTENV_COMPILE" not in plain.stderr and "FTENV_COMPILE" not in plain.stdout
-    junk = finetune_tiny(
-        tiny, tmp_path / "out", "--dry-run", env={**child_env(), compile_setting.ENV: "maybe"}
-    )
+    junk = finetune_tiny(tiny, tmp_path / "out", "--dry-run", env={**child_env(), variables.COMPILE: "maybe"})
     assert junk.returncode == 2 and "FTENV_COMPILE=1 (on)" in junk.stderr
 
 

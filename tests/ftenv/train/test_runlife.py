@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ftenv.outcome import STOPPED, UNUSABLE
 from ftenv.selfcheck import tinymodel
-from ftenv.steps.stats import STOPPED, UNUSABLE
 from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
 from ftenv.train.runlife import atomic, folder, space
 from support import child_env

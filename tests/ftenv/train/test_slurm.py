@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from ftenv.train.funasr_cpu_shim import CPU_SHIM_ENV
+from ftenv import variables
 from support import ROOT
 
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
@@ -221,7 +221,7 @@ def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
         "GPUS_PER_NODE": "1",
         "MASTER_PORT": str(_free_port()),
         "OMP_NUM_THREADS": "1",
-        CPU_SHIM_ENV: "1",
+        variables.FUNASR_CPU_SHIM: "1",
     }
     if tiny.val_jsonl.name != "val.jsonl" or tiny.train_jsonl.name != "train.jsonl":
         pytest.fail(f"the example expects train.jsonl and val.jsonl, the tiny model has {tiny}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ftenv import variables
 from ftenv.train import compile_cache, compile_setting
 from ftenv.train.inputs import InputError
 from support.finetune_launch import overrides_of, work_out
@@ -14,7 +15,7 @@ ENTRY = "ftenv.train.funasr_entry"
 
 def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(work):
     p = work_out(work, "--gpus-per-node", "1", "--compile")
-    assert p.env[compile_setting.ENV] == "1"
+    assert p.env[variables.COMPILE] == "1"
     assert compile_setting.compile_parts(p.env) == compile_setting.DEFAULT_PARTS == ("decoder",)
     for var in compile_cache.COMPILER_CACHE_VARS:
         assert p.env[var].startswith(str(work / "out" / compile_cache.CACHE_DIRNAME))
@@ -27,7 +28,7 @@ def test_each_lever_has_its_own_flag(work):
         work, "--gpus-per-node", "1", "--compile-parts", "regional,audio", "--buckets", "64", "--fused-adamw"
     )
     assert compile_setting.compile_parts(p.env) == ("regional", "audio")
-    assert p.env[compile_setting.BUCKETS_ENV] == "64"
+    assert p.env[variables.BUCKETS] == "64"
     assert "++optim_conf.fused=true" in overrides_of(p)
     # A user's own override still wins over the flag's.
     mine = work_out(work, "--gpus-per-node", "1", "--fused-adamw", "++optim_conf.fused=false")
@@ -36,7 +37,7 @@ def test_each_lever_has_its_own_flag(work):
     )
     # Buckets alone need the entry too (it pads the trainer's batches), but no compile caches.
     b = work_out(work, "--gpus-per-node", "1", "--buckets", "64")
-    assert ENTRY in " ".join(b.argv) and compile_setting.ENV not in b.env and "TRITON_CACHE_DIR" not in b.env
+    assert ENTRY in " ".join(b.argv) and variables.COMPILE not in b.env and "TRITON_CACHE_DIR" not in b.env
 
 
 def test_cuda_graphs_go_with_no_gradient_accumulation(work):
@@ -51,7 +52,7 @@ def test_cuda_graphs_go_with_no_gradient_accumulation(work):
 def test_off_by_default(work):
     p = work_out(work, "--gpus-per-node", "1")
     assert ENTRY in " ".join(p.argv)  # always (the run's life), but with nothing of the fast path on
-    assert not {compile_setting.ENV, compile_setting.BUCKETS_ENV, "TORCHINDUCTOR_CACHE_DIR"} & set(p.env)
+    assert not {variables.COMPILE, variables.BUCKETS, "TORCHINDUCTOR_CACHE_DIR"} & set(p.env)
     assert "++optim_conf.fused=true" not in overrides_of(p)
 
 
@@ -75,7 +76,5 @@ def test_bad_values_are_errors_that_name_the_fix(work, flags, message):
 
 
 def test_the_report_line_names_the_parts_and_the_buckets():
-    line = compile_setting.report_line(
-        {compile_setting.ENV: "regional,audio", compile_setting.BUCKETS_ENV: "64"}
-    )
+    line = compile_setting.report_line({variables.COMPILE: "regional,audio", variables.BUCKETS: "64"})
     assert line.startswith("compile on: regional, audio (GPU batches of 2+)") and "FTENV_BUCKETS=64" in line

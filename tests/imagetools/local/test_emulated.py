@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ftenv.report import render
+from ftenv import variables
 from ftenv.stack import versions
 from imagetools import build_args as derived
 from imagetools.local import emulated, engine, local, machine
@@ -37,7 +37,7 @@ def test_the_arm64_build_is_the_local_podman_build_with_versions_toml_args_for_t
         "REVISION": "abc1234",
         "CREATED": "NOW",
         "BASE_IMAGE": base,
-        render.STANDIN_BASE_ENV: base,
+        variables.STANDIN_BASE: base,
     }
     assert build_args_of(cmd) == expected
     assert f"--label={machine.STANDIN_LABEL}={base}" in cmd

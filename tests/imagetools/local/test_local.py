@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from ftenv import variables
 from ftenv.report import render
 from ftenv.stack import versions
 from ftenv.train import compile_setting
@@ -169,9 +170,9 @@ def test_report_line_only_on_a_standin(monkeypatch):
     from ftenv.attention.facts import Facts
 
     f = Facts(image="localhost/ftenv:cu130")
-    monkeypatch.delenv(render.STANDIN_BASE_ENV, raising=False)
+    monkeypatch.delenv(variables.STANDIN_BASE, raising=False)
     assert "stand-in" not in render.render_text(f, render.assess(f), compile_setting.report_line())
-    monkeypatch.setenv(render.STANDIN_BASE_ENV, local.STANDIN_BASE)
+    monkeypatch.setenv(variables.STANDIN_BASE, local.STANDIN_BASE)
     line = render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()[1]
     assert line == f"base    built on a stand-in base ({local.STANDIN_BASE}): for tests, not for training"
 
@@ -219,7 +220,7 @@ def test_podman_without_registry_builds_on_the_standin_under_local_names_only(fa
     assert all(n.startswith("localhost/") for n in names)
     build = next(c for c in log if c[1] == "build")
     assert f"--build-arg=BASE_IMAGE={local.STANDIN_BASE}" in build
-    assert f"--build-arg={render.STANDIN_BASE_ENV}={local.STANDIN_BASE}" in build
+    assert f"--build-arg={variables.STANDIN_BASE}={local.STANDIN_BASE}" in build
     assert f"--label={local.STANDIN_LABEL}={local.STANDIN_BASE}" in build
     assert "--pull=never" in build and build[-2:] == ["--build-arg=X=1", str(ROOT)]
 
@@ -254,7 +255,7 @@ def test_podman_with_registry_builds_on_the_real_base_unmarked(fake_engines, mon
     build = next(c for c in log if c[1] == "build")
     assert written_names(log) == ["localhost/ftenv:cu130"]
     assert f"--build-arg=BASE_IMAGE={V.default.base_image}" in build
-    assert not any(local.STANDIN_LABEL in x or render.STANDIN_BASE_ENV in x for x in build)
+    assert not any(local.STANDIN_LABEL in x or variables.STANDIN_BASE in x for x in build)
 
 
 @pytest.mark.parametrize("pull_ok", [False, True])

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import functools
 
+from ftenv import variables
+
 #: Devices whose inputs take the compiled forward in training (upstream: CUDA only).
 TRAIN_DEVICES = ("cuda",)
 
@@ -100,7 +102,7 @@ def decoder_of(model):
     if decoder is None or not callable(getattr(decoder, "forward", None)):
         raise TypeError(
             f"{type(model).__name__} has no `llm.model` decoder stack: the compiled forward is for "
-            "Fun-ASR-Nano (FunASRNano); turn it off (unset FTENV_COMPILE, drop --compile)"
+            f"Fun-ASR-Nano (FunASRNano); turn it off (unset {variables.COMPILE}, drop --compile)"
         )
     return decoder
 

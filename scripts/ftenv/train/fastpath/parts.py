@@ -21,7 +21,7 @@ import atexit
 import functools
 import sys
 
-from ftenv.train.compile_setting import ENV
+from ftenv import variables
 from ftenv.train.fastpath import compiled_audio, compiled_decoder, labelled_head, sync_free
 from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES
 
@@ -125,7 +125,7 @@ def install_on_build(parts, buckets=None, devices=TRAIN_DEVICES) -> str:
         try:
             done = apply(model, parts, buckets, devices)
         except TypeError as exc:  # not a Fun-ASR-Nano: train it eager, and say so
-            print(f"ftenv: {ENV}: {exc}; this model runs eager", file=sys.stderr, flush=True)
+            print(f"ftenv: {variables.COMPILE}: {exc}; this model runs eager", file=sys.stderr, flush=True)
             return model, conf
         _installed.extend(done["switches"])
         for note in done["notes"]:
@@ -150,4 +150,4 @@ def install_on_build(parts, buckets=None, devices=TRAIN_DEVICES) -> str:
         print(f"ftenv: {labelled_head.install_on_dataset()}", file=sys.stderr, flush=True)
     if not parts:
         return "bucketing: the model to be built gets the adaptor's device-side padding mask"
-    return f"{ENV}={','.join(parts)}: the model to be built gets the compiled parts ({logs})"
+    return f"{variables.COMPILE}={','.join(parts)}: the model to be built gets the compiled parts ({logs})"

@@ -11,7 +11,8 @@ import functools
 import os
 from pathlib import Path
 
-TIMEOUT_ENV = "FTENV_COLLECTIVE_TIMEOUT_S"
+from ftenv import variables
+
 DEFAULT_TIMEOUT_S = 300
 #: Folder (under the output folder) of the flight recorder's dumps: one file per rank.
 TRACE_DIR = "nccl-flight-recorder"
@@ -34,7 +35,7 @@ def launcher_env(output_dir: Path, environ) -> dict[str, str]:
 
 
 def timeout_s(environ=None) -> float:
-    raw = (environ if environ is not None else os.environ).get(TIMEOUT_ENV)
+    raw = (environ if environ is not None else os.environ).get(variables.COLLECTIVE_TIMEOUT_S)
     if raw is None:
         return DEFAULT_TIMEOUT_S
     try:
@@ -42,7 +43,9 @@ def timeout_s(environ=None) -> float:
     except ValueError:
         value = -1
     if value <= 0:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: give the collective timeout in seconds, above 0")
+        raise ValueError(
+            f"{variables.COLLECTIVE_TIMEOUT_S}={raw!r}: give the collective timeout in seconds, above 0"
+        )
     return value
 
 
@@ -62,4 +65,7 @@ def install() -> str:
     dist.init_process_group = init_process_group
     if os.environ.get("TORCH_FR_DUMP_TEMP_FILE") and torch.cuda.is_available():
         Path(os.environ["TORCH_FR_DUMP_TEMP_FILE"]).parent.mkdir(parents=True, exist_ok=True)
-    return f"collective timeout {seconds:g} s ({TIMEOUT_ENV}); NCCL flight recorder dumps on a timeout"
+    return (
+        f"collective timeout {seconds:g} s ({variables.COLLECTIVE_TIMEOUT_S}); NCCL flight recorder "
+        "dumps on a timeout"
+    )

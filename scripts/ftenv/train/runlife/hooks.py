@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 
-from ftenv.steps.stats import STOPPED
+from ftenv.outcome import STOPPED
 from ftenv.train.runlife import atomic, failfast, record
 from ftenv.train.runlife.signals import BoundaryLoader, StopRequest, agree
 

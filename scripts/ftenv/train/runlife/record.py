@@ -7,10 +7,10 @@ import json
 import os
 from pathlib import Path
 
+from ftenv import variables
+
 #: Set by `ftenv finetune` for torchrun and every rank: the run's output folder.
-OUTPUT_ENV = "FTENV_OUTPUT_DIR"
 #: Set by ftenv.train.runlife.torchrun for its workers: which launch a stop record belongs to.
-RUN_ID_ENV = "FTENV_RUN_ID"
 #: Rank 0 writes it (atomically) after the stop's checkpoint is saved.
 STOP_RECORD = "ftenv-stop.json"
 #: Prefix of the temporary files of atomic writes (a dot: FunASR's averaging lists `model.pt.e*`).
@@ -36,7 +36,7 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 def write_stop(output_dir: str | os.PathLike, data: dict) -> Path:
     path = Path(output_dir) / STOP_RECORD
-    write_json_atomic(path, {**data, "run_id": os.environ.get(RUN_ID_ENV, "")})
+    write_json_atomic(path, {**data, "run_id": os.environ.get(variables.RUN_ID, "")})
     return path
 
 

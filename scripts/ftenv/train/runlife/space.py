@@ -9,7 +9,8 @@ import os
 import shutil
 from pathlib import Path
 
-ENV_SWITCH = "FTENV_SPACE_CHECK"
+from ftenv import variables
+
 #: model.pt, model.pt.best, model.pt.avgN, and the temporary copy of the save in progress.
 EXTRA_FILES = 4
 ESTIMATE_FACTOR = 4
@@ -21,8 +22,8 @@ def check(
 ) -> tuple[str | None, str]:
     """(the refusal, or None; a line for the log)."""
     env = os.environ if environ is None else environ
-    if env.get(ENV_SWITCH) == "0":
-        return None, f"free-space check skipped ({ENV_SWITCH}=0)"
+    if env.get(variables.SPACE_CHECK) == "0":
+        return None, f"free-space check skipped ({variables.SPACE_CHECK}=0)"
     if existing is not None and existing.is_file():
         size, how = existing.stat().st_size, f"the size of {existing.name}"
     elif model_pt is not None and model_pt.is_file():
@@ -44,7 +45,7 @@ def check(
         return (
             f"not enough space for this run's checkpoints: {numbers}. Free space, give another "
             "--output-dir, or keep fewer (++train_conf.keep_nbest_models=N); "
-            f"{ENV_SWITCH}=0 skips this check",
+            f"{variables.SPACE_CHECK}=0 skips this check",
             numbers,
         )
     return None, f"free space: {numbers}"

@@ -9,12 +9,13 @@ import os
 import sys
 import time
 
-from ftenv.steps.stats import STOPPED
+from ftenv import variables
+from ftenv.outcome import STOPPED
 from ftenv.train.runlife import record
 
 
 def _stopped(run_id: str, failures=None) -> dict | None:
-    rec = record.read_stop(os.environ.get(record.OUTPUT_ENV), run_id)
+    rec = record.read_stop(os.environ.get(variables.OUTPUT_DIR), run_id)
     if rec is not None:
         return rec
     codes = {getattr(f, "exitcode", None) for f in (failures or {}).values()}
@@ -28,7 +29,6 @@ def _stopped(run_id: str, failures=None) -> dict | None:
 #: How long torchrun waits for its workers after it forwards a signal (its own: 30 s, then SIGKILL),
 #: so that a stop's save can finish; the launcher's grace period (Kubernetes
 #: terminationGracePeriodSeconds, Slurm KillWait, `docker stop -t`) is the outer limit.
-GRACE_ENV = "FTENV_STOP_GRACE_S"
 DEFAULT_GRACE_S = 300
 
 
@@ -36,7 +36,7 @@ def _longer_grace_after_a_signal() -> str:
     """Only after torchrun itself was signalled: when a worker fails, torchrun's 30 s still apply
     (the job must end soon). Private torch API: when it is not there, torchrun's 30 s stay."""
     try:
-        grace = float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S))
+        grace = float(os.environ.get(variables.STOP_GRACE_S, DEFAULT_GRACE_S))
         from torch.distributed.elastic.multiprocessing import api
 
         handler, close = api._terminate_process_handler, api.PContext.close
@@ -53,7 +53,7 @@ def _longer_grace_after_a_signal() -> str:
 
     api._terminate_process_handler = on_signal
     api.PContext.close = close_after_signal
-    return f"torchrun waits {grace:g} s for its workers after a signal ({GRACE_ENV})"
+    return f"torchrun waits {grace:g} s for its workers after a signal ({variables.STOP_GRACE_S})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         SignalException = ()  # type: ignore[assignment]
 
     run_id = f"{os.getpid()}-{time.time_ns()}"
-    os.environ[record.RUN_ID_ENV] = run_id
+    os.environ[variables.RUN_ID] = run_id
     sys.argv[0] = "torchrun"
     print(f"ftenv finetune: {_longer_grace_after_a_signal()}", file=sys.stderr, flush=True)
     try:

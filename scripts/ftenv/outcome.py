@@ -1,0 +1,61 @@
+"""The verdicts and the exit codes of every ftenv command, each with its meaning.
+
+Floor 0 (standard library only) so that every wing exits with the same numbers: a CI gate, a
+launcher or a Kubernetes podFailurePolicy reads them, and a crash must never read as a verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
+
+#: Too few steps to compare (`ftenv analyze`, `ftenv selfcheck`).
+INCONCLUSIVE_CODE = 3
+#: No usable input (unreadable files, no step lines) or a usage error.
+UNUSABLE = 2
+#: A crash inside ftenv (ftenv.cli): never 0 or 1, so that a CI gate cannot read a bug as a verdict.
+INTERNAL_ERROR = 4
+#: `ftenv watch` stopped a command that printed no trainer line for the hard limit
+#: (ftenv.steps.silence): the job hung, a scheduler may retry it. Otherwise watch exits with the
+#: command's own code.
+HUNG = 6
+#: `ftenv finetune`: the run stopped on a signal (SIGTERM, SIGINT, SIGUSR1) after saving exactly where
+#: it was; the same command continues it. 75 is sysexits.h's EX_TEMPFAIL ("try again later"): not a
+#: crash (1), not bad input (2, which a Kubernetes podFailurePolicy fails the job on), not the
+#: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
+#: 128 and 139 as permanent).
+STOPPED = 75
+
+#: The exit code of each verdict (`ftenv analyze`, `ftenv selfcheck`).
+EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: INCONCLUSIVE_CODE}
+
+
+@dataclass(frozen=True)
+class ExitCode:
+    code: int
+    name: str
+    meaning: str
+
+
+#: Every exit code ftenv itself chooses, lowest first (a wrapped command's own code passes through).
+EXIT_CODES = (
+    ExitCode(EXIT[PASS], PASS, "the check passed, or the command finished"),
+    ExitCode(EXIT[FAIL], FAIL, "the check failed, or the command crashed"),
+    ExitCode(UNUSABLE, "UNUSABLE", "unusable input or a usage error (the message names the fix)"),
+    ExitCode(INCONCLUSIVE_CODE, INCONCLUSIVE, "too few steps to compare"),
+    ExitCode(
+        INTERNAL_ERROR,
+        "INTERNAL_ERROR",
+        "an internal error of ftenv (never 0 or 1: a crash is not a verdict)",
+    ),
+    ExitCode(HUNG, "HUNG", "`ftenv watch` ended a run that printed nothing for the hard limit"),
+    ExitCode(STOPPED, "STOPPED", "stopped on a signal with everything saved: run the same command again"),
+)
+
+
+def markdown_table() -> str:
+    """The exit codes as the docs show them (docs/variables.md's generated block)."""
+    rows = ["| code | name | meaning |", "|---|---|---|"]
+    rows += [f"| {c.code} | `{c.name}` | {c.meaning} |" for c in EXIT_CODES]
+    return "\n".join(rows) + "\n"

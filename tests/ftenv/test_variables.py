@@ -1,0 +1,139 @@
+"""ftenv.variables is the one home of every environment variable: no other module of the package
+spells an FTENV_ name in its code, the registry matches the defaults the code applies, and
+docs/variables.md's table is the registry's (each rule shown failing on a planted fault)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ftenv import variables
+from imagetools import generated
+from support import ROOT
+
+PACKAGE = ROOT / "scripts/ftenv"
+DOC = ROOT / "docs/variables.md"
+NAME = re.compile(r"\bFTENV_[A-Z][A-Z0-9_]*")
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes (module, class, function): prose may name a variable."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def spelled_outside(package: Path) -> list[str]:
+    """`path:line: NAME` for each FTENV_ name in a string of the code (f-string parts included,
+    docstrings and comments not) of any module but variables.py."""
+    bad = []
+    for path in sorted(package.rglob("*.py")):
+        if path == package / "variables.py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        skip = docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                rel = path.relative_to(package.parent)
+                bad += [f"{rel}:{node.lineno}: {m}" for m in NAME.findall(node.value)]
+    return bad
+
+
+def test_no_module_but_variables_spells_an_ftenv_name():
+    assert spelled_outside(PACKAGE) == []
+
+
+def test_a_planted_spelling_is_found_and_a_docstring_is_not(tmp_path):
+    copy = tmp_path / "ftenv"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "steps/planted.py").write_text(
+        '"""FTENV_IN_PROSE is fine here."""\n\n'
+        'SWITCH = "FTENV_PLANTED"\n\n\n'
+        "def hint(x):\n"
+        '    """So is FTENV_IN_A_FUNCTION."""\n'
+        '    return f"set FTENV_IN_A_MESSAGE={x}"\n'
+    )
+    assert spelled_outside(copy) == [
+        "ftenv/steps/planted.py:3: FTENV_PLANTED",
+        "ftenv/steps/planted.py:8: FTENV_IN_A_MESSAGE",
+    ]
+
+
+def test_every_constant_is_registered_once_with_a_meaning():
+    constants = {
+        value
+        for key, value in vars(variables).items()
+        if key.isupper() and isinstance(value, str) and key not in ("UNSET", "TEST_AID")
+    }
+    names = [v.name for v in variables.REGISTRY]
+    assert len(names) == len(set(names))
+    assert set(names) == constants
+    assert all(v.meaning and v.default for v in variables.REGISTRY)
+    assert {n for n in constants if n.startswith("FTENV_")} >= {"FTENV_COMPILE", "FTENV_WATCH"}
+
+
+def test_every_ftenv_name_the_docs_and_the_image_spell_is_registered():
+    """A name in the docs, the README or the image's files that the registry lacks is a typo or a
+    variable nothing reads."""
+    registered = {v.name for v in variables.REGISTRY}
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docker").glob("*"))]
+    spelled = {(p.name, n) for p in files if p.is_file() for n in NAME.findall(p.read_text(errors="replace"))}
+    assert {(f, n) for f, n in spelled if n not in registered} == set()
+
+
+def test_the_registry_states_the_defaults_the_code_applies():
+    from ftenv.report import startup
+    from ftenv.steps import thresholds
+    from ftenv.train.runlife import failfast, torchrun
+
+    default = {v.name: v.default for v in variables.REGISTRY}
+    applied = {
+        variables.REPORT_TIMEOUT: startup.DEFAULT_TIMEOUT_S,
+        variables.WATCH_SILENCE_FACTOR: thresholds.SILENCE_FACTOR,
+        variables.WATCH_SILENCE_MIN_S: thresholds.SILENCE_MIN_S,
+        variables.WATCH_HANG_LIMIT_S: thresholds.HANG_LIMIT_S,
+        variables.COLLECTIVE_TIMEOUT_S: failfast.DEFAULT_TIMEOUT_S,
+        variables.STOP_GRACE_S: torchrun.DEFAULT_GRACE_S,
+    }
+    assert {name: float(default[name]) for name in applied} == {k: float(v) for k, v in applied.items()}
+
+
+def block(text: str, name: str) -> str:
+    m = re.search(rf"<!-- generated: {name} -->\n(.*?)<!-- /generated -->", text, re.S)
+    assert m, f"no generated block {name}"
+    return m[1]
+
+
+def test_the_docs_table_is_the_registrys():
+    text = DOC.read_text()
+    assert block(text, "environment-variables") == variables.markdown_table()
+    assert all(f"| `{v.name}` |" in text for v in variables.REGISTRY)
+    assert generated.regenerate(None, text) == text  # `make generate` leaves it as it is
+
+
+def test_a_stale_docs_table_is_found(monkeypatch):
+    text = DOC.read_text()
+    planted = variables.Variable("FTENV_PLANTED", "1", "a variable added without `make generate`")
+    monkeypatch.setattr(variables, "REGISTRY", (*variables.REGISTRY, planted))
+    assert block(text, "environment-variables") != variables.markdown_table()
+    assert generated.regenerate(None, text) != text
+    assert "FTENV_PLANTED" in block(generated.regenerate(None, text), "environment-variables")
+
+
+@pytest.mark.parametrize("name", ["environment-variables", "exit-codes", "watch-variables"])
+def test_make_generate_knows_the_blocks(name):
+    assert name in generated.BLOCKS
+
+
+def test_the_watchdog_page_shows_the_registrys_watch_variables():
+    table = block((ROOT / "docs/watchdog.md").read_text(), "watch-variables")
+    assert table == variables.markdown_table("FTENV_WATCH_")
+    assert table.count("| `FTENV_WATCH_") == 3 and "FTENV_WATCH`" not in table
