@@ -224,9 +224,9 @@ TOOLS = ROOT / "scripts/imagetools"
 #: The wings of ftenv each part of imagetools may import (the longest matching module prefix
 #: decides), as scripts/imagetools/__init__.py states it.
 TOOLS_MAY_IMPORT = {
-    "imagetools": {"stack"},
-    "imagetools.gpukit": {"stack", "attention"},
-    "imagetools.release.generated": {"stack", "attention", "report", "train"},
+    "imagetools": {"stack", "variables", "outcome"},
+    "imagetools.gpukit": {"stack", "variables", "outcome", "attention"},
+    "imagetools.release.generated": {"stack", "variables", "outcome", "attention", "report", "train"},
 }
 #: The jobs' subpackages: each imports the top and itself, never another job.
 TOOL_JOBS = ("release", "local", "gpukit")

@@ -3,10 +3,11 @@ checks, scans, generated docs), local/ (build and run on this machine), gpukit/ 
 checks for a lent GPU machine); what two jobs share (tags, build args and labels, the bake file, the
 locks) sits here at the top.
 
-Of ftenv it imports ftenv.stack; the GPU kit also ftenv.attention (the attention rule it checks a
-GPU against), and release.generated also ftenv.attention, ftenv.report and ftenv.train's compile
-setting (the docs' sample report is the report's own rendering, compile line included); never the
-others. A job's subpackage imports the top and
-itself, never another job (tests/test_architecture.py checks both). The top and local/ need only
+Of ftenv it imports ftenv.stack and the shared floor-0 modules ftenv.variables and ftenv.outcome
+(the names of the variables and exit codes the image reads and gives); the GPU kit also
+ftenv.attention (the attention rule it checks a GPU against), and release.generated also
+ftenv.attention, ftenv.report and ftenv.train's compile setting (the docs' sample report is the
+report's own rendering, compile line included); never the others. A job's subpackage imports the top
+and itself, never another job (tests/test_architecture.py checks both). The top and local/ need only
 the standard library, as `make run` on a stock python3 does; release/ and gpukit/ run from the venv.
 """

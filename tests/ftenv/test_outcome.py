@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 from ftenv import outcome
-from imagetools import generated
+from imagetools.release import generated
 from support import ROOT
 
 DOC = ROOT / "docs/variables.md"

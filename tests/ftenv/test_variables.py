@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ftenv import variables
-from imagetools import generated
+from imagetools.release import generated
 from support import ROOT
 
 PACKAGE = ROOT / "scripts/ftenv"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ftenv import variables
 from ftenv.selfcheck import mode_compile, selfcheck
-from ftenv.selfcheck.base import IMAGE_TINY_DIR, THRESHOLDS, TINY_ENV, SelfcheckOptions
+from ftenv.selfcheck.base import IMAGE_TINY_DIR, THRESHOLDS, SelfcheckOptions
 
 #: The step-time thresholds the user may set: option name, what it compares.
 THRESHOLD_OPTIONS = (
@@ -31,7 +32,9 @@ def add_parser(sub) -> None:
         "recompiles over new shapes, compile time, losses vs eager",
     )
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    p.add_argument("--tiny", help=f"tiny model dir (default: ${TINY_ENV}, {IMAGE_TINY_DIR}, or build one)")
+    p.add_argument(
+        "--tiny", help=f"tiny model dir (default: ${variables.TINY_DIR}, {IMAGE_TINY_DIR}, or build one)"
+    )
     p.add_argument(
         "--workdir", help="writable dir for outputs (default: a new temp dir, removed after a PASS)"
     )
