@@ -8,8 +8,8 @@ import tomllib
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from ftenv import variables
 from ftenv.stack import versions
-from ftenv.stack.versions import STANDIN_BASE_ENV
 from imagetools.build_args import build_args, labels
 from imagetools.tags import parse_stack_tag, stack_tag
 from support import ROOT
@@ -26,7 +26,7 @@ def test_dockerfile_args_are_exactly_the_derived_build_args():
     derived = set(build_args(V.default))
     assert derived - declared == set(), "build args the Dockerfile never declares"
     # Not from versions.toml: the build's own revision and time, and the stand-in marker of local builds.
-    local_only = {"REVISION", "CREATED", STANDIN_BASE_ENV}
+    local_only = {"REVISION", "CREATED", variables.STANDIN_BASE}
     assert declared - derived == local_only, "ARGs that versions.toml does not feed"
     # No version literal hides in the Dockerfile: every pin arrives as an ARG.
     text = DOCKERFILE.read_text()
