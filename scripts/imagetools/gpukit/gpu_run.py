@@ -28,7 +28,7 @@ TOTAL_BUDGET_S = 480
 LOCK = ROOT / "docker" / "locks" / f"{os.environ.get('FTENV_VARIANT') or versions.load().default.name}.txt"
 #: Test files holding `pytest.mark.gpu` tests (tests/imagetools/gpukit/test_gpu_kit.py keeps this list
 #: complete).
-GPU_TEST_FILES = ("tests/ftenv/report/test_report_gpu.py", "tests/ftenv/selfcheck/test_selfcheck.py")
+GPU_TEST_FILES = ("tests/ftenv/report/test_report.py", "tests/ftenv/selfcheck/test_selfcheck.py")
 #: Deselected in the pytest step: the self-check steps below run the same four self-checks.
 GPU_TESTS_RUN_AS_STEPS = "test_gpu_passes_with_the_fix_and_fails_without"
 #: The compiled fast path's GPU benchmark (benchmarks/), run when it is there.

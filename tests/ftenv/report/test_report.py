@@ -1,12 +1,17 @@
-"""The report's assessment and rendering on injected facts, and fact collection without a GPU."""
+"""The report's assessment and rendering on injected facts, and fact collection without a GPU; the
+last section runs on a real GPU (skipped without one)."""
 
 import json
+import os
+import subprocess
 import sys
 import types
 
 import pytest
 
+from ftenv import variables
 from ftenv.attention import facts as facts_mod
+from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu
 from ftenv.report import render
 from ftenv.train import compile_setting
@@ -253,3 +258,53 @@ def test_on_torch_2_9_the_sdpa_line_says_the_variable_is_not_read():
     assert "not read by torch 2.9" in sdpa_line and "TORCH_CUDNN_SDPA_PREFERRED=0" in sdpa_line
     f = _facts(raw="1")
     assert "not moved to the front" in render.render_text(f, render.assess(f), compile_setting.report_line())
+
+
+# --- on a real GPU (skipped without CUDA; each setting in a fresh process) ---------------------------
+
+def _report(value: str | None) -> dict:
+    env = dict(os.environ)
+    env.pop(variables.SDPA_DEPRIORITIZED, None)
+    if value is not None:
+        env[variables.SDPA_DEPRIORITIZED] = value
+    out = subprocess.run(
+        [sys.executable, "-m", "ftenv.cli", "report", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    return {value: _report(value) for value in ("1", "0")}
+
+
+@pytest.mark.gpu
+def test_the_live_probe_reads_the_order_and_the_choice(reports):
+    facts = reports["1"]["facts"]
+    assert facts["gpus"] and facts["live_order"] and facts["padded_choice"] is not None, facts["problems"]
+
+
+@pytest.mark.gpu
+def test_deprioritized_never_takes_cudnn(reports):
+    assert reports["1"]["facts"]["padded_choice"] != sdpa.CUDNN
+    assert reports["1"]["verdict"]["level"] == "ok"
+
+
+@pytest.mark.gpu
+def test_at_0_the_verdict_follows_the_rule(reports):
+    facts = reports["0"]["facts"]
+    sm = tuple(facts["gpus"][0]["sm"])
+    expected = sdpa.cudnn_first_by_rule(
+        facts["torch_version"], facts["cudnn_version"], sm, sdpa.interpret_deprioritized("0")
+    )
+    assert (facts["live_order"][0] == sdpa.CUDNN) is expected
+    assert (facts["padded_choice"] == sdpa.CUDNN) is expected
+    assert reports["0"]["verdict"]["level"] == ("exposed" if expected else "ok")
