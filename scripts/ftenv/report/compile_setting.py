@@ -9,6 +9,8 @@ FTENV_COMPILE is `1` (on: DEFAULT_PARTS), `0` (off), or a comma-separated list o
 - `decoder`: the Qwen3 decoder stack compiled whole, FunASR PR #3705's path;
 - `regional`: each Qwen3 decoder layer compiled instead (one graph for all layers, less compile);
 - `audio`: the frozen SenseVoice encoder's blocks and the adaptor compiled too;
+- `audiowhole`: the encoder and the adaptor compiled as one region instead (with `decoder`: two
+  regions a step); FunASRNano's forward then runs without host syncs (as `nosync`);
 - `cudagraphs`: CUDA graphs (mode="reduce-overhead") for the bucketed shapes; needs FTENV_BUCKETS;
 - `nosync`: FunASRNano's forward without host syncs (ftenv.train.fastpath.sync_free), eager;
 - `lmhead`: that forward with the LM head and the loss over labelled positions only
@@ -25,7 +27,7 @@ from ftenv import text
 ENV = "FTENV_COMPILE"
 BUCKETS_ENV = "FTENV_BUCKETS"
 CACHE_ENV = "FTENV_COMPILE_CACHE_DIR"
-PARTS = ("decoder", "regional", "audio", "cudagraphs", "nosync", "lmhead")
+PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead")
 #: What `--compile` / FTENV_COMPILE=1 turns on: upstream's path (no KV cache in training) until
 #: the benchmark matrix has measured a faster combination with eager's losses on a GPU.
 DEFAULT_PARTS = ("decoder",)
@@ -51,6 +53,11 @@ def compile_parts(environ=os.environ) -> tuple[str, ...]:
     if "decoder" in parts and "regional" in parts:
         raise ValueError(
             f"{ENV}={environ.get(ENV)!r}: `decoder` (the whole stack) and `regional` (per layer) "
+            "exclude each other: choose one"
+        )
+    if "audio" in parts and "audiowhole" in parts:
+        raise ValueError(
+            f"{ENV}={environ.get(ENV)!r}: `audio` (per block) and `audiowhole` (one region) "
             "exclude each other: choose one"
         )
     if "cudagraphs" in parts and not environ.get(BUCKETS_ENV):
