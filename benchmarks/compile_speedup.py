@@ -671,6 +671,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--llm-layers", type=int, default=QWEN3_0_6B["num_hidden_layers"], help=argparse.SUPPRESS)
     p.add_argument("--encoder-blocks", type=int, default=ENCODER["num_blocks"], help=argparse.SUPPRESS)
     p.add_argument("--tiny-model", action="store_true", help=argparse.SUPPRESS)
+    # The offline data's utterances (building 256 takes minutes on a small CPU; the smoke test's
+    # batches of 2 or 3 need few).
+    p.add_argument("--train-items", type=int, default=256, help=argparse.SUPPRESS)
     p.add_argument("--backend", default="inductor", help=argparse.SUPPRESS)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -696,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ftenv-compile-bench-") as tmp:
         work = Path(tmp)
         say("building the offline data (ftenv tinymodel) ...")
-        tiny = tinymodel.build(work / "tiny", n_train=256)
+        tiny = tinymodel.build(work / "tiny", n_train=args.train_items)
         dataset, items = tiny_items(tiny)
         batches = random_batches(dataset, items, args.steps, args.seed, args.min_batch, args.max_batch)
         val = random_batches(

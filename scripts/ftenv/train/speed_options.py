@@ -3,7 +3,7 @@ the trainer's environment and overrides (launch_plan.py calls `plan`).
 
 - `--compile`: FTENV_COMPILE=1, the default combination (ftenv.report.compile_setting.DEFAULT_PARTS),
   and Inductor's and Triton's caches under the output dir (ftenv.train.compile_cache);
-- `--compile-parts decoder|regional[,audio][,cudagraphs]`: the parts one by one, for comparison;
+- `--compile-parts PARTS` (compile_setting.PARTS): the parts one by one, for comparison;
 - `--buckets SPEC`: FTENV_BUCKETS, batches padded to few shapes (ftenv.train.fastpath.buckets);
 - `--fused-adamw`: `++optim_conf.fused=true` (FunASR passes optim_conf to torch.optim.AdamW).
 The trainer entry (ftenv.train.funasr_entry) applies the first three in each training process.
@@ -49,8 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+, no KV cache in "
-        "training), caches kept under the output dir: faster steps after a start-up compile; same as "
+        help="the faster training path: the LLM decoder's layers and the audio side compiled "
+        "(torch.compile, dynamic shapes; GPU batches of 2+, no KV cache), FunASRNano's forward without "
+        "host syncs, the LM head over labelled positions; caches kept under the output dir; same as "
         "FTENV_COMPILE=1 (docs/finetune.md)",
     )
     p.add_argument(
