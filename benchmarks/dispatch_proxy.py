@@ -23,6 +23,11 @@ TorchDispatchMode over training steps (forward and backward; the optimizer count
 
     python benchmarks/dispatch_proxy.py [--steps 3] [--arms eager,regional+audio,...] [--json out.json]
 
+`--llm-layers 2` for the arms that compile the decoder stack whole (`decoder`, `large`): nothing
+inside a compiled region is counted, so the count outside does not depend on the layers inside,
+and tracing 28 layers whole takes over 20 minutes on a small loaded CPU. Eager's count at the same
+depth is the ratio's reference.
+
 A proxy, not a speed: record it in docs/benchmarks.md beside upstream's 8,080 kernels.
 """
 
