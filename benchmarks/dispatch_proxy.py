@@ -266,17 +266,21 @@ def main(argv=None) -> int:
         for name in args.arms:
             print(f"dispatch_proxy: {name} ...", file=sys.stderr, flush=True)
             out["arms"][name] = count_arm(model, initial, ARMS[name], batches)
-    for name, r in out["arms"].items():
-        print(
-            f"{name}: {r['ops_per_step']:.0f} ATen ops outside compiled regions per step "
-            f"({r['non_view_ops_per_step']:.0f} not views), {r['host_syncs_per_step']:.1f} host syncs, "
-            f"{r['graph_breaks']} graph breaks, {r['regions_per_step']:.0f} compiled regions per step; "
-            f"optimizer {r['optimizer_ops_per_step']:.0f} ops, {r['optimizer_syncs_per_step']:.0f} syncs; "
-            f"rows {r['rows']}; syncs {r['sync_ops']}"
-        )
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
+            say(name, out["arms"][name])
+            if args.json:  # complete after every arm: a killed run keeps what ran
+                Path(args.json).write_text(json.dumps(out, indent=2))
     return 0
+
+
+def say(name: str, r: dict) -> None:
+    print(
+        f"{name}: {r['ops_per_step']:.0f} ATen ops outside compiled regions per step "
+        f"({r['non_view_ops_per_step']:.0f} not views), {r['host_syncs_per_step']:.1f} host syncs, "
+        f"{r['graph_breaks']} graph breaks, {r['regions_per_step']:.0f} compiled regions per step; "
+        f"optimizer {r['optimizer_ops_per_step']:.0f} ops, {r['optimizer_syncs_per_step']:.0f} syncs; "
+        f"rows {r['rows']}; syncs {r['sync_ops']}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ Fun-ASR-Nano and Dynamo's `aot_eager` backend (the same graphs and guards as Ind
   and leaves the caller's speech untouched (the encoder scales its input in place: inside a CUDA
   graph an input mutation would keep the graph off);
 - a training step calls two compiled regions (the decoder stack, the audio side), not one per
-  layer and block, without a graph break, and trains to eager's losses;
+  layer and block, without a graph break or a recompile over new shapes, and trains to eager's
+  losses;
 - `audio` and `audiowhole` exclude each other, with a message.
 
 CUDA graphs cannot run here: what would be graphed is what the regions count
@@ -21,7 +22,7 @@ import torch
 
 from ftenv.report import compile_setting
 from ftenv.selfcheck.loop import prepare, train
-from ftenv.train.fastpath import compiled_audio, parts, sync_free
+from ftenv.train.fastpath import compiled_audio, compiled_decoder, parts, sync_free
 
 CPU = ("cpu",)
 
@@ -70,6 +71,8 @@ def test_a_step_calls_two_compiled_regions_and_trains_to_eagers_losses(prepared)
     steps = len(prepared.batches)
     assert [s.calls["compiled"] for s in switches] == [steps, steps], [s.calls for s in switches]
     assert sum(torch._dynamo.utils.counters["graph_break"].values()) == 0
+    # One graph per region over every new shape (private counter: None would mean unknown).
+    assert compiled_decoder.graphs_compiled() in (None, 2), compiled_decoder.graphs_compiled()
     assert max(abs(g - w) / abs(w) for g, w in zip(got, want, strict=True)) <= 1e-6
     assert sync_free.AUDIO_SIDE not in model.__dict__  # removed
 
