@@ -29,9 +29,8 @@ BUCKETS_ENV = "FTENV_BUCKETS"
 CACHE_ENV = "FTENV_COMPILE_CACHE_DIR"
 PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead")
 #: What `--compile` / FTENV_COMPILE=1 turns on, chosen on the CPU proxies until a GPU measures the
-#: matrix (docs/benchmarks.md): the fewest ops outside compiled regions and host syncs among the
-#: combinations with eager's losses, no CUDA graphs (so any batch shape and gradient accumulation),
-#: and a one-layer compile instead of the whole stack's.
+#: matrix (docs/benchmarks.md): it meets the proxies' targets with eager's losses and no CUDA
+#: graphs (so any batch shape and gradient accumulation), and compiles one layer, not the stack.
 DEFAULT_PARTS = ("regional", "audio", "nosync", "lmhead")
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
