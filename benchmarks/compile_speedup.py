@@ -23,8 +23,13 @@ The arms run in this order, so that what is unknown comes first (ARMS):
     regional+audio
     floor-best               the profiler pass over the best arm so far: its GPU-busy s is the floor
     warm                     best-guess again in a FRESH process on the caches best-guess wrote
+    large+buckets+graphs     few large regions (decoder stack whole, audio side whole) with CUDA
+                             graphs over finer buckets: about two graph replays a step, cold
+    large                    the same regions without graphs (and without buckets), cold
+    +buckets                 best-guess over the finer buckets, no graphs: padding waste alone
     decoder                  FunASR PR #3705's path (its ratio is published), cold
-    the rest                 buckets, CUDA graphs, fused AdamW, log interval
+    the rest                 upstream's path with the levers, per-layer CUDA graphs, fused
+                             AdamW, log interval
 
 Per arm: steady step (mean after the warm-up steps, the ranking), first step, compile seconds (the
 first step's excess over a steady step), break-even steps against eager, recompiles in training
@@ -97,6 +102,9 @@ class Arm:
 #: The combination expected fastest: every lever that changes no compiled region's graph rides on
 #: the regional decoder and the compiled audio side.
 BEST_GUESS = ("regional", "audio", "nosync", "lmhead")
+#: Few large regions: the decoder stack whole and the audio side whole (two compiled regions a
+#: step, two CUDA-graph replays forward with `cudagraphs`, against 99 per-layer and per-block ones).
+LARGE = ("decoder", "audiowhole", "nosync", "lmhead")
 #: Finer buckets than `--buckets 64`: lengths to multiples of 32, five batch sizes.
 FINE_BUCKETS = "32:8,12,16,24,32"
 #: In order: the unknowns first (the floor, the candidate best arms, the warm start), then
@@ -109,10 +117,12 @@ ARMS = [
     Arm("regional+audio", ("regional", "audio"), cache_of="best-guess"),
     Arm("floor-best", profile_of="best"),
     Arm("warm", BEST_GUESS, cache_of="best-guess", fresh_process=True),
+    Arm("large+buckets+graphs", (*LARGE, "cudagraphs"), buckets=FINE_BUCKETS),
+    Arm("large", LARGE),
+    Arm("+buckets", BEST_GUESS, buckets=FINE_BUCKETS, cache_of="best-guess"),
     Arm("decoder", ("decoder",)),
     Arm("decoder+nosync+lmhead", ("decoder", "nosync", "lmhead"), cache_of="decoder"),
     Arm("regional", ("regional", "nosync", "lmhead"), cache_of="best-guess"),
-    Arm("+buckets", BEST_GUESS, buckets=FINE_BUCKETS, cache_of="best-guess"),
     Arm("+buckets+graphs", (*BEST_GUESS, "cudagraphs"), buckets=FINE_BUCKETS),
     Arm("+fused-adamw", BEST_GUESS, fused=True, cache_of="best-guess"),
     Arm("+log_interval=50", BEST_GUESS, log_interval=50, cache_of="best-guess"),
@@ -120,7 +130,13 @@ ARMS = [
 #: Cold compile priors per part, seconds on one GPU (the decoder whole: FunASR PR #3705 reports
 #: about 2.5 min cold; the regional parts trace one layer or block). Used until an arm with the
 #: same parts has measured its own.
-COLD_COMPILE_PRIOR_S = {"decoder": 150.0, "regional": 40.0, "audio": 40.0, "cudagraphs": 60.0}
+COLD_COMPILE_PRIOR_S = {
+    "decoder": 150.0,
+    "regional": 40.0,
+    "audio": 40.0,
+    "audiowhole": 60.0,
+    "cudagraphs": 60.0,
+}
 #: A start on another arm's caches: Dynamo traces again, Inductor and Triton load from disk.
 WARM_COMPILE_PRIOR_S = 20.0
 #: Before eager has measured a step (never: eager runs first), a step is taken to cost this.
@@ -655,6 +671,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--llm-layers", type=int, default=QWEN3_0_6B["num_hidden_layers"], help=argparse.SUPPRESS)
     p.add_argument("--encoder-blocks", type=int, default=ENCODER["num_blocks"], help=argparse.SUPPRESS)
     p.add_argument("--tiny-model", action="store_true", help=argparse.SUPPRESS)
+    # The offline data's utterances (building 256 takes minutes on a small CPU; the smoke test's
+    # batches of 2 or 3 need few).
+    p.add_argument("--train-items", type=int, default=256, help=argparse.SUPPRESS)
     p.add_argument("--backend", default="inductor", help=argparse.SUPPRESS)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help=argparse.SUPPRESS)
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -680,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ftenv-compile-bench-") as tmp:
         work = Path(tmp)
         say("building the offline data (ftenv tinymodel) ...")
-        tiny = tinymodel.build(work / "tiny", n_train=256)
+        tiny = tinymodel.build(work / "tiny", n_train=args.train_items)
         dataset, items = tiny_items(tiny)
         batches = random_batches(dataset, items, args.steps, args.seed, args.min_batch, args.max_batch)
         val = random_batches(

@@ -16,9 +16,17 @@ TorchDispatchMode over training steps (forward and backward; the optimizer count
 - host syncs: ops whose result the host must read (`_local_scalar_dense`, i.e. `.item()` and
   tensor-bounded slices; `nonzero`; `masked_select`; indexing with a boolean mask) and
   `Tensor.tolist` calls;
-- graph breaks: torch._dynamo's counter (private: "unknown" when gone).
+- graph breaks: torch._dynamo's counter (private: "unknown" when gone);
+- compiled regions called per step: with `cudagraphs` on a GPU each is one graph replay forward
+  (and one backward where it trains), so this is what a step would replay (CUDA graphs cannot
+  run on a CPU).
 
     python benchmarks/dispatch_proxy.py [--steps 3] [--arms eager,regional+audio,...] [--json out.json]
+
+`--llm-layers 2` for the arms that compile the decoder stack whole (`decoder`, `large`): nothing
+inside a compiled region is counted, so the count outside does not depend on the layers inside,
+and tracing 28 layers whole takes over 20 minutes on a small loaded CPU. Eager's count at the same
+depth is the ratio's reference.
 
 A proxy, not a speed: record it in docs/benchmarks.md beside upstream's 8,080 kernels.
 """
@@ -64,9 +72,12 @@ ARMS = {
     "eager": (),
     "nosync": ("nosync",),
     "decoder": ("decoder",),
+    "decoder+nosync+lmhead": ("decoder", "nosync", "lmhead"),
+    "regional": ("regional", "nosync", "lmhead"),
     "regional+audio": ("regional", "audio"),
     "regional+audio+nosync": ("regional", "audio", "nosync"),
     "best-guess": ("regional", "audio", "nosync", "lmhead"),
+    "large": ("decoder", "audiowhole", "nosync", "lmhead"),
 }
 
 
@@ -201,12 +212,16 @@ def count_arm(model, initial, parts, batches, warm: int = 1) -> dict:
     finally:
         remove(model, done)
     n = max(len(batches) - warm, 1)
-    breaks = sum(matrix_dynamo.utils.counters["graph_break"].values())
+    try:  # private: "unknown" when gone
+        breaks = sum(matrix_dynamo.utils.counters["graph_break"].values())
+    except Exception:
+        breaks = "unknown"
     return {
         "parts": list(parts),
         "steps": n,
         "rows": [int(b["input_ids"].shape[0]) for b in batches[warm:]],
         "compiled_calls": sum(s.calls["compiled"] for s in done["switches"]),
+        "regions_per_step": sum(s.calls["compiled"] for s in done["switches"]) / len(batches),
         "ops_per_step": step["ops"] / n,
         "non_view_ops_per_step": step["non_view_ops"] / n,
         "host_syncs_per_step": step["syncs"] / n,
@@ -224,6 +239,12 @@ def main(argv=None) -> int:
     p.add_argument("--max-batch", type=int, default=25)
     p.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
     p.add_argument("--tiny-model", action="store_true", help="the tiny model's sizes (tests)")
+    p.add_argument(
+        "--llm-layers",
+        type=int,
+        default=NARROW_LLM["num_hidden_layers"],
+        help="decoder layers (fewer: for whole-stack arms, whose inside is not counted anyway)",
+    )
     p.add_argument("--json")
     args = p.parse_args(argv)
     import copy
@@ -236,24 +257,30 @@ def main(argv=None) -> int:
         tiny = tinymodel.build(work / "tiny", n_train=64)
         dataset, items = matrix.tiny_items(tiny)
         batches = matrix.random_batches(dataset, items, args.steps + 1, 0, args.min_batch, args.max_batch)
-        sizes = (None, None, None) if args.tiny_model else (NARROW_LLM, NARROW_ENCODER, NARROW_ADAPTOR)
+        llm = {**NARROW_LLM, "num_hidden_layers": args.llm_layers}
+        sizes = (None, None, None) if args.tiny_model else (llm, NARROW_ENCODER, NARROW_ADAPTOR)
         model = matrix.build_model(tiny, work / "model", *sizes, "fp32")
         initial = copy.deepcopy(model.state_dict())
-        out = {"model": "tiny" if args.tiny_model else "Fun-ASR-Nano depth, narrow widths", "arms": {}}
+        depth = f"{args.llm_layers} decoder layers, 70 encoder blocks, narrow widths"
+        out = {"model": "tiny" if args.tiny_model else depth, "arms": {}}
         for name in args.arms:
             print(f"dispatch_proxy: {name} ...", file=sys.stderr, flush=True)
             out["arms"][name] = count_arm(model, initial, ARMS[name], batches)
-    for name, r in out["arms"].items():
-        print(
-            f"{name}: {r['ops_per_step']:.0f} ATen ops outside compiled regions per step "
-            f"({r['non_view_ops_per_step']:.0f} not views), {r['host_syncs_per_step']:.1f} host syncs, "
-            f"{r['graph_breaks']} graph breaks, {r['compiled_calls']} compiled calls; "
-            f"optimizer {r['optimizer_ops_per_step']:.0f} ops, {r['optimizer_syncs_per_step']:.0f} syncs; "
-            f"rows {r['rows']}; syncs {r['sync_ops']}"
-        )
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
+            say(name, out["arms"][name])
+            if args.json:  # complete after every arm: a killed run keeps what ran
+                Path(args.json).write_text(json.dumps(out, indent=2))
     return 0
+
+
+def say(name: str, r: dict) -> None:
+    print(
+        f"{name}: {r['ops_per_step']:.0f} ATen ops outside compiled regions per step "
+        f"({r['non_view_ops_per_step']:.0f} not views), {r['host_syncs_per_step']:.1f} host syncs, "
+        f"{r['graph_breaks']} graph breaks, {r['regions_per_step']:.0f} compiled regions per step; "
+        f"optimizer {r['optimizer_ops_per_step']:.0f} ops, {r['optimizer_syncs_per_step']:.0f} syncs; "
+        f"rows {r['rows']}; syncs {r['sync_ops']}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

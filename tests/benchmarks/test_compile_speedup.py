@@ -85,6 +85,7 @@ def test_the_matrix_runs_its_arms_on_a_cpu(tmp_path):
     # Dynamo's test backend: the same graphs, guards and recompiles, no AOT or kernel compile.
     cmd = [sys.executable, str(SCRIPT), "--device", "cpu", "--tiny-model", "--backend", "eager"]
     cmd += ["--steps", "4", "--warmup", "1", "--min-batch", "2", "--max-batch", "3", "--budget-s", "5000"]
+    cmd += ["--train-items", "32"]  # the default 256 take minutes to build on a small CPU
     cmd += ["--only", "floor-eager,best-guess,floor-best,warm,+buckets+graphs", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -87,8 +87,9 @@ def _add_speed_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="compile the LLM decoder (torch.compile, dynamic shapes; GPU batches of 2+, no KV cache in "
-        "training), caches kept under the output dir: faster steps after a start-up compile; same as "
+        help="the faster training path: the LLM decoder's layers and the audio side compiled "
+        "(torch.compile, dynamic shapes; GPU batches of 2+, no KV cache), FunASRNano's forward without "
+        "host syncs, the LM head over labelled positions; caches kept under the output dir; same as "
         f"{variables.COMPILE}=1 (docs/finetune.md)",
     )
     p.add_argument(

@@ -6,6 +6,8 @@ FTENV_COMPILE is `1` (on: DEFAULT_PARTS), `0` (off), or a comma-separated list o
 - `decoder`: the Qwen3 decoder stack compiled whole, FunASR PR #3705's path;
 - `regional`: each Qwen3 decoder layer compiled instead (one graph for all layers, less compile);
 - `audio`: the frozen SenseVoice encoder's blocks and the adaptor compiled too;
+- `audiowhole`: the encoder and the adaptor compiled as one region instead (with `decoder`: two
+  regions a step); FunASRNano's forward then runs without host syncs (as `nosync`);
 - `cudagraphs`: CUDA graphs (mode="reduce-overhead") for the bucketed shapes; needs FTENV_BUCKETS;
 - `nosync`: FunASRNano's forward without host syncs (fastpath/sync_free.py), eager;
 - `lmhead`: that forward with the LM head and the loss over labelled positions only
@@ -19,10 +21,11 @@ import os
 
 from ftenv import text, variables
 
-PARTS = ("decoder", "regional", "audio", "cudagraphs", "nosync", "lmhead")
-#: What `--compile` / FTENV_COMPILE=1 turns on: upstream's path (no KV cache in training) until
-#: the benchmark matrix has measured a faster combination with eager's losses on a GPU.
-DEFAULT_PARTS = ("decoder",)
+PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead")
+#: What `--compile` / FTENV_COMPILE=1 turns on, chosen on the CPU proxies until a GPU measures the
+#: matrix (docs/benchmarks.md): it meets the proxies' targets with eager's losses and no CUDA
+#: graphs (so any batch shape and gradient accumulation), and compiles one layer, not the stack.
+DEFAULT_PARTS = ("regional", "audio", "nosync", "lmhead")
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 
@@ -52,6 +55,11 @@ def compile_parts(environ=os.environ) -> tuple[str, ...]:
             f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `decoder` (the whole stack) and "
             "`regional` (per layer) "
             "exclude each other: choose one"
+        )
+    if "audio" in parts and "audiowhole" in parts:
+        raise ValueError(
+            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `audio` (per block) and `audiowhole` "
+            "(one region) exclude each other: choose one"
         )
     if "cudagraphs" in parts and not environ.get(variables.BUCKETS):
         raise ValueError(

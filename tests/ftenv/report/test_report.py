@@ -262,6 +262,7 @@ def test_on_torch_2_9_the_sdpa_line_says_the_variable_is_not_read():
 
 # --- on a real GPU (skipped without CUDA; each setting in a fresh process) ---------------------------
 
+
 def _report(value: str | None) -> dict:
     env = dict(os.environ)
     env.pop(variables.SDPA_DEPRIORITIZED, None)

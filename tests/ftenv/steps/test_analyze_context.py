@@ -87,7 +87,7 @@ def test_with_the_variable_unset_the_fix_is_to_set_it(tmp_path, capsys, monkeypa
 
 def test_compile_on_with_the_variable_at_1_points_at_recompiling(tmp_path, capsys, monkeypatch):
     rc, out = analyze(tmp_path, capsys, [*report(monkeypatch, "1", compiled="1"), *issue_run()])
-    assert rc == 1 and "compile on: decoder" in out
+    assert rc == 1 and "compile on: regional, audio, nosync, lmhead" in out
     short, detail = fix_lines(out)
     assert "already set and the decoder is compiled" in short and "recompiling" in short
     assert "FTENV_COMPILE=0" in detail

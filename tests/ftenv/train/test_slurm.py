@@ -188,7 +188,7 @@ def tiny(tmp_path_factory):
 
 def runnable_example(text: str) -> str:
     """The pyxis example minus what this machine lacks (pyxis, GPUs), plus the CPU run's overrides
-    (its trainer is the image's own entry, with CPU_SHIM_ENV set by the job's environment)."""
+    (its trainer is the image's own entry, with FTENV_FUNASR_CPU_SHIM set by the job's environment)."""
     lines = []
     for line in text.splitlines():
         stripped = line.strip()

@@ -16,7 +16,8 @@ ENTRY = "ftenv.train.funasr_entry"
 def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(work):
     p = work_out(work, "--gpus-per-node", "1", "--compile")
     assert p.env[variables.COMPILE] == "1"
-    assert compile_setting.compile_parts(p.env) == compile_setting.DEFAULT_PARTS == ("decoder",)
+    default = ("regional", "audio", "nosync", "lmhead")
+    assert compile_setting.compile_parts(p.env) == compile_setting.DEFAULT_PARTS == default
     for var in compile_cache.COMPILER_CACHE_VARS:
         assert p.env[var].startswith(str(work / "out" / compile_cache.CACHE_DIRNAME))
     assert ENTRY in " ".join(p.argv)

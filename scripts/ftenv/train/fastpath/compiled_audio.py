@@ -16,6 +16,13 @@ step, forward only, by a count of the code. This compiles them without touching 
   length here is the padded length of the adaptor's input, which equals FunASR's (the longest
   length) whenever the batch is padded to its longest, and stays right when the batch is padded
   further (bucketing, ftenv.train.fastpath.buckets).
+
+`install_whole` (`--compile-parts audiowhole`) compiles the audio side as ONE region instead: the
+encoder's whole forward and the adaptor in one function (`audio_side`), called by the sync-free
+forward (ftenv.train.fastpath.sync_free) in place of `encode` + `audio_adaptor`, so that a step has
+one audio graph (one CUDA-graph replay with `cudagraphs`) instead of 71. The speech is copied
+inside the region, so the encoder's in-place scaling mutates an intermediate, not an input (an
+input mutation would keep CUDA graphs off).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import torch
 
 from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES, Switch
+from ftenv.train.fastpath.sync_free import AUDIO_SIDE
 
 
 def encoder_blocks(model) -> list:
@@ -102,7 +110,34 @@ def install(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, backend: 
     return switches
 
 
+def audio_side(model):
+    """The audio side as one function: FunASRNano's `encode` (the SenseVoice encoder's forward, on
+    a copy of the speech) then the adaptor with the device-side mask; (adaptor out, its lengths)."""
+    encoder_blocks(model)  # the same checks and messages as the per-block part
+    encoder, forward = model.audio_encoder, adaptor_forward(adaptor_of(model))
+
+    def run(speech, speech_lengths):
+        encoder_out, encoder_out_lens = encoder(speech.clone(), speech_lengths)
+        return forward(encoder_out, encoder_out_lens)
+
+    return run
+
+
+def install_whole(
+    model, devices=TRAIN_DEVICES, dynamic: bool | None = True, backend: str = "inductor", **graphs
+):
+    """One Switch over the whole audio side (this instance only), for the sync-free forward;
+    returns it. `graphs` go to the Switch (CUDA graphs over the buckets)."""
+    current = model.__dict__.get(AUDIO_SIDE)
+    if isinstance(current, Switch):
+        return current
+    switch = Switch(audio_side(model), devices=devices, dynamic=dynamic, backend=backend, **graphs)
+    model.__dict__[AUDIO_SIDE] = switch
+    return switch
+
+
 def uninstall(model) -> None:
+    model.__dict__.pop(AUDIO_SIDE, None)
     for module in (*encoder_blocks(model), adaptor_of(model)):
         if "forward" in module.__dict__:
             del module.forward

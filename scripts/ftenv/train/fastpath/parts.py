@@ -4,6 +4,8 @@ in the benchmark: the compile parts (ftenv.train.compile_setting.PARTS) put on o
 - `decoder`: ftenv.train.fastpath.compiled_decoder.install (FunASR PR #3705's whole-stack compile);
 - `regional`: ftenv.train.fastpath.compiled_decoder.install_regional (one Qwen3 layer's graph for all);
 - `audio`: ftenv.train.fastpath.compiled_audio.install (encoder blocks and adaptor);
+- `audiowhole`: ftenv.train.fastpath.compiled_audio.install_whole (encoder and adaptor, one region,
+  called by the sync-free forward);
 - `cudagraphs`: the same compiles with a CUDA-graph variant for the bucketed shapes only, and a
   `torch.compiler.cudagraph_mark_step_begin()` before each model forward (a training step's
   outputs of the last step are dead by then). Without a CUDA GPU, or outside the buckets, the
@@ -71,9 +73,11 @@ def apply(model, parts, buckets=None, devices=TRAIN_DEVICES, backend: str = "ind
         switches += compiled_decoder.install_regional(model, **switch)
     if "audio" in parts:
         switches += compiled_audio.install(model, **switch)
+    elif "audiowhole" in parts:
+        switches.append(compiled_audio.install_whole(model, **switch))
     elif buckets is not None:
         compiled_audio.install_adaptor_forward(model)
-    if "nosync" in parts or "lmhead" in parts:
+    if "nosync" in parts or "lmhead" in parts or "audiowhole" in parts:
         why_not = sync_free.install(model, labelled="lmhead" in parts)
         notes += [why_not] if why_not else []
     return {"switches": switches, "notes": notes, "hooks": hooks}

@@ -16,7 +16,8 @@ Loss, accuracy and every logged number are those of FunASR's forward
 (tests/ftenv/train/test_fastpath_levers.py compares them). Where FunASR's splice falls back to
 the adaptor's lengths (an audio turn longer than the encoder output or the text), this does the
 same; where FunASR's fallback would raise, this
-clips the turn to the text and the encoder output instead.
+clips the turn to the text and the encoder output instead. With `audiowhole` the encoder and the
+adaptor run as one compiled region (ftenv.train.fastpath.compiled_audio.install_whole).
 
 `install` puts it on one model instance, only when that model's forward is the packaged
 FunASRNano.forward it was written against: a remote-code model (`trust_remote_code`) keeps its own.
@@ -34,6 +35,8 @@ from ftenv.train.fastpath import labelled_head
 MARK = "ftenv_sync_free"
 #: Set on a model instance whose forward runs the LM head over labelled positions only.
 HEAD_MARK = "ftenv_labelled_head"
+#: Where a model instance keeps its whole audio side region (compiled_audio.install_whole).
+AUDIO_SIDE = "ftenv_audio_side"
 
 
 def packaged_forward():
@@ -101,15 +104,19 @@ def forward(
         if len(speech_lengths.size()) > 1:
             speech_lengths = speech_lengths[:, 0]
         batch_size_speech, frames, _ = speech.shape
-        if self.audio_encoder_activation_checkpoint:
-            from torch.utils.checkpoint import checkpoint
-
-            encoder_out, encoder_out_lens = checkpoint(
-                self.encode, speech, speech_lengths, use_reentrant=False
-            )
+        whole = self.__dict__.get(AUDIO_SIDE)
+        if whole is not None:  # `audiowhole`: encoder and adaptor, one compiled region
+            encoder_out, encoder_out_lens = whole(speech, speech_lengths)
         else:
-            encoder_out, encoder_out_lens = self.encode(speech, speech_lengths)
-        encoder_out, encoder_out_lens = self.audio_adaptor(encoder_out, encoder_out_lens)
+            if self.audio_encoder_activation_checkpoint:
+                from torch.utils.checkpoint import checkpoint
+
+                encoder_out, encoder_out_lens = checkpoint(
+                    self.encode, speech, speech_lengths, use_reentrant=False
+                )
+            else:
+                encoder_out, encoder_out_lens = self.encode(speech, speech_lengths)
+            encoder_out, encoder_out_lens = self.audio_adaptor(encoder_out, encoder_out_lens)
         fake_token_len = kwargs.get("fake_token_len").clamp(min=0)
         inputs_embeds = splice(inputs_embeds, encoder_out, encoder_out_lens, fbank_beg, fake_token_len)
         stats["batch_size_speech"] = batch_size_speech
