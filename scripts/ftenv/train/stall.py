@@ -1,4 +1,4 @@
-"""A test aid, never on by default: attention sleeps the first time it sees a shape, imitating
+"""A TEST AID, never on by default: attention sleeps the first time it sees a shape, imitating
 cuDNN's per-shape plan builds on any machine, so that tests show the self-check FAIL with it and
 PASS without it.
 """
