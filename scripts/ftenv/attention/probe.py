@@ -1,14 +1,6 @@
-"""`ftenv probe`: what one new attention shape costs, measured, under the current settings and with
-cuDNN attention forced first.
-
-For three (batch, padded length) shapes new to the process, it times the first and the second call
-of a padded-mask bf16 scaled_dot_product_attention, forward and backward (with the GPU synchronised),
-with Fun-ASR-Nano's LLM attention size (16 heads of 128, a causal + padding boolean mask as
-transformers builds it). first - second is the per-new-shape cost: cuDNN's plan build when cuDNN
-runs the call, about nothing for the other backends. Each mode uses its own shapes (plans are
-cached per process) and starts with one throw-away call, so one-time library loading is not counted
-as a per-shape cost. Without a GPU it says so and exits 0 (`--device cpu` runs the current-settings
-half on the CPU, to try the machinery).
+"""`ftenv probe`: what one new attention shape costs, measured (first call minus second on shapes
+new to the process), under the current settings and with cuDNN attention forced first. Without a
+GPU it says so and exits 0.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """How torch picks the attention backend, whether a run is exposed, and the words for it: one home
-of the rule and its wording, so that every message says the same.
-
-Pure logic, no torch import: the facts (versions, GPU arch, the variable, the live order) come in
-as arguments so that every case can be tested without a GPU. The rule, read from PyTorch's
-aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (check_prefer_cudnn_attention):
-- torch 2.10 and later: cuDNN moves to the front when the runtime cuDNN is newer than 9.15.0, the
-  device is sm_90, sm_100 or sm_103, and TORCH_CUDNN_SDPA_DEPRIORITIZED is not exactly "1". So in
-  2.12 to 2.15 (wheels: cuDNN 9.20.0.48 for 2.12/2.13, 9.24.0.43 for 2.14, pytorch/pytorch PR
-  #177321 and issue #190355; no cu128 build from 2.12; cu126 builds on 9.10.2.21). CUDA 13 builds
-  of current sources drop the minor check (any sm_9x/sm_10x): the same answer on those GPUs.
-- torch 2.9 (pytorch/pytorch PR #162073): cuDNN moves to the front on sm_90 and sm_100 when torch
-  was COMPILED against cuDNN >= 9.9, with no runtime cuDNN check, unless TORCH_CUDNN_SDPA_PREFERRED
-  is "0" (TORCH_CUDNN_SDPA_DEPRIORITIZED is not read there). The cu128 2.9 wheels were compiled
-  against cuDNN 9.8 (pytorch/pytorch#165801); for other 2.9 builds the compile-time cuDNN is not
-  known from outside, so the rule answers "unknown" (possibly affected), never "not affected".
-
-Long because the rule and its sentences are one unit: each sentence states a case of the rule.
+of the rule, read from PyTorch's sdp_utils.cpp (check_prefer_cudnn_attention; cases and sources:
+docs/cudnn-sdpa-guide.md). Pure logic, no torch import: the facts come in as arguments, so every
+case is tested without a GPU.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""How long an audio file is and whether the trainer can decode it, from its header: what FunASR's
-loader (funasr/utils/load_utils.py) would read. FunASR tries torchaudio, then soundfile
-(libsndfile: WAV, FLAC, OGG/Opus, MP3), then the ffmpeg program; the image's torchaudio has no
-decoder backend. Here a plain WAV (PCM or float samples) is read from its RIFF header alone, as
-its samples are its bytes (a few microseconds: a manifest of 100,000 lines is read in seconds);
-anything else is opened with libsndfile and its first samples decoded, and what libsndfile cannot
-open goes to ffprobe (the image's ffmpeg). A WAV whose header promises more data than the file
-holds (a copy cut short) is named as truncated: libsndfile would quietly read what is there."""
+"""How long an audio file is and whether the trainer can decode it, as FunASR's loader
+(funasr/utils/load_utils.py) would: a plain WAV from its header alone (fast), anything else
+through libsndfile, then ffprobe. A WAV cut short is named as truncated, since libsndfile would
+quietly read what is there.
+"""
 
 from __future__ import annotations
 

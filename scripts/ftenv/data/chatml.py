@@ -1,7 +1,7 @@
-"""Upstream's ChatML JSONL line for Fun-ASR-Nano (FunASR's examples/industrial_data_pretraining/
-fun_asr_nano): the one home of its prompts, its speech marker, how a line is built and how one is
-read back. FunASR's dataset (funasr/datasets/fun_asr_datasets/datasets.py) reads the `messages`
-turns by role and the declared `speech_length` (fbank frames, 10 ms) and `text_length` (tokens)."""
+"""Upstream's ChatML JSONL line for Fun-ASR-Nano (FunASR's
+examples/industrial_data_pretraining/fun_asr_nano): the one home of its prompts, its speech
+marker, how a line is built and how one is read back.
+"""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""`ftenv data check`: every line of the manifests, streamed, checked the way the trainer will read
-it (ftenv.data.lines: encoding, JSON, ChatML shape, audio, transcript, declared lengths), then what
-FunASR's length rules do to the whole set with this run's settings (ftenv.data.rules): lines it
-drops, utterances beyond the batch budget, and a validation set it would empty. Duplicated audio
-is named with the line that used it first.
-
-Errors make the data unusable for a run (exit 2, `ftenv finetune` refuses); warnings are counted
-and listed. A summary goes to the terminal, everything to a JSON report."""
+"""`ftenv data check`: every manifest line checked as the trainer will read it, then what FunASR's
+length rules do to the whole set with this run's settings, so that bad data stops a run before
+the GPUs start, not after an epoch.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""`ftenv data prepare`: upstream's ChatML JSONL from what fine-tuners have: Kaldi's `wav.scp` +
-`text` (what FunASR's scp2jsonl reads), a TSV/CSV of audio path and transcript, or a folder of
-audio with a transcript beside each file (`a.wav` + `a.txt`).
-
-speech_length comes from each file's real duration (ftenv.data.audio, header reads in worker
-processes over the cores), text_length from the model folder's own tokenizer (read locally, never
-from a hub). The output keeps the input's order (a folder: sorted paths), so the same input gives
-the same bytes. A row that cannot be used is never dropped silently: each is listed with its file,
-line and reason on the terminal and in OUTPUT.rejected.tsv.
+"""`ftenv data prepare`: upstream's ChatML JSONL from what fine-tuners have (Kaldi wav.scp + text, a
+TSV/CSV, or a folder of audio), with lengths from the real audio and the model's own tokenizer.
+Same input, same bytes; a row that cannot be used is listed, never dropped silently.
 """
 
 from __future__ import annotations

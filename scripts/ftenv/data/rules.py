@@ -1,21 +1,7 @@
-"""The pinned FunASR release's length rules for Fun-ASR-Nano data, read from its code, as functions of the
-declared lengths and the run's `dataset_conf` (each default is the code's own):
-
-- indexing (funasr/datasets/fun_asr_datasets/datasets.py, the `FunASR` index class): a line with
-  text_length < 1, speech_length > max_source_length (8000), speech_length < min_source_length
-  (10) or text_length > max_target_length (2048) is skipped without a word;
-- the recipe's sampler (funasr/datasets/audio_datasets/samplers.py,
-  CustomDistributedBufferDynamicBatchSampler: batch_type token, sort_size > 0) skips, every epoch,
-  an utterance whose speech_length + text_length exceeds max_token_length (2048); it sorts buffers
-  of sort_size x world size utterances and packs while longest x count <= batch_size. An utterance
-  longer than batch_size alone goes into a batch of its own, beyond the budget; when it is the
-  first of its buffer the sampler emits an EMPTY batch first, and the collator then dies with
-  `KeyError: 'input_ids'` (the whole run stops, FunASR issue #3704's image saw it at validation).
-
-The dataset's own per-sample rules (speech frames after the frontend > its max_source_length,
-3000 LFR frames; input_ids > max_token_length, 1500) replace a sample with a random other one;
-with the same settings the indexing and sampler rules above already catch what they would, so they
-are counted at run time (ftenv.data.runtime), not predicted here.
+"""The pinned FunASR release's length rules for Fun-ASR-Nano data (indexing, the recipe's sampler),
+read from its code, as functions of the declared lengths and the run's `dataset_conf` (the rules
+and their sources: docs/data.md). The dataset's per-sample limits are counted at run time
+(ftenv.data.runtime), not predicted here.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Counting FunASR's silent data losses in the trainer (installed by ftenv.train.funasr_entry in
-every rank; DataLoader workers fork from it and inherit it). The pinned FunASR's Fun-ASR dataset
-replaces a sample it cannot load with a random other one (up to `retry` times, with only a
-warning), its collator drops samples over batch_size_token_max, its index and sampler skip too long
-lines: the wrapped methods below call FunASR's own and print one ftenv.steps.data_loss line per
-event, which `ftenv watch` adds up. Nothing in site-packages changes; the behaviour is FunASR's.
+"""Counting FunASR's silent data losses in the trainer (substituted samples, collator drops, index
+and sampler skips): FunASR's own methods wrapped at run time, each event printed as one
+ftenv.steps.data_loss line for `ftenv watch`. Nothing in site-packages changes.
 """
 
 from __future__ import annotations

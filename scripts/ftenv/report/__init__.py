@@ -1,2 +1,3 @@
-"""Report wing: the start-up report of the GPU, the stack and the attention order (ftenv.attention),
-rendered once per node at container start, on demand (`ftenv report`) and read back from logs."""
+"""Report wing: the start-up report of the GPU, the stack and the attention order, rendered at
+container start, on demand (`ftenv report`) and read back from logs.
+"""

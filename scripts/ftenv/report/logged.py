@@ -1,8 +1,6 @@
-"""The start-up report read back from a log: the image's entrypoint (and `ftenv finetune`) print it
-into the same stream as the training log (`docker logs`, a Slurm output file), so `ftenv analyze`
-on a saved log knows the variable's value, whether the decoder was compiled, the GPU and the
-stack of the run it judges. The lines are those ftenv.report.render writes (docs/report.md);
-tests render a report and read it back, so the two cannot drift apart.
+"""The start-up report read back from a saved log, so that `ftenv analyze` knows the run's variable
+value, compile, GPU and stack. Tests render a report and read it back, so the two cannot drift
+apart.
 """
 
 from __future__ import annotations

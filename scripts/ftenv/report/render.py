@@ -1,8 +1,6 @@
-"""`ftenv report`: what GPU this is, which stack is loaded, and which attention backend a
-padded Fun-ASR-Nano batch will use, in one short block (or JSON).
-
-The entrypoint prints it to stderr before every command, so it must be quick and must never fail:
-everything it reads is guarded in facts.py, and what it concludes is computed in sdpa.py.
+"""The start-up report's text and JSON: the GPU, the stack and which attention backend a padded
+Fun-ASR-Nano batch will use. The entrypoint prints it before every command, so it must be quick
+and never fail.
 """
 
 from __future__ import annotations

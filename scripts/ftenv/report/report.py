@@ -1,7 +1,4 @@
-"""`ftenv report`: the start-up report on demand, as text (stderr by default) or JSON (stdout).
-
-The rendering is ftenv.report.render's; the command line is ftenv.commands.report.
-"""
+"""`ftenv report`: the start-up report on demand, as text (stderr by default) or JSON (stdout)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The start-up report (`ftenv report`) once per node, whichever way the container was started.
-
-The image's entrypoint prints it before the command, but not every launcher runs the entrypoint:
-pyxis runs it only with `--container-entrypoint` (the site default is off, and the examples must
-not turn it on: see docs/finetune.md), `apptainer exec` never does. So `ftenv finetune` and
-`ftenv selfcheck` call `show_once()` first. The entrypoint exports FTENV_REPORT_SHOWN=1 after printing it,
-so a command started through the entrypoint does not print it twice; FTENV_REPORT=0 skips it
-everywhere. A failing or hanging report never stops the command.
+"""The start-up report once per node, whichever way the container was started: launchers that skip
+the entrypoint (pyxis by default, `apptainer exec`) get it from `ftenv finetune` and `ftenv
+selfcheck`. A failing or hanging report never stops the command.
 """
 
 from __future__ import annotations
@@ -68,12 +63,9 @@ def _subprocess(env: Mapping[str, str]) -> tuple[str, str | None]:
 
 
 def show_once(who: str, environ: Mapping[str, str] | None = None, compile_line: str | None = None) -> bool:
-    """Print the report to stderr unless `wanted` says no; True when it was attempted.
-
-    By default in a process of its own (`ftenv report`) with a time limit: a launcher that stays
-    alive for the whole training must not hold a CUDA context of its own (the report's live
-    attention read makes one). A command that uses the GPU itself anyway (the self-check) renders
-    it here instead by passing the report's compile line (ftenv.train.compile_setting.report_line)."""
+    """Print the report to stderr unless `wanted` says no; True when it was attempted. By default
+    in a process of its own with a time limit, so that a long-lived launcher holds no CUDA context;
+    a command that uses the GPU anyway passes `compile_line` to render it here."""
     env = os.environ if environ is None else environ
     if not wanted(env):
         return False

@@ -1,9 +1,6 @@
-"""`ftenv buildcheck`: fail the image build when what pip installed is not what versions.toml pins,
-or when torch.compile (`ftenv finetune --compile`) could not work in the image.
-
-Run as the last build step. The expected values come from the image's ENV, which the Dockerfile
-sets from build args derived from versions.toml, so a stale lock, a resolver surprise or a wrong
-index all stop the build instead of shipping a different stack under the same tag.
+"""`ftenv buildcheck`, the image build's last step: fail when what pip installed is not what
+versions.toml pins, or when torch.compile could not work, so that a different stack never ships
+under the same tag.
 """
 
 from __future__ import annotations

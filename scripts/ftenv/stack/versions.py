@@ -1,13 +1,8 @@
 """Read versions.toml, the single source of truth, for the image and the host; `ftenv versions`
-prints what the Makefile asks (a variant's name, the variants, the lock's top-level pins).
+prints what the Makefile asks. Nothing else in the repository spells a version.
 
-Nothing else in the repository spells a version: the locks are compiled from `requirements`; the
-host tooling derives tags, build args and labels from these variants (imagetools.tags,
-imagetools.build_args), which the image needs only as the values it was built with.
-
-Long because it also reads version strings as PEP 440 does where packaging is missing (a host's
-stock python3 runs this module for `make run`; tests/ftenv/stack/test_versions.py holds that reading to
-packaging's): a module of its own would add a floor under every chain that reads versions.
+It also reads version strings as PEP 440 does where packaging is missing (a host's stock python3 runs
+it for `make run`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-"""Step-time wing: FunASR's per-step log lines, step statistics and verdicts, slow-step hints, the
-watchdog, the step timer for custom loops and the offline log analyzer, so that a fine-tuner sees
-why a step was slow without a profiler. Each name is imported from the module that owns it.
+"""Step-time wing: why a training step was slow, seen without a profiler, from FunASR's log or a
+custom loop. Each name is imported from the module that owns it.
 """

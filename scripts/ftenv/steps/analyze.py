@@ -1,14 +1,5 @@
-"""`ftenv analyze LOG [LOG...]`: the watchdog's analysis, offline, on saved FunASR logs.
-
-Prints per rank a terminal histogram of step times, the slow-step table, how slow steps line up
-with batch shapes new to their rank, the estimated mean step time without the slow steps, the
-verdict and the fix. `--json` for machines; `--plot FILE.png` draws the step-time series and the
-histogram with matplotlib (optional: not in the image; `pip install matplotlib`).
-
-Logs may hold several ranks interleaved and may be given in any order (rotated files, .gz too):
-steps are ordered per rank by FunASR's `total step`. Exit status: 0 PASS, 1 FAIL, 3 INCONCLUSIVE;
-2 when the input is unusable (a file cannot be read, no training step lines) or a plot cannot be
-made; 4 when ftenv itself fails (ftenv.cli), so that a CI gate never reads a crash as a verdict.
+"""`ftenv analyze LOG [LOG...]`: the watchdog's analysis, offline, on saved FunASR logs (any ranks,
+order, rotation or .gz), so that a finished or CI run gets the same verdict as a live one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What is not step time, in words and numbers: the start-up steps that the verdicts set apart (a
-rank's first step, each epoch's first step: see ftenv.steps.step.apart_reason) and the pauses
-between steps (FunASR's total_time minus the phases: logging, validation, checkpoint saving).
-Pure Python; ftenv.steps.stats fills its Summary with these, the watchdog and the analyzer print
-the texts."""
+"""What is not step time (start-up steps and pauses between steps), in words and numbers, so that
+the verdicts never count it. Pure Python.
+"""
 
 from __future__ import annotations
 
@@ -15,11 +13,8 @@ Pause = tuple[int, int, float, tuple[str, ...]]
 
 
 def account_pauses(steps: Sequence[Step], baseline: float, slow_factor: float) -> tuple[list[Pause], float]:
-    """The pauses to show and every known pause summed (steps + pauses = the trainer's wall clock
-    from its first step line to its last). A pause is shown when the trainer validated or saved a
-    checkpoint before the step, or when it is at least slow_factor x the baseline. An epoch's first
-    step holds no pause of the validation and saving before it (they ran outside the trainer's
-    timers, between epochs)."""
+    """The pauses to show (after a validation or checkpoint save, or at least slow_factor x the
+    baseline) and every known pause summed, so that steps + pauses = the trainer's wall clock."""
     previous: dict[int, int] = {}
     shown: list[Pause] = []
     total = 0.0

@@ -1,12 +1,6 @@
-"""The last word after a crash: the exception a failed training command ended with, read from its
-log, and the closing lines that say the run failed before any step-time verdict.
-
-A Python traceback is `Traceback (most recent call last):`, indented frame lines, then the
-exception's line (`KeyError: 'input_ids'`); torchrun's workers prefix their lines with `[rankN]:`.
-The crash is the first traceback after the last step line: what follows it (other ranks torn
-down, torchrun's ChildFailedError) are consequences, and a traceback with steps after it was not
-the end of the run. Used by `ftenv watch` (live, with the command's exit code) and `ftenv
-analyze` (a saved log that ends in a traceback). Standard library only.
+"""The exception a failed training command ended with, read from its log, so that no step-time
+verdict stands alone under a crash. The first traceback after the last step line is the cause;
+what follows it is consequence. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,21 +1,5 @@
-"""FunASR's silent data losses during a run, as the trainer entry reports them (ftenv.data.runtime
-prints one line per event) and as the watchdog adds them up: the line's one home, its parser and
-the rule that fails a run.
-
-A line (every rank and DataLoader worker prints its own; one write each, so lines never mix):
-
-    [ftenv-data] event: substituted, rank: 0, set: train, count: 1, of: 0, detail: ...
-
-Events: `substituted` (a sample FunASR could not load or found too long was replaced by a random
-other one), `lost` (all of its retries failed), `dropped_batch` (the collator dropped samples over
-batch_size_token_max), `empty_batch` (the sampler made an empty batch: the collator dies), and, once
-per build or epoch, `dropped_index` (lines the index skipped, of the lines read) and
-`dropped_sampler` (utterances the sampler skips every epoch, of those indexed).
-
-The rule: a run fails when more than MAX_LOSS_SHARE of the training data never trains: of the
-samples served (the trainer's batch sizes) plus those lost, the share substituted, lost or dropped
-by the collator; or, of the lines of the training set, the share dropped at indexing or by the
-sampler.
+"""FunASR's silent data losses during a run: the `[ftenv-data]` line's one home, its parser and the
+rule that fails a run losing too much training data (events and rule: docs/data.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""What a slow step is put down to (data loading, a new shape, a wait for another rank's new shape),
-and live detection of slow steps, step by step, per rank (the watchdog's and the step timer's
-engine). Standard library only; the summary's definitions are those of ftenv.steps.stats, which
-takes the cause rule from here."""
+"""Live detection of slow steps per rank and what each is put down to (data loading, a new shape, a
+wait for another rank's new shape): the engine of the watchdog and the step timer. Standard
+library only.
+"""
 
 from __future__ import annotations
 
@@ -30,12 +30,9 @@ def is_data_stall(step: Step, baseline: float) -> bool:
 
 
 def waits_for(step: Step, baseline: float, new_elsewhere: Iterable[int], use_signature: bool) -> int | None:
-    """The rank whose new shape this slow seen-shape step waited for in DDP's all-reduce: another
-    rank with a new shape at the same step index, else (use_signature: only this rank is logged, or
-    the others have not logged the step yet) ANY_RANK when the extra time is in backward_time
-    only; None when neither holds. A single-GPU run's log looks like one rank's of a DDP run: a
-    seen-shape stall there that sits in backward only is put down to DDP too (unavoidable from a
-    log that does not say the world size)."""
+    """The rank whose new shape this slow seen-shape step waited for in DDP's all-reduce, ANY_RANK
+    when (use_signature) the extra time is in backward_time only, else None. A single-GPU log looks
+    like one rank's of a DDP run, so such a stall there is put down to DDP too."""
     if step.new_shape is not False or is_data_stall(step, baseline):
         return None
     others = sorted(r for r in new_elsewhere if r != step.rank)
@@ -123,11 +120,9 @@ class _Rank:
 
 
 class Detector:
-    """A step is slow when it takes at least `factor` times the running baseline (median of the
-    last `window` non-slow steps on seen shapes once there are `min_seen` of them, else of all
-    non-slow steps). No step is judged before a rank has `warmup` steps. Shapes are marked
-    new/seen here when the step does not say; which ranks met a new shape at which step index is
-    kept (for the last `window` indices) to tell a DDP wait."""
+    """Judges each step as it comes: slow at `factor` times the running baseline of recent non-slow
+    steps, none before a rank has `warmup` steps; keeps which ranks met a new shape at which step
+    index, to tell a DDP wait."""
 
     def __init__(
         self,

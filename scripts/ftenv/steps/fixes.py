@@ -1,5 +1,4 @@
-"""What to do about slow steps, in plain words: the fixes the verdicts, the watchdog and the
-self-check name. The SDPA part comes from ftenv.attention.sdpa, the one home of that rule's wording."""
+"""What to do about slow steps, in plain words: one home for the verdicts, the watchdog and the self-check."""
 
 from __future__ import annotations
 

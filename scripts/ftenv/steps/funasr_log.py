@@ -1,29 +1,5 @@
-"""Read FunASR's per-step log lines (funasr/train_utils/trainer_ds.py, Trainer.log) into Steps.
-
-A training line looks like (one line, as FunASR 1.4's Trainer.log writes it):
-
-    [2026-11-29 15:18:55,943][root][INFO] - train, rank: 0, epoch: 0/1, ..., total step: 2, ...,
-    [('batch_size_speech', 2), ..., ('batch_size', 2), ('batch_size_x_tokens', 86), ...],
-    {'data_load': '0.011', 'forward_time': '0.015', 'backward_time': '0.017', 'optim_time': '0.004',
-    'total_time': '0.050'}, GPU, memory: ...
-
-Validation lines start with `val, rank:` and are counted, never taken for training steps.
-
-Which time is a step's time: FunASR's `total_time` runs from the end of one step's optimizer update
-to the end of the next, so it also holds the logging, the validation and the checkpoint saving done
-between steps. By default the step time here is data_load + forward_time + backward_time +
-optim_time (the time inside the step); `total_time` when a phase is missing, or always with
-time="total". The batch shape is (batch_size, batch_size_x_tokens / batch_size): the batch and the
-padded token length of the LLM input.
-
-Around the steps the trainer logs `Train epoch: E, rank: R` (an epoch's DataLoader starts),
-`Validate epoch: E, rank: R` and `Save checkpoint: E, rank: R, ...`: parse_line returns them as
-markers, and the next step of that rank carries them (Step.before). A time that is not a finite
-number of 0 or more seconds (`inf`, `nan`, `1e309`, `-0.5`) makes a bad line: counted, one
-example kept, never a step.
-
-Everything works on bytes: a log may hold any bytes, and the watchdog must not decode what it passes
-through.
+"""Read FunASR's per-step log lines (funasr/train_utils/trainer_ds.py, Trainer.log) into Steps, on
+bytes, since the watchdog must not decode what it passes through.
 
 Long because the fast path, the field-by-field path, the markers and the file scan must read every
 line alike: they are tested as one.

@@ -1,13 +1,6 @@
-"""What `ftenv watch` does about a silent run (ftenv.steps.silence decides when): write the Python
-stacks of the training processes to a file with py-spy (a maintained tool: `py-spy dump --pid`),
-where the kernel lets it read them, and stop the command.
-
-py-spy reads another process's memory, which Linux allows (ptrace access mode "attach") to a
-process of the same user, or to one holding CAP_SYS_PTRACE; the Yama module narrows it
-(/proc/sys/kernel/yama/ptrace_scope: 1 = only to ancestors, and py-spy is not the trainer's
-ancestor; 2 = only with CAP_SYS_PTRACE; 3 = never). Docker drops CAP_SYS_PTRACE by default:
-`docker run --cap-add SYS_PTRACE`. When it is not allowed the file is not written and the alarm
-says why.
+"""What `ftenv watch` does about a silent run: dump the training processes' Python stacks with
+py-spy and stop the command, so that a hang leaves evidence. py-spy needs ptrace rights (Docker:
+`--cap-add SYS_PTRACE`); without them the alarm says why.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""What a saved log says besides its steps, for `ftenv analyze`: the start-up report the image's
-entrypoint printed into the same stream (ftenv.report.logged: the variable's value, compile, the
-GPU and the stack, so that the fix never names what is already in place) and the traceback a
-crashed run ends with (ftenv.steps.crash, so that the verdict is never a bare PASS under it).
+"""What a saved log says besides its steps (the start-up report, a final traceback), so that `ftenv
+analyze` never names a fix already in place nor gives a bare PASS under a crash.
 """
 
 from __future__ import annotations

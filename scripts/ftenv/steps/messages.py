@@ -1,8 +1,5 @@
-"""The words of the watchdog's slow-step lines (shared by `ftenv watch` and the step timer).
-
-A slow step gets a short first line a person can read at a glance (step, time, x median, shape,
-new/seen, the likely cause, the fix) and, the first time for each cause, one indented line with the
-long explanation (the trainer's phases, the live attention settings, why, the full fix).
+"""The words of the watchdog's slow-step lines, shared by `ftenv watch` and the step timer so that
+both say the same.
 """
 
 from __future__ import annotations

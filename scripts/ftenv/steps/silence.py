@@ -1,20 +1,6 @@
-"""The silence alarm of `ftenv watch`: a run that stops printing trainer lines is named, and after a
-hard limit it is ended, so that a hung job does not burn GPU hours until NCCL's timeout or the
-wall clock.
-
-A rank that waits forever (a collective after another rank died, a stalled read on a network
-filesystem, a deadlock) prints nothing, so no step is ever judged slow. This module keeps, in
-wall-clock time, when each rank last printed a trainer line (a step, a `val` line, the trainer's
-`Train epoch:`, `Validate epoch:` and `Save checkpoint:` lines) and the longest gap between two
-such lines the run has shown, by what began it (a step, a validation round, a checkpoint save, an
-epoch's start). The alarm comes when no trainer line has come for
-max(min_s, factor x that longest gap): never on a pause of a kind and length the run has already
-shown. It is armed at the first step line (model loading and compiling come before it). After
-hang_limit_s without a line (never before the alarm) the run is ended with exit HUNG.
-
-Settings (environment, read once at start): FTENV_WATCH_SILENCE_FACTOR (0 turns the alarm and the
-limit off), FTENV_WATCH_SILENCE_MIN_S, FTENV_WATCH_HANG_LIMIT_S (0: never end the run). Defaults
-in ftenv.steps.thresholds. Pure Python: the clock is passed in.
+"""The silence alarm of `ftenv watch`: a run that stops printing trainer lines is named, then ended
+at a hard limit, so that a hung job does not burn GPU hours until NCCL's timeout. Pure Python:
+the clock is passed in.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
-"""Step-time statistics and the verdict: which training steps are slow, whether they are the ones
-on new batch shapes, and PASS/FAIL/INCONCLUSIVE. Pure Python, no I/O, no torch, so that the
-watchdog, the step timer, `ftenv analyze` and the self-check judge a run the same way.
-
-The pattern this module is built to name (FunASR issue #3704): with cuDNN first in torch's
-attention order, every (batch, padded length) that a process has not seen before costs a cuDNN
-plan build, so the steps on new shapes take several times longer than the others (about 1.05 s
-against 0.098 s on a B200).
-
-Definitions (the same everywhere in ftenv):
-- baseline: the median step time of the steps on shapes already seen (the steady state) when there
-  are at least `Thresholds.min_seen` of them, otherwise the median of all steps.
-- slow step: a step that takes at least `slow_factor` times the baseline.
-- time lost: the sum over slow steps of (step time - baseline).
-- start-up steps: set apart (ftenv.steps.step.apart_reason: a rank's first step, each epoch's first
-  step), counted and shown, never in the statistics, never slow, never a reason to FAIL.
-- pauses: the time between steps (FunASR's total_time minus the phases), never part of a step's
-  time; a pause is shown when the trainer validated or saved a checkpoint before the step, or when
-  it is at least slow_factor times the baseline.
-
-A FAIL lists the rules that failed first; the others follow marked PASSED.
-
-Long because the Summary, the rules and their sentences are one unit: every caller reads them
-together, and the texts of what is not step time are in ftenv.steps.apart.
+"""Step-time statistics and the verdict (PASS/FAIL/INCONCLUSIVE): which steps are slow and whether
+they are the ones on new batch shapes, the pattern of FunASR issue #3704. Pure Python, no I/O, no
+torch, so that every caller judges a run the same way (definitions: docs/watchdog.md).
 """
 
 from __future__ import annotations
@@ -172,10 +151,8 @@ def summarize(
     cudnn_first: bool | None = None,
 ) -> Summary:
     """Statistics and verdict over steps of one or several ranks, each rank's steps in run order.
-    Steps whose new_shape is None get it from mark_new_shapes (in the order given). Steps with
-    `apart` set are counted apart: the source of the steps marks them (the log reader and the
-    watchdog with ftenv.steps.step.apart_reason), as only it knows where a run or an epoch starts.
-    `deprioritized`, `compiled` and `cudnn_first`, when known, pick the per-shape fix (fixes.shape_fix)."""
+    Steps with `apart` set are counted apart: only the source of the steps knows where a run or an
+    epoch starts. `deprioritized`, `compiled` and `cudnn_first`, when known, pick the per-shape fix."""
     steps = list(steps)
     if any(s.new_shape is None and s.shape is not None for s in steps):
         steps = mark_new_shapes(steps)

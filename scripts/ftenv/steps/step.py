@@ -1,23 +1,6 @@
-"""The step model: one training step of one rank, whether its batch shape is new to the rank, and
-what a slow step is put down to. Standard library only.
-
-A step's shape is "new" when its (batch, padded length) has not occurred before on the same rank
-(each process has its own cuDNN plan cache). In DDP every rank waits for the slowest one in the
-gradient all-reduce, so a rank that meets a new shape makes the others' step slow too, on a shape
-they have seen, with the extra time in backward_time only: such a step "waits for rank R's new
-shape" and counts with the new-shape cause.
-
-Some steps are set apart ("start-up"): counted and shown, never judged slow, never in a verdict.
-A rank's first RUN_STARTUP_STEPS steps pay CUDA context creation, kernel loading and allocator
-warm-up; the first step of each epoch pays the DataLoader's start, since FunASR's trainer
-(funasr/train_utils/trainer_ds.py, train_epoch) starts its data_load timer before it creates the
-DataLoader iterator, whose workers then start. An epoch starts where the trainer logs
-`Train epoch: E, rank: R` or where step_in_epoch is 1.
-
-A step's pause is FunASR's total_time minus its phases: the time between the previous step's
-optimizer update and this step's data loading (the logging, and the validation and checkpoint saving
-that the trainer runs after a step's log line). It is never part of the step time (see
-ftenv.steps.funasr_log), and it is accounted apart in the summary.
+"""The step model: one training step of one rank, whether its batch shape is new to the rank (each
+process has its own cuDNN plan cache), and which steps are set apart as start-up. Standard
+library only.
 """
 
 from __future__ import annotations

@@ -1,20 +1,5 @@
-"""The watchdog for people with their own training loop: call `tick()` once per step.
-
-    from ftenv.steps.timer import StepTimer
-
-    timer = StepTimer()                      # prints its hints to stderr
-    for batch in loader:
-        loss = model(**batch).loss
-        loss.backward(); optim.step(); optim.zero_grad()
-        loss.item()                          # waits for the GPU (or torch.cuda.synchronize())
-        timer.tick(batch=batch["input_ids"].shape[0], padded_len=batch["input_ids"].shape[1])
-    timer.finish()                           # the summary; timer.summary() for the numbers
-
-Each tick times the step since the previous tick (the first since the timer was made, or since
-`start()`), end to end like FunASR's total_time. The GPU runs asynchronously: time only after a
-call that waits for it, or the time lands in a later step. The hints are the watchdog's: the same
-running median, the same wording, the same live attention settings (read without CUDA from this
-process's environment). Give `record(seconds, ...)` your own timing instead of tick() if you have it.
+"""The watchdog for a custom training loop: call `StepTimer.tick()` once per step, after a call that
+waits for the GPU (usage: docs/watchdog.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
-"""`ftenv watch -- COMMAND [ARGS...]`: run a training command, pass its output through untouched,
-and add one marked line when a step is several times the running median, saying why and what to do.
+"""`ftenv watch -- COMMAND [ARGS...]`: run a training command, pass its output through byte for
+byte, and add one marked line when a step is several times the running median, saying why and
+what to do.
 
-Pass-through: the command's stdout and stderr are pipes read by one thread each, in raw chunks,
-each chunk written at once to the same stream of this process (no decoding, no line buffering:
-partial lines, `\\r` progress bars, any bytes and any line length pass as they come, and each
-stream keeps its order). Complete lines are parsed on the side (ftenv.steps.funasr_log); the watchdog's
-own lines start with `[ftenv-watch]` and go, by default, into the stream that carried the step
-line, right after that line (so they land in the same log file); `--hint-stream stderr` sends them
-to stderr instead. Removing the lines that start with `[ftenv-watch]` gives back the command's
-output byte for byte.
-
-Process: the command runs in its own process group; SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
-SIGUSR2 sent to the watchdog (by a terminal, `docker stop`, tini, Slurm) are forwarded to that whole
-group, and the watchdog exits with the command's exit code (128+N when a signal N ended it). It
-never initialises CUDA (see ftenv.attention.live). A failure inside the watchdog's parsing stops the
-watching, never the pass-through or the command.
-
-Long because the pumps, the process and signal handling and the summary placement share one
-piece of state and are only correct together; the words are in messages, the policy in watcher.
+Long because the pumps, the process and signal handling and the summary placement share one piece of
+state and are only correct together.
 """
 
 from __future__ import annotations

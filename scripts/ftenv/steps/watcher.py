@@ -1,14 +1,5 @@
-"""What the watchdog says about slow steps, and how often: shared by `ftenv watch` (FunASR's log)
-and `ftenv.steps.timer` (custom training loops). The words are in ftenv.steps.messages.
-
-Printing policy, so that a long run gets a handful of lines, not one per slow step:
-- the first slow step of each cause gets a short line (rank, step, time and ratio, batch shape and
-  whether it is new to the rank, the likely cause, the fix) and one indented line with the long
-  explanation (the trainer's phases, the live attention settings, why, the full fix);
-- its 2nd to (repeat-1)th slow steps get one short line each;
-- at `repeat`, one line says the pattern repeats, with the counts, and further slow steps of that
-  cause are only counted (the summary has the totals).
-Every line starts with PREFIX.
+"""What the watchdog says about slow steps, and how often (a handful of lines per run, not one per
+slow step), shared by `ftenv watch` and the step timer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
 """Training wing: `ftenv finetune` works out and starts upstream's recipe (launcher side), and
-`python -m ftenv.train.funasr_entry` adds what every training process needs (trainer side). May
-import stack, report and steps; the self-check and the commands import it.
+`python -m ftenv.train.funasr_entry` adds what every training process needs (trainer side).
 """

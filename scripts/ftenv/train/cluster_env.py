@@ -1,8 +1,7 @@
-"""Where `ftenv finetune` runs and which torchrun arguments follow: torchrun's PET_* variables,
-Slurm (one task per node; the port enroot's PyTorch hook sets, or one from the job id), Kubeflow
-PyTorchJob (WORLD_SIZE = nodes, RANK = node rank, as upstream's finetune.sh), else one node; the
-command line's --nnodes/--node-rank/--master-addr/--master-port win. Pure logic on a mapping, so
-every scheduler is tested without it."""
+"""Where `ftenv finetune` runs (torchrun's PET_* variables, Slurm, Kubeflow PyTorchJob, else one
+node) and which torchrun arguments follow. Pure logic on a mapping, so every scheduler is tested
+without it.
+"""
 
 from __future__ import annotations
 

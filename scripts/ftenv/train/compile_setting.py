@@ -1,18 +1,6 @@
-"""FTENV_COMPILE, FTENV_BUCKETS, FTENV_COMPILE_CACHE_DIR: the one home of what the faster training path
-turns on and how its values read, because the launcher sets them, the trainer entry acts on them
-(fastpath/parts.py) and the start-up report prints them (`report_line`, passed to the report).
-
-FTENV_COMPILE is `1` (on: DEFAULT_PARTS), `0` (off), or a comma-separated list of PARTS:
-- `decoder`: the Qwen3 decoder stack compiled whole, FunASR PR #3705's path;
-- `regional`: each Qwen3 decoder layer compiled instead (one graph for all layers, less compile);
-- `audio`: the frozen SenseVoice encoder's blocks and the adaptor compiled too;
-- `audiowhole`: the encoder and the adaptor compiled as one region instead (with `decoder`: two
-  regions a step); FunASRNano's forward then runs without host syncs (as `nosync`);
-- `cudagraphs`: CUDA graphs (mode="reduce-overhead") for the bucketed shapes; needs FTENV_BUCKETS;
-- `nosync`: FunASRNano's forward without host syncs (fastpath/sync_free.py), eager;
-- `lmhead`: that forward with the LM head and the loss over labelled positions only
-  (fastpath/labelled_head.py).
-Every compiled decoder runs without a KV cache (use_cache=False), in training and validation.
+"""FTENV_COMPILE, FTENV_BUCKETS, FTENV_COMPILE_CACHE_DIR: the one home of what the faster training
+path turns on and how its values read, since the launcher sets them, the trainer entry acts on
+them and the start-up report prints them (the parts: docs/finetune.md).
 """
 
 from __future__ import annotations

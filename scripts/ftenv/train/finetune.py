@@ -1,7 +1,6 @@
-"""`ftenv finetune`: upstream's Fun-ASR-Nano recipe (finetune.sh) as one command that checks its inputs
-and output folder first, finds its nodes, stays offline and ends as `ftenv watch -- torchrun ...`, so
-that a fine-tuner's first run is right on one GPU or many nodes (docs/finetune.md says what each step
-does; torchrun_command.py works the command out).
+"""`ftenv finetune`: upstream's Fun-ASR-Nano recipe as one command that checks its inputs first,
+finds its nodes, stays offline and runs under the watchdog, so that a fine-tuner's first run is
+right on one GPU or many nodes.
 """
 
 from __future__ import annotations

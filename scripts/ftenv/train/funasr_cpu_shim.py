@@ -1,7 +1,6 @@
-"""CPU SHIM for FunASR's trainer, so that the real `funasr-train-ds` runs in tests on a machine
-without CUDA: with `++device=cpu` it turns the pinned trainer's CUDA-only calls (the GPU index as
-device, torch.cuda.set_device, .cuda(local_rank), DDP device_ids, torch.cuda.memory_*) into their
-CPU equivalents and changes nothing else. Never used on a GPU.
+"""CPU shim for FunASR's trainer, so that the real `funasr-train-ds` runs in tests without CUDA:
+with `++device=cpu` the pinned trainer's CUDA-only calls get CPU equivalents. Never used on a
+GPU.
 """
 
 from __future__ import annotations

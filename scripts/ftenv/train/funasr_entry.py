@@ -1,7 +1,6 @@
 """`python -m ftenv.train.funasr_entry ++key=value ...`: FunASR's `funasr-train-ds` in this process,
-so that every training process gets, without touching site-packages, the run's life (runlife/), the
-faster path (FTENV_COMPILE, FTENV_BUCKETS: fastpath/parts.py), the data counts for the watchdog
-(ftenv.data.runtime), and in tests the CPU shim and the attention stall.
+so that every training process gets the run's life, the faster path and the data counts without
+touching site-packages.
 """
 
 from __future__ import annotations

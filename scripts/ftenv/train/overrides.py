@@ -1,7 +1,6 @@
 """Hydra `++key=value` overrides: the recipe's defaults merged with the user's and checked with the
-override parser `funasr-train-ds` uses, so that a bad override is refused before torchrun rather
-than by every rank after it. Only `++key=value`, `~key` and plain `hydra.KEY=value` are taken: a
-plain or `+` override fails inside the trainer on keys its config lacks or has.
+parser `funasr-train-ds` uses, so that a bad override is refused once before torchrun, not by
+every rank after it.
 """
 
 from __future__ import annotations

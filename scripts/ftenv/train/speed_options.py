@@ -1,7 +1,5 @@
-"""The faster-training options of `ftenv finetune` (--compile, --compile-parts, --buckets,
---fused-adamw) and what they add to the trainer's variables and overrides, in one place, so that
-their combinations are checked (CUDA graphs need buckets and no gradient accumulation) before
-torchrun. Their flags: ftenv.commands.finetune.
+"""The faster-training options of `ftenv finetune` and what they add to the trainer's variables and
+overrides, in one place, so that their combinations are checked before torchrun.
 """
 
 from __future__ import annotations

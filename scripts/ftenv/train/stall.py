@@ -1,7 +1,6 @@
-"""A TEST AID, never on by default: attention sleeps the first time it sees a (query, key, mask)
-shape in the process, imitating cuDNN's per-shape plan builds on any machine, so that tests show the
-self-check FAILs with the stall and PASSes without it. `install(seconds)`, or in a child process
-FTENV_TEST_SDPA_STALL_S through `install_from_env()`.
+"""A TEST AID, never on by default: attention sleeps the first time it sees a shape, imitating
+cuDNN's per-shape plan builds on any machine, so that tests show the self-check FAIL with it and
+PASS without it.
 """
 
 from __future__ import annotations

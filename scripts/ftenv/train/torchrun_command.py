@@ -1,6 +1,5 @@
 """The torchrun command `ftenv finetune` will run, worked out without running anything, so that
-`--dry-run` and the unit tests see exactly what would start: inputs checked (inputs.py), nodes found
-(cluster_env.py), the recipe's overrides merged with the user's (recipe.py, overrides.py).
+`--dry-run` and the unit tests see exactly what would start.
 """
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
 """A run's life: a stop on a signal with everything saved, crash-safe checkpoints, and a resume that
-says what it does, because preemption and crashes are normal on shared clusters. Launcher side:
-folder.py, space.py, torchrun.py; trainer side: hooks.py, signals.py, atomic.py; both: record.py.
+says what it does, because preemption and crashes are normal on shared clusters.
 """

@@ -1,7 +1,6 @@
-"""Before torchrun: what the output folder holds (fresh, resuming from which file at which epoch and
-step, finished: refused), said in one line and made ready, because FunASR's resume loads model.pt
-silently and fails for good on one that does not load (it is set aside and the newest loadable
-checkpoint linked in its place).
+"""Before torchrun: what the output folder holds (fresh, resuming, finished), said in one line and
+made ready, because FunASR's resume loads model.pt silently and fails for good on one that does
+not load.
 """
 
 from __future__ import annotations

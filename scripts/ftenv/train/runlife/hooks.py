@@ -1,7 +1,6 @@
-"""FunASR's Trainer changed at run time in each training process (never in site-packages): the stop
-at a step boundary saved through FunASR's own save_checkpoint, the saved step counted from the
-start of the epoch's data slice (the pinned FunASR's count breaks a second resume in one epoch),
-and atomic torch.save.
+"""FunASR's Trainer changed at run time in each training process (never in site-packages): a stop at
+a step boundary saved through FunASR's own save_checkpoint, a resume step count that survives a
+second resume in one epoch, and atomic torch.save.
 """
 
 from __future__ import annotations
