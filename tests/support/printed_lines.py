@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ftenv.attention import sdpa
-from ftenv.attention.facts import Facts, Gpu
+from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
 from ftenv.stack import versions
 from ftenv.steps import step as step_types
@@ -34,7 +34,7 @@ def quoted_lines(text: str) -> list[str]:
 def report_text(sm: tuple[int, int] | None, raw: str | None, order, choice) -> list[str]:
     """The start-up report's lines, rendered by the code from injected facts."""
     gpus = [Gpu(0, "GPU0", sm, 141 * 2**30)] if sm else []
-    f = Facts(torch_version=TORCH, cudnn_version=91900, gpus=gpus, env_raw=raw)
+    f = Facts(stack=Stack(TORCH, 91900, deprioritized_raw=raw), gpus=gpus)
     f.live_order, f.padded_choice = order, choice
     return render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
 

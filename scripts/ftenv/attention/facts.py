@@ -2,8 +2,7 @@
 
 A fact that cannot be read is None ("unknown" in the report) with the reason kept in `problems`:
 private torch APIs can vanish between releases, a driver can be missing or too old, and none of
-that may crash the entrypoint. Stack is the smaller record the probe and the self-check keep
-beside their measurements.
+that may crash the entrypoint. Stack is the one record of the stack that every reader fills.
 """
 
 from __future__ import annotations
@@ -24,52 +23,20 @@ _NVIDIA_PROC = Path("/proc/driver/nvidia/version")
 
 
 @dataclass
-class Gpu:
-    index: int
-    name: str
-    sm: tuple[int, int]
-    memory_bytes: int
-
-
-@dataclass
-class Facts:
-    image: str | None = None
-    variant: str | None = None
-    min_driver: str | None = None
-    torch_version: str | None = None
-    torch_cuda: str | None = None  # the CUDA torch was built for, "12.6"
-    cudnn_version: int | None = None  # torch.backends.cudnn.version(), e.g. 91002
-    transformers_version: str | None = None
-    funasr_version: str | None = None
-    libcuda_found: bool = False
-    driver_version: str | None = None  # "580.126.20"
-    driver_cuda: int | None = None  # cuDriverGetVersion(), e.g. 12060
-    gpus: list[Gpu] = field(default_factory=list)
-    env_raw: str | None = None
-    live_order: list[int] | None = None
-    padded_choice: int | None = None
-    shm_bytes: int | None = None
-    problems: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
 class Stack:
-    """The stack one process trains on, as `ftenv probe` and `ftenv selfcheck` record it beside
-    their measurements: one shape, so that both print and save the same keys."""
+    """Which torch, which cuDNN, which GPU arch(es), which value of the SDPA variable: one record
+    for the report, the watchdog, the probe and the self-check; None (no arches) is unknown."""
 
-    device: str
-    torch_version: str
-    cudnn_version: int | None = None
+    torch_version: str | None = None
+    cudnn_version: int | None = None  # torch.backends.cudnn.version()'s form, e.g. 91002
+    arches: tuple[tuple[int, int], ...] = ()  # distinct compute capabilities, sorted
     deprioritized_raw: str | None = None  # the variable's value, as set
+    device: str | None = None  # the device a measurement ran on ("cuda", "cpu")
     cpu_threads: int | None = None
-    gpu: str | None = None
-    sm: str | None = None  # "sm_90"
+    gpu: str | None = None  # the name of the measured GPU
 
     def as_dict(self) -> dict:
-        """The JSON form (its keys are what `--json` users read)."""
+        """The form `ftenv probe` and `ftenv selfcheck` write (its keys are what `--json` users read)."""
         out = {
             "device": self.device,
             "torch": self.torch_version,
@@ -78,8 +45,76 @@ class Stack:
             "cpu_threads": self.cpu_threads,
         }
         if self.gpu is not None:
-            out["gpu"], out["sm"] = self.gpu, self.sm
+            sm = f"sm_{self.arches[0][0]}{self.arches[0][1]}" if self.arches else None
+            out["gpu"], out["sm"] = self.gpu, sm
         return out
+
+
+@dataclass
+class Gpu:
+    index: int
+    name: str
+    sm: tuple[int, int]
+    memory_bytes: int
+
+
+def distinct_arches(gpus: list[Gpu]) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted({g.sm for g in gpus}))
+
+
+@dataclass
+class Facts:
+    image: str | None = None
+    variant: str | None = None
+    min_driver: str | None = None
+    stack: Stack = field(default_factory=Stack)
+    torch_cuda: str | None = None  # the CUDA torch was built for, "12.6"
+    transformers_version: str | None = None
+    funasr_version: str | None = None
+    libcuda_found: bool = False
+    driver_version: str | None = None  # "580.126.20"
+    driver_cuda: int | None = None  # cuDriverGetVersion(), e.g. 12060
+    gpus: list[Gpu] = field(default_factory=list)
+    live_order: list[int] | None = None
+    padded_choice: int | None = None
+    shm_bytes: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.gpus and not self.stack.arches:
+            self.stack.arches = distinct_arches(self.gpus)
+
+    def to_dict(self) -> dict:
+        """`ftenv report --json`'s "facts": flat, with the keys and order it had before Stack."""
+        d = asdict(self)
+        stack = self.stack
+        d.update(
+            torch_version=stack.torch_version,
+            cudnn_version=stack.cudnn_version,
+            env_raw=stack.deprioritized_raw,
+        )
+        return {k: d[k] for k in _JSON_KEYS}
+
+
+_JSON_KEYS = (
+    "image",
+    "variant",
+    "min_driver",
+    "torch_version",
+    "torch_cuda",
+    "cudnn_version",
+    "transformers_version",
+    "funasr_version",
+    "libcuda_found",
+    "driver_version",
+    "driver_cuda",
+    "gpus",
+    "env_raw",
+    "live_order",
+    "padded_choice",
+    "shm_bytes",
+    "problems",
+)
 
 
 def read_stack(device: str) -> Stack:
@@ -87,16 +122,16 @@ def read_stack(device: str) -> Stack:
     import torch
 
     stack = Stack(
-        device,
         torch.__version__,
         deprioritized_raw=os.environ.get(variables.SDPA_DEPRIORITIZED),
+        device=device,
         cpu_threads=torch.get_num_threads(),
     )
     with contextlib.suppress(Exception):
         stack.cudnn_version = torch.backends.cudnn.version()
     if device == "cuda":
         p = torch.cuda.get_device_properties(torch.cuda.current_device())
-        stack.gpu, stack.sm = p.name, f"sm_{p.major}{p.minor}"
+        stack.gpu, stack.arches = p.name, ((p.major, p.minor),)
     return stack
 
 
@@ -131,6 +166,7 @@ def _gpus(facts: Facts, torch) -> None:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             facts.gpus.append(Gpu(i, p.name, (p.major, p.minor), p.total_memory))
+        facts.stack.arches = distinct_arches(facts.gpus)
     except Exception as exc:  # a broken driver raises many kinds of errors
         facts.problems.append(f"CUDA: {exc}")
 
@@ -163,7 +199,7 @@ def collect(live: bool = True) -> Facts:
         image=os.environ.get(variables.IMAGE),
         variant=os.environ.get(variables.VARIANT),
         min_driver=os.environ.get(variables.MIN_DRIVER),
-        env_raw=os.environ.get(variables.SDPA_DEPRIORITIZED),
+        stack=Stack(deprioritized_raw=os.environ.get(variables.SDPA_DEPRIORITIZED)),
         transformers_version=package_version("transformers"),
         funasr_version=package_version("funasr"),
     )
@@ -176,10 +212,10 @@ def collect(live: bool = True) -> Facts:
     except Exception as exc:
         facts.problems.append(f"import torch: {exc}")
         return facts
-    facts.torch_version = torch.__version__
+    facts.stack.torch_version = torch.__version__
     facts.torch_cuda = torch.version.cuda
     try:  # loads libcudnn; works without a GPU, returns None on CPU-only builds
-        facts.cudnn_version = torch.backends.cudnn.version()
+        facts.stack.cudnn_version = torch.backends.cudnn.version()
     except Exception as exc:
         facts.problems.append(f"cuDNN: {exc}")
     _gpus(facts, torch)

@@ -24,50 +24,56 @@ from pathlib import Path
 
 from ftenv import text, variables
 from ftenv.attention import sdpa
-from ftenv.attention.facts import package_version
+from ftenv.attention.facts import Stack, package_version
 from ftenv.stack import versions
 
 
 @dataclass(frozen=True)
 class AttentionSettings:
-    arches: tuple[tuple[int, int], ...]  # distinct compute capabilities of the visible GPUs
+    #: What could be read without torch: torch and cuDNN by package metadata, the visible GPUs'
+    #: arches, the variable's value in the training process; None (no arches) is unknown.
+    stack: Stack
     arch_source: str  # "nvml", "nvidia-smi", or why unknown
-    deprioritized: sdpa.DeprioritizedSetting
     variable_source: str  # "training process", "training process (values differ: ...)", "environment"
-    torch_version: str | None
-    cudnn_version: int | None
     #: cuDNN first on the (first) GPU by torch's rule; None when a needed fact is unknown.
     cudnn_first: bool | None
 
     @property
+    def deprioritized(self) -> sdpa.DeprioritizedSetting:
+        return sdpa.interpret_deprioritized(self.stack.deprioritized_raw)
+
+    @property
     def arch_text(self) -> str:
-        return "/".join(sdpa.sm_name(a) for a in self.arches) if self.arches else "GPU arch unknown"
+        arches = self.stack.arches
+        return "/".join(sdpa.sm_name(a) for a in arches) if arches else "GPU arch unknown"
 
     @property
     def deprioritized_text(self) -> str:
-        return text.assignment(variables.SDPA_DEPRIORITIZED, self.deprioritized.raw)
+        return text.assignment(variables.SDPA_DEPRIORITIZED, self.stack.deprioritized_raw)
 
     @property
     def first_text(self) -> str:
         return {True: "yes", False: "no", None: "unknown"}[self.cudnn_first]
 
     def line(self) -> str:
+        s = self.stack
         return (
             f"{self.arch_text}, {self.deprioritized_text}, cuDNN attention first: {self.first_text} "
-            f"(torch {self.torch_version or 'unknown'}, cuDNN {sdpa.cudnn_name(self.cudnn_version)})"
+            f"(torch {s.torch_version or 'unknown'}, cuDNN {sdpa.cudnn_name(s.cudnn_version)})"
         )
 
     def why_not_first(self) -> str:
         """Plain words for cudnn_first == False (the rule's own, from sdpa)."""
-        return sdpa.reason_not_first(self.torch_version, self.cudnn_version, self.arches, self.deprioritized)
+        s = self.stack
+        return sdpa.reason_not_first(s.torch_version, s.cudnn_version, s.arches, self.deprioritized)
 
     def unknown_facts(self) -> list[str]:
         missing = []
-        if not self.arches:
+        if not self.stack.arches:
             missing.append("GPU arch")
-        if self.torch_version is None:
+        if self.stack.torch_version is None:
             missing.append("torch version")
-        if self.cudnn_version is None:
+        if self.stack.cudnn_version is None:
             missing.append("cuDNN version")
         return missing
 
@@ -229,4 +235,5 @@ def read_live_settings(pid: int | None = None) -> AttentionSettings:
         first = None
     else:
         first = False
-    return AttentionSettings(arches, arch_source, deprioritized, variable_source, torch_version, cudnn, first)
+    stack = Stack(torch_version, cudnn, arches, values[variables.SDPA_DEPRIORITIZED])
+    return AttentionSettings(stack, arch_source, variable_source, first)

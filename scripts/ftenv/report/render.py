@@ -68,18 +68,20 @@ def _driver_notes(f: facts_mod.Facts) -> list[str]:
 
 
 def assess(f: facts_mod.Facts) -> Assessment:
-    deprioritized = sdpa.interpret_deprioritized(f.env_raw)
+    deprioritized = sdpa.interpret_deprioritized(f.stack.deprioritized_raw)
     exposure = sdpa.exposure(
         gpus=[g.sm for g in f.gpus],
-        torch_version=f.torch_version,
-        cudnn_version=f.cudnn_version,
+        torch_version=f.stack.torch_version,
+        cudnn_version=f.stack.cudnn_version,
         setting=deprioritized,
         live_order=f.live_order,
         padded_choice=f.padded_choice,
     )
     notes = _driver_notes(f)
     if deprioritized.state == "ignored":
-        notes.append(f"WARNING: {variables.SDPA_DEPRIORITIZED}={f.env_raw!r}: {deprioritized.meaning}.")
+        notes.append(
+            f"WARNING: {variables.SDPA_DEPRIORITIZED}={deprioritized.raw!r}: {deprioritized.meaning}."
+        )
     supported = supported_sm() if f.gpus else set()
     for gpu in f.gpus:
         if supported and gpu.sm not in supported:
@@ -109,8 +111,8 @@ def render_text(f: facts_mod.Facts, a: Assessment, compile_line: str) -> str:
         driver += f" (CUDA {versions.cuda_name(f.driver_cuda)})"
     lines = [
         f"== ftenv report: {f.image or 'image unknown (not run from an ftenv image)'} ==",
-        f"stack   torch {f.torch_version or 'unknown'} (CUDA {f.torch_cuda or 'none'}), "
-        f"cuDNN {sdpa.cudnn_name(f.cudnn_version)}, transformers {f.transformers_version or 'absent'}, "
+        f"stack   torch {f.stack.torch_version or 'unknown'} (CUDA {f.torch_cuda or 'none'}), "
+        f"cuDNN {sdpa.cudnn_name(f.stack.cudnn_version)}, transformers {f.transformers_version or 'absent'}, "
         f"funasr {f.funasr_version or 'absent'}",
         f"driver  {driver}",
     ]
@@ -122,7 +124,7 @@ def render_text(f: facts_mod.Facts, a: Assessment, compile_line: str) -> str:
         lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
     lines.append(
         f"SDPA    {text.assignment(variables.SDPA_DEPRIORITIZED, a.deprioritized.raw)}: "
-        f"{sdpa.setting_meaning(f.torch_version, a.deprioritized)}"
+        f"{sdpa.setting_meaning(f.stack.torch_version, a.deprioritized)}"
     )
     if f.gpus:
         order = " > ".join(sdpa.backend_name(b) for b in f.live_order) if f.live_order else "unknown"

@@ -68,16 +68,14 @@ def report_sample(v: versions.Versions) -> str:
         image=image_ref(var),
         variant=var.name,
         min_driver=var.min_driver,
-        torch_version=torch_version,
+        stack=facts.Stack(torch_version, var.cudnn_int, deprioritized_raw="1"),
         torch_cuda=var.cuda_major_minor,
-        cudnn_version=var.cudnn_int,
         transformers_version=var.python["transformers"],
         funasr_version=var.python["funasr"],
         libcuda_found=True,
         driver_version=SAMPLE_DRIVER,
         driver_cuda=versions.cuda_int(var.cuda),
         gpus=[facts.Gpu(0, SAMPLE_GPU, (9, 0), round(SAMPLE_GIB * 2**30))],
-        env_raw="1",
         live_order=[1, 2, 0, 3, 4],  # torch's default order: flash, efficient, math, cudnn
         padded_choice=2,  # efficient
     )

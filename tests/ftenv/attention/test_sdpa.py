@@ -201,11 +201,11 @@ def test_the_cu126_builds_with_their_cudnn_9_10_are_not_first(torch):
 
 @pytest.mark.parametrize("torch, cudnn", NEWER)
 def test_the_report_renders_the_newer_stacks_from_injected_facts(torch, cudnn):
-    from ftenv.attention.facts import Facts, Gpu
+    from ftenv.attention.facts import Facts, Gpu, Stack
     from ftenv.report import render
     from ftenv.train import compile_setting
 
-    f = Facts(torch_version=torch, cudnn_version=cudnn, gpus=[Gpu(0, "NVIDIA H200", H100, 141 * 2**30)])
+    f = Facts(stack=Stack(torch, cudnn), gpus=[Gpu(0, "NVIDIA H200", H100, 141 * 2**30)])
     text = render.render_text(f, render.assess(f), compile_setting.report_line())
     verdict = next(ln for ln in text.splitlines() if ln.startswith("verdict "))
     assert verdict.startswith("verdict EXPOSED: by torch's rule cuDNN goes first on sm_90")

@@ -12,25 +12,23 @@ import pytest
 from ftenv import variables
 from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
-from ftenv.attention.facts import Facts, Gpu
+from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
 from ftenv.train import compile_setting
 
 GIB = 2**30
 
 
-def _facts(sms=((9, 0),), raw="1", cudnn=91900, order=None, choice=None, **kw):
+def _facts(sms=((9, 0),), raw="1", cudnn=91900, order=None, choice=None, torch_version="2.11.0+cu130", **kw):
     gpus = [Gpu(i, f"GPU{i}", sm, 141 * GIB) for i, sm in enumerate(sms)]
     base = dict(
         image="ghcr.io/x/y:tag",
-        torch_version="2.11.0+cu130",
+        stack=Stack(torch_version, cudnn, deprioritized_raw=raw),
         torch_cuda="13.0",
-        cudnn_version=cudnn,
         libcuda_found=bool(sms),
         driver_version="580.126.20" if sms else None,
         driver_cuda=13000 if sms else None,
         gpus=gpus,
-        env_raw=raw,
         live_order=order,
         padded_choice=choice,
         shm_bytes=16 * GIB,
@@ -205,7 +203,7 @@ def test_no_gpu_probe_still_lists_the_gpus_and_runs_no_kernel(monkeypatch):
 def test_collect_on_this_machine_never_raises_and_report_exits_0(capsys, monkeypatch):
     monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "true")
     f = facts_mod.collect()
-    assert f.env_raw == "true"
+    assert f.stack.deprioritized_raw == "true"
     from ftenv.cli import main
 
     assert main(["report", "--json"]) == 0

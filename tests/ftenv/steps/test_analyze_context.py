@@ -12,7 +12,7 @@ import pytest
 
 from ftenv import cli, variables
 from ftenv.attention import sdpa
-from ftenv.attention.facts import Facts, Gpu
+from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
 from ftenv.report.logged import ReportReader
 from ftenv.train import compile_setting
@@ -37,11 +37,9 @@ def report(monkeypatch, raw: str | None, sm=B200, compiled: str | None = None) -
         monkeypatch.setenv(variables.COMPILE, compiled)
     f = Facts(
         image="ghcr.io/funasr-nano-images/funasr-nano:test",
-        torch_version="2.11.0+cu130",
+        stack=Stack("2.11.0+cu130", 91900, deprioritized_raw=raw),
         torch_cuda="13.0",
-        cudnn_version=91900,
         gpus=[Gpu(0, "NVIDIA B200", sm, 179 * 2**30)],
-        env_raw=raw,
     )
     return render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
 

@@ -215,11 +215,12 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
         f"""
         import sys
         from ftenv.attention import sdpa
+        from ftenv.attention.facts import Stack
         from ftenv.attention.live import AttentionSettings
         from ftenv.steps.watch import watch
         env = sdpa.interpret_deprioritized({raw!r})
         first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
-        s = AttentionSettings({arches!r}, "test", env, "test", {torch_version!r}, {cudnn}, first)
+        s = AttentionSettings(Stack({torch_version!r}, {cudnn}, {arches!r}, {raw!r}), "test", "test", first)
         sys.exit(watch({[*FAKE, "--steps", "40"]!r}, settings=lambda: s))
         """
     )
@@ -493,7 +494,7 @@ def test_settings_come_from_the_training_process_environment():
             and source == "training process"
         )
         s = live.read_live_settings(proc.pid)
-        assert s.deprioritized.state == "prefer-cudnn" and s.cudnn_version == 91900
+        assert s.deprioritized.state == "prefer-cudnn" and s.stack.cudnn_version == 91900
     finally:
         proc.kill()
         proc.wait()
