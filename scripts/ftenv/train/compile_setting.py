@@ -11,7 +11,11 @@ FTENV_COMPILE is `1` (on: DEFAULT_PARTS), `0` (off), or a comma-separated list o
 - `cudagraphs`: CUDA graphs (mode="reduce-overhead") for the bucketed shapes; needs FTENV_BUCKETS;
 - `nosync`: FunASRNano's forward without host syncs (fastpath/sync_free.py), eager;
 - `lmhead`: that forward with the LM head and the loss over labelled positions only
-  (fastpath/labelled_head.py).
+  (fastpath/labelled_head.py);
+- `audiocache` (opt-in, never in DEFAULT_PARTS): the frozen encoder's outputs cached per utterance
+  across epochs, computed in eval mode (no dropout, unlike the recipe), the adaptor run every step
+  (fastpath/audio_cache.py); with `audio` a miss runs the compiled encoder blocks; not with
+  `audiowhole` (its one region is the encoder and the adaptor together).
 Every compiled decoder runs without a KV cache (use_cache=False), in training and validation.
 """
 
@@ -21,7 +25,7 @@ import os
 
 from ftenv import text, variables
 
-PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead")
+PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead", "audiocache")
 #: What `--compile` / FTENV_COMPILE=1 turns on, chosen on the CPU proxies until a GPU measures the
 #: matrix (docs/benchmarks.md): it meets the proxies' targets with eager's losses and no CUDA
 #: graphs (so any batch shape and gradient accumulation), and compiles one layer, not the stack.
@@ -60,6 +64,12 @@ def compile_parts(environ=os.environ) -> tuple[str, ...]:
         raise ValueError(
             f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `audio` (per block) and `audiowhole` "
             "(one region) exclude each other: choose one"
+        )
+    if "audiocache" in parts and "audiowhole" in parts:
+        raise ValueError(
+            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `audiocache` skips the encoder, "
+            "`audiowhole` compiles the encoder and the adaptor as one region: choose one (`audio` "
+            "compiles the encoder blocks and the adaptor and works with `audiocache`)"
         )
     if "cudagraphs" in parts and not environ.get(variables.BUCKETS):
         raise ValueError(
