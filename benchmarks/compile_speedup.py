@@ -29,7 +29,9 @@ The arms run in this order, so that what is unknown comes first (ARMS):
     +buckets                 best-guess over the finer buckets, no graphs: padding waste alone
     decoder                  FunASR PR #3705's path (its ratio is published), cold
     the rest                 upstream's path with the levers, per-layer CUDA graphs, fused
-                             AdamW, log interval
+                             AdamW, log interval, the frozen encoder's outputs cached
+                             (`+audiocache`: hits only where the steps repeat an utterance; its
+                             losses differ from eager's by the encoder's dropout, off there)
 
 Per arm: steady step (mean after the warm-up steps, the ranking), first step, compile seconds (the
 first step's excess over a steady step), break-even steps against eager, recompiles in training
@@ -126,6 +128,7 @@ ARMS = [
     Arm("+buckets+graphs", (*BEST_GUESS, "cudagraphs"), buckets=FINE_BUCKETS),
     Arm("+fused-adamw", BEST_GUESS, fused=True, cache_of="best-guess"),
     Arm("+log_interval=50", BEST_GUESS, log_interval=50, cache_of="best-guess"),
+    Arm("+audiocache", (*BEST_GUESS, "audiocache"), cache_of="best-guess"),
 ]
 #: Cold compile priors per part, seconds on one GPU (the decoder whole: FunASR PR #3705 reports
 #: about 2.5 min cold; the regional parts trace one layer or block). Used until an arm with the
@@ -456,14 +459,17 @@ def profile_steps(model, batches, device: str, fused: bool) -> dict:
 
 def prepared(arm: Arm, batches: list[dict]) -> list[dict]:
     """The batches as the arm's collator gives them: padded to its buckets, with the labelled
-    positions for `lmhead` (FunASR's collator does both in training, ftenv.train.fastpath)."""
-    from ftenv.train.fastpath import buckets, labelled_head
+    positions for `lmhead` and the speech fingerprints for `audiocache` (FunASR's collator adds
+    them in training, ftenv.train.fastpath)."""
+    from ftenv.train.fastpath import audio_cache, buckets, labelled_head
 
     if arm.buckets:
         spec = buckets.parse(arm.buckets)
         batches = [buckets.pad_batch(b, spec) for b in batches]
     if "lmhead" in arm.parts:
         batches = [labelled_head.add_label_index(dict(b)) for b in batches]
+    if "audiocache" in arm.parts:
+        batches = [audio_cache.add_speech_keys(dict(b)) for b in batches]
     return batches
 
 

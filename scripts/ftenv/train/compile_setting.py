@@ -9,7 +9,7 @@ import os
 
 from ftenv import text, variables
 
-PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead")
+PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead", "audiocache")
 #: What `--compile` / FTENV_COMPILE=1 turns on, chosen on the CPU proxies until a GPU measures the
 #: matrix (docs/benchmarks.md): it meets the proxies' targets with eager's losses and no CUDA
 #: graphs (so any batch shape and gradient accumulation), and compiles one layer, not the stack.
@@ -48,6 +48,12 @@ def compile_parts(environ=os.environ) -> tuple[str, ...]:
         raise ValueError(
             f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `audio` (per block) and `audiowhole` "
             "(one region) exclude each other: choose one"
+        )
+    if "audiocache" in parts and "audiowhole" in parts:
+        raise ValueError(
+            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `audiocache` skips the encoder, "
+            "`audiowhole` compiles the encoder and the adaptor as one region: choose one (`audio` "
+            "compiles the encoder blocks and the adaptor and works with `audiocache`)"
         )
     if "cudagraphs" in parts and not environ.get(variables.BUCKETS):
         raise ValueError(

@@ -13,6 +13,8 @@ in the benchmark: the compile parts (ftenv.train.compile_setting.PARTS) put on o
 - `nosync`: FunASRNano's forward without host syncs (ftenv.train.fastpath.sync_free), eager;
 - `lmhead`: that forward with the LM head and loss over labelled positions only
   (ftenv.train.fastpath.labelled_head; `install_on_build` makes the collator add the positions);
+- `audiocache`: the frozen encoder's outputs cached across epochs, used by the sync-free forward
+  (ftenv.train.fastpath.audio_cache; `install_on_build` makes the collator add the fingerprints);
 - bucketing (FTENV_BUCKETS, ftenv.train.fastpath.buckets) pads the batches FunASR's dataset collates, and
   gives the adaptor the device-side mask it needs for frames padded beyond the longest.
 """
@@ -24,7 +26,7 @@ import functools
 import sys
 
 from ftenv import variables
-from ftenv.train.fastpath import compiled_audio, compiled_decoder, labelled_head, sync_free
+from ftenv.train.fastpath import audio_cache, compiled_audio, compiled_decoder, labelled_head, sync_free
 from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES
 
 
@@ -77,7 +79,13 @@ def apply(model, parts, buckets=None, devices=TRAIN_DEVICES, backend: str = "ind
         switches.append(compiled_audio.install_whole(model, **switch))
     elif buckets is not None:
         compiled_audio.install_adaptor_forward(model)
-    if "nosync" in parts or "lmhead" in parts or "audiowhole" in parts:
+    if "audiocache" in parts:
+        audio_cache.install(model)
+        notes.append(
+            "audiocache: the frozen audio encoder runs in eval mode (no dropout) and its outputs are "
+            f"kept on the device, up to {audio_cache.CACHE_BYTES >> 30} GiB, for later epochs"
+        )
+    if any(p in parts for p in ("nosync", "lmhead", "audiowhole", "audiocache")):
         why_not = sync_free.install(model, labelled="lmhead" in parts)
         notes += [why_not] if why_not else []
     return {"switches": switches, "notes": notes, "hooks": hooks}
@@ -88,6 +96,7 @@ def remove(model, done: dict) -> None:
     for hook in done["hooks"]:
         hook.remove()
     sync_free.remove(model)
+    audio_cache.remove(model)
     compiled_decoder.uninstall(model)
     compiled_audio.uninstall(model)
 
@@ -152,6 +161,8 @@ def install_on_build(parts, buckets=None, devices=TRAIN_DEVICES) -> str:
     )
     if "lmhead" in parts:
         print(f"ftenv: {labelled_head.install_on_dataset()}", file=sys.stderr, flush=True)
+    if "audiocache" in parts:
+        print(f"ftenv: {audio_cache.install_on_dataset()}", file=sys.stderr, flush=True)
     if not parts:
         return "bucketing: the model to be built gets the adaptor's device-side padding mask"
     return f"{variables.COMPILE}={','.join(parts)}: the model to be built gets the compiled parts ({logs})"

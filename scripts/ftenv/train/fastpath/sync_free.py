@@ -17,7 +17,8 @@ Loss, accuracy and every logged number are those of FunASR's forward
 the adaptor's lengths (an audio turn longer than the encoder output or the text), this does the
 same; where FunASR's fallback would raise, this
 clips the turn to the text and the encoder output instead. With `audiowhole` the encoder and the
-adaptor run as one compiled region (ftenv.train.fastpath.compiled_audio.install_whole).
+adaptor run as one compiled region (ftenv.train.fastpath.compiled_audio.install_whole); with
+`audiocache` the encoder's outputs come from a cache (ftenv.train.fastpath.audio_cache).
 
 `install` puts it on one model instance, only when that model's forward is the packaged
 FunASRNano.forward it was written against: a remote-code model (`trust_remote_code`) keeps its own.
@@ -37,6 +38,10 @@ MARK = "ftenv_sync_free"
 HEAD_MARK = "ftenv_labelled_head"
 #: Where a model instance keeps its whole audio side region (compiled_audio.install_whole).
 AUDIO_SIDE = "ftenv_audio_side"
+#: Where a model instance keeps its encoder output cache (ftenv.train.fastpath.audio_cache).
+AUDIO_CACHE = "ftenv_audio_cache"
+#: The batch key its collator adds: one speech fingerprint per row.
+SPEECH_KEYS = "ftenv_speech_keys"
 
 
 def packaged_forward():
@@ -108,7 +113,11 @@ def forward(
         if whole is not None:  # `audiowhole`: encoder and adaptor, one compiled region
             encoder_out, encoder_out_lens = whole(speech, speech_lengths)
         else:
-            if self.audio_encoder_activation_checkpoint:
+            cache = self.__dict__.get(AUDIO_CACHE)
+            if cache is not None:  # `audiocache`: the frozen encoder's outputs across epochs
+                keys = kwargs.get(SPEECH_KEYS)
+                encoder_out, encoder_out_lens = cache.encode(self, speech, speech_lengths, keys)
+            elif self.audio_encoder_activation_checkpoint:
                 from torch.utils.checkpoint import checkpoint
 
                 encoder_out, encoder_out_lens = checkpoint(
