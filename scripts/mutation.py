@@ -51,7 +51,7 @@ TARGETS = [
     # step-statistics tests. steps/thresholds.py holds constants only, which mutmut (it mutates
     # function bodies) leaves alone; the boundary tests pin each of them.
     *(
-        Target(name, (f"ftenv/steps/{name}.py",), ("tests/ftenv/steps/test_stats*.py",))
+        Target(name, (f"ftenv/steps/{name}.py",), ("tests/ftenv/steps/test_stats.py",))
         for name in ("stats", "detector", "step", "fixes")
     ),
     Target(
@@ -72,11 +72,18 @@ TARGETS = [
     *(
         Target(
             name,
+            (f"imagetools/{name}.py",),
+            ("tests/imagetools/test_tags_build_args.py", "tests/imagetools/release/test_release.py"),
+        )
+        for name in ("tags", "build_args")
+    ),
+    *(
+        Target(
+            name,
             (f"imagetools/{path}.py",),
             ("tests/imagetools/release/test_release.py", "tests/imagetools/release/test_release_check.py"),
         )
         for name, path in (
-            ("tags", "tags"),
             ("bake", "bake"),
             ("checks", "release/checks"),
             ("workflow_rules", "release/workflow_rules"),
