@@ -1,5 +1,6 @@
 """versions.toml is the single source: the locks derive from it, and the image and the host read it."""
 
+import argparse
 import http.server
 import re
 import socketserver
@@ -12,6 +13,7 @@ import urllib.request
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from ftenv import variables
 from ftenv.report import render
 from ftenv.stack import versions
 from support import ROOT
@@ -133,6 +135,10 @@ def test_the_versions_file_is_found_from_the_variable_the_checkout_or_the_image(
 def test_load_keeps_each_variants_name_and_the_image_table():
     loaded = versions.load(ROOT / "versions.toml")
     assert all(variant.name == name for name, variant in loaded.variants.items())
+    # Each variant carries the image table (build_args' labels and the release's repository read it).
+    assert loaded.image == RAW["image"]
+    assert all(variant.image == RAW["image"] for variant in loaded.variants.values())
+    assert all(variant.python == RAW["python"] for variant in loaded.variants.values())
     assert loaded.default is loaded.variants[loaded.image["default_variant"]]
     assert loaded.variant(loaded.default.name) is loaded.default
 
@@ -287,3 +293,125 @@ def test_without_packaging_versions_read_as_packaging_reads_them(version, monkey
     with pytest.raises(ImportError):
         import packaging.version  # noqa: F401
     assert (versions.release(version, 4), versions.public(version)) == with_packaging
+
+
+# `python -m ftenv.stack.versions` (and `ftenv versions`, which shares add_arguments, query_of and run)
+
+#: versions.toml's variants in the file's order, read by TOML itself, and its default.
+NAMES = list(RAW["variants"])
+DEFAULT = RAW["image"]["default_variant"]
+OTHER = next(name for name in NAMES if name != DEFAULT)
+
+
+def _main(capsys, *argv: str) -> str:
+    """What main prints for argv; it must answer 0 and write nothing to stderr."""
+    assert versions.main(list(argv)) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    return out
+
+
+@pytest.mark.parametrize("file", [False, True], ids=["default file", "--file"])
+def test_each_question_gets_its_exact_answer(capsys, monkeypatch, tmp_path, file):
+    monkeypatch.delenv(variables.VERSIONS_FILE, raising=False)
+    extra = ("--file", str(ROOT / "versions.toml")) if file else ()
+    if file:  # --file, not the variable's file, is read
+        monkeypatch.setenv(variables.VERSIONS_FILE, str(tmp_path / "missing.toml"))
+    assert _main(capsys, "name", *extra) == f"{DEFAULT}\n"
+    assert _main(capsys, "name", OTHER, *extra) == f"{OTHER}\n"
+    assert _main(capsys, "variants", *extra) == "".join(f"{n}\n" for n in NAMES)
+    assert _main(capsys, "variants", OTHER, *extra) == "".join(f"{n}\n" for n in NAMES)
+    for name in NAMES:
+        reqs = V.variants[name].requirements()
+        assert len(reqs) > 2
+        assert _main(capsys, "requirements", name, *extra) == "".join(f"{r}\n" for r in reqs)
+    assert _main(capsys, "requirements", *extra) == "".join(f"{r}\n" for r in V.default.requirements())
+
+
+def test_the_variable_names_the_file_main_reads(capsys, monkeypatch, tmp_path):
+    """FTENV_VERSIONS_FILE (ftenv.variables' name for it) is what main reads without --file."""
+    edited = _edited_versions(
+        tmp_path, monkeypatch, f'default_variant = "{DEFAULT}"', f'default_variant = "{OTHER}"'
+    )
+    assert edited.default.name == OTHER
+    assert _main(capsys, "name") == f"{OTHER}\n"
+    assert _main(capsys, "name", "--file", str(ROOT / "versions.toml")) == f"{DEFAULT}\n"
+    missing = tmp_path / "missing.toml"
+    monkeypatch.setenv(variables.VERSIONS_FILE, str(missing))
+    with pytest.raises(SystemExit) as exc:
+        versions.main(["name"])
+    assert exc.value.code == (
+        f"ftenv: versions file {missing} not found; set FTENV_VERSIONS_FILE to versions.toml"
+    )
+
+
+def test_the_query_carries_what_was_asked():
+    p = argparse.ArgumentParser()
+    versions.add_arguments(p)
+    assert versions.query_of(p.parse_args(["requirements", OTHER, "--file", "v.toml"])) == (
+        versions.VersionsQuery(what="requirements", variant=OTHER, file="v.toml")
+    )
+    assert versions.query_of(p.parse_args(["name"])) == versions.VersionsQuery(what="name")
+    assert versions.WHATS == ("name", "variants", "requirements")
+
+
+#: `python -m ftenv.stack.versions --help` at 100 columns, as argparse writes it.
+HELP = """\
+usage: python -m ftenv.stack.versions [-h] [--file FILE] {name,variants,requirements} [variant]
+
+Read versions.toml, the single source of truth, for the image and the host; `ftenv versions`
+
+positional arguments:
+  {name,variants,requirements}
+  variant               variant name (default: versions.toml's default)
+
+options:
+  -h, --help            show this help message and exit
+  --file FILE           versions file (default: the checkout's or the image's)
+"""
+
+
+def test_help_names_the_questions_the_variant_and_the_file(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    with pytest.raises(SystemExit) as exc:
+        versions.main(["--help"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == HELP
+
+
+def test_a_bad_question_or_variant_is_refused_with_what_is_known(capsys):
+    with pytest.raises(SystemExit) as exc:
+        versions.main(["version"])
+    assert exc.value.code == 2  # argparse's usage error
+    err = capsys.readouterr().err
+    assert "python -m ftenv.stack.versions: error: argument what: invalid choice: 'version'" in err
+    for what in versions.WHATS:
+        assert f"'{what}'" in err  # argparse lists the choices
+    for what in ("name", "variants", "requirements"):
+        with pytest.raises(SystemExit) as exc:
+            versions.main([what, "cu999"])
+        known = ", ".join(sorted(NAMES))
+        assert exc.value.code == f"ftenv: unknown variant 'cu999'; versions.toml has: {known}"
+    assert capsys.readouterr().out == ""
+
+
+def test_without_a_toml_parser_the_host_is_told_what_to_install(monkeypatch):
+    monkeypatch.setattr(versions, "tomllib", None)
+    with pytest.raises(SystemExit) as exc:
+        versions.load(ROOT / "versions.toml")
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert exc.value.code == "ftenv: " + versions.NO_TOML_PARSER.format(python=python)
+    assert exc.value.code.startswith(
+        f"ftenv: Python {python} has no TOML parser (tomllib is 3.11+): install tomli"
+    )
+
+
+def test_cuda_name_writes_a_drivers_cuda():
+    assert versions.cuda_name(12060) == "12.6"
+    assert versions.cuda_name(13000) == "13.0"
+    assert versions.cuda_name(12080) == "12.8"
+    assert versions.cuda_name(11040) == "11.4"
+    for variant in V.variants.values():
+        assert versions.cuda_name(versions.cuda_int(variant.cuda)) == variant.cuda_major_minor
