@@ -9,7 +9,7 @@ from ftenv.stack import versions
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("versions", help="values read from versions.toml (variants, the lock's pins)")
+    p = sub.add_parser("versions", help=versions.DESCRIPTION)
     versions.add_arguments(p)
     p.set_defaults(func=run)
 

@@ -228,11 +228,19 @@ def load(path: Path | None = None) -> Versions:
         raise SystemExit(
             f"ftenv: versions file {path} not found; set {variables.VERSIONS_FILE} to versions.toml"
         ) from None
-    image, python = data["image"], data["python"]
-    variants = {
-        name: Variant(name=name, python=dict(python), image=image, **table)
-        for name, table in data["variants"].items()
-    }
+    except ValueError as exc:  # tomllib's, tomli's and toml's decode errors are ValueErrors
+        raise SystemExit(f"ftenv: versions file {path} is not valid TOML ({exc}); fix the file") from None
+    try:
+        image, python = data["image"], data["python"]
+        variants = {
+            name: Variant(name=name, python=dict(python), image=image, **table)
+            for name, table in data["variants"].items()
+        }
+    except (KeyError, TypeError) as exc:
+        raise SystemExit(
+            f"ftenv: versions file {path} does not have versions.toml's tables ([image], [python], "
+            f"[variants.NAME] with its keys): {type(exc).__name__}: {exc}; fix the file"
+        ) from None
     return Versions(image=image, variants=variants)
 
 
@@ -248,6 +256,8 @@ class VersionsQuery:
     file: str | None = None  # default: the checkout's or the image's versions.toml
 
 
+#: What `ftenv versions` and `python -m ftenv.stack.versions` are, in their help.
+DESCRIPTION = "values read from versions.toml (variants, the lock's pins)"
 #: What `ftenv versions` answers.
 WHATS = ("name", "variants", "requirements")
 
@@ -278,7 +288,7 @@ def query_of(args: argparse.Namespace) -> VersionsQuery:
 def main(argv: list[str] | None = None) -> int:
     """`python -m ftenv.stack.versions WHAT`: what the Makefile asks, on the host's stock python3
     (3.9+, this module and the standard library only, unlike `ftenv versions`, which loads ftenv)."""
-    p = argparse.ArgumentParser(prog="python -m ftenv.stack.versions", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m ftenv.stack.versions", description=DESCRIPTION)
     add_arguments(p)
     return run(query_of(p.parse_args(argv)))
 

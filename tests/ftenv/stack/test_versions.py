@@ -359,7 +359,7 @@ def test_the_query_carries_what_was_asked():
 HELP = """\
 usage: python -m ftenv.stack.versions [-h] [--file FILE] {name,variants,requirements} [variant]
 
-Read versions.toml, the single source of truth, for the image and the host; `ftenv versions`
+values read from versions.toml (variants, the lock's pins)
 
 positional arguments:
   {name,variants,requirements}
@@ -379,6 +379,23 @@ def test_help_names_the_questions_the_variant_and_the_file(capsys, monkeypatch):
         versions.main(["--help"])
     assert exc.value.code == 0
     assert capsys.readouterr().out == HELP
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[image\n", "is not valid TOML"),
+        ('[image]\nname = "x"\n', "does not have versions.toml's tables ([image], [python], [variants.NAME]"),
+        ("[image]\n[python]\n[variants.a]\nnot_a_key = 1\n", "TypeError"),
+    ],
+)
+def test_a_broken_versions_file_is_named_with_the_fix(tmp_path, text, said):
+    broken = tmp_path / "versions.toml"
+    broken.write_text(text)
+    with pytest.raises(SystemExit) as exc:
+        versions.load(broken)
+    assert str(exc.value).startswith(f"ftenv: versions file {broken} ") and said in str(exc.value)
+    assert str(exc.value).endswith("fix the file")
 
 
 def test_a_bad_question_or_variant_is_refused_with_what_is_known(capsys):
