@@ -629,3 +629,250 @@ def test_detector_running_median_over_its_window(window, values, median):
     for i, v in enumerate(values, start=1):
         d.observe(Step(i, v * B, 8, 100))
     assert d.baseline(0) == median * B
+
+
+# --- Summary.to_dict: the JSON `ftenv analyze --json` and the watchdog summaries carry -----------
+
+
+def test_summary_to_dict_of_no_steps_is_every_key_with_unknowns_as_none():
+    assert stats.summarize([]).to_dict() == {
+        "n_steps": 0,
+        "median": None,
+        "p95": None,
+        "max": None,
+        "mean": None,
+        "new_median": None,
+        "seen_median": None,
+        "new_over_seen": None,
+        "p95_over_median": None,
+        "max_over_median": None,
+        "slow_steps": [],
+        "slow_on_new": 0,
+        "time_lost": 0,
+        "mean_without_slow": None,
+        "verdict": INCONCLUSIVE,
+        "reasons": ["no training steps"],
+        "fix": None,
+        "n_new": 0,
+        "n_seen": 0,
+        "n_warmup": 0,
+        "baseline": None,
+        "slow_factor": thresholds.SLOW_FACTOR,
+        "slow_causes": {},
+        "ranks": [],
+        "total_seconds": 0,
+        "waits": [],
+        "apart_steps": [],
+        "pauses": [],
+        "pause_seconds": 0.0,
+        "failed_rules": [],
+        "passed_rules": [],
+        "context": ["no training steps"],
+        "notes": [],
+        "fix_short": None,
+        "n_slow": 0,
+        "n_apart": 0,
+        "slow_share_on_new": None,
+        "slow_waiting": 0,
+    }
+
+
+def pause_run(stall: float) -> list[Step]:
+    """One rank: a start-up step set apart, then 21 judged steps on 3 shapes (new at steps 2-4),
+    step 12 (a seen shape) taking `stall`; a validation and checkpoint pause before step 7 (shown)
+    and a short unlogged one before step 15 (counted, not shown). With 21 values the 95th
+    percentile is exactly the 20th smallest."""
+    steps = [Step(1, 2 * B, apart=step_types.RUN_START)]
+    for i in range(2, 23):
+        pause, before = None, ()
+        if i == 7:
+            pause, before = 3.0, (step_types.VALIDATION, step_types.CHECKPOINT)
+        elif i == 15:
+            pause = 2 * B
+        steps.append(Step(i, stall if i == 12 else B, 8, 100 + 4 * (i % 3), pause=pause, before=before))
+    return steps
+
+
+def test_summary_to_dict_of_a_run_with_a_slow_step_a_pause_and_a_start_up_step():
+    s = stats.summarize(pause_run(4 * B))
+    slow = s.slow_steps[0]
+    assert slow.index == 12 and slow.new_shape is False
+    shape_line = (
+        "steps on shapes new to their rank take 1.0x the steps on shapes already seen "
+        "(median 0.125 s vs 0.125 s; FAIL at 3x)"
+    )
+    p95_line = "p95 step time is 1.0x the median (FAIL at 2x)"
+    max_line = "slowest step is 4.0x the median (FAIL at 10x)"
+    note = (
+        "1 slow steps (>= 3x the baseline 0.125 s), 0 of them on new shapes; 0.4 s lost; "
+        "mean step 0.143 s, 0.125 s without them"
+    )
+    assert s.to_dict() == {
+        "n_steps": 21,
+        "median": B,
+        "p95": B,
+        "max": 4 * B,
+        "mean": 24 * B / 21,
+        "new_median": B,
+        "seen_median": B,
+        "new_over_seen": 1.0,
+        "p95_over_median": 1.0,
+        "max_over_median": 4.0,
+        "slow_steps": [
+            {
+                "index": 12,
+                "seconds": 4 * B,
+                "batch": 8,
+                "padded_len": 100,
+                "rank": 0,
+                "new_shape": False,
+                "phases": {},
+                "step_in_epoch": None,
+                "pause": None,
+                "before": (),
+                "apart": None,
+            }
+        ],
+        "slow_on_new": 0,
+        "time_lost": 3 * B,
+        "mean_without_slow": B,
+        "verdict": PASS,
+        "reasons": [shape_line, p95_line, max_line, note],
+        "fix": None,
+        "n_new": 3,
+        "n_seen": 18,
+        "n_warmup": 0,
+        "baseline": B,
+        "slow_factor": 3.0,
+        "slow_causes": {SEEN_SHAPE: 1},
+        "ranks": [0],
+        "total_seconds": 24 * B,
+        "waits": [],
+        "apart_steps": [
+            {
+                "index": 1,
+                "seconds": 2 * B,
+                "batch": None,
+                "padded_len": None,
+                "rank": 0,
+                "new_shape": None,
+                "phases": {},
+                "step_in_epoch": None,
+                "pause": None,
+                "before": (),
+                "apart": step_types.RUN_START,
+            }
+        ],
+        "pauses": [
+            {
+                "rank": 0,
+                "after_step": 6,
+                "seconds": 3.0,
+                "before": [step_types.VALIDATION, step_types.CHECKPOINT],
+            }
+        ],
+        "pause_seconds": 3.0 + 2 * B,
+        "failed_rules": [],
+        "passed_rules": [shape_line, p95_line, max_line],
+        "context": [],
+        "notes": [note],
+        "fix_short": None,
+        "n_slow": 1,
+        "n_apart": 1,
+        "slow_share_on_new": 0.0,
+        "slow_waiting": 0,
+    }
+
+
+# --- the rules: their order, texts and PASSED marks ------------------------------------------------
+
+
+def test_under_a_fail_the_failed_rule_comes_first_and_the_held_ones_are_marked_passed():
+    s = stats.summarize(pause_run(11 * B))  # only the slowest step fails
+    shape_line = (
+        "steps on shapes new to their rank take 1.0x the steps on shapes already seen "
+        "(median 0.125 s vs 0.125 s; FAIL at 3x)"
+    )
+    p95_line = "p95 step time is 1.0x the median (FAIL at 2x)"
+    max_line = "slowest step is 11.0x the median (FAIL at 10x)"
+    assert s.verdict == FAIL and s.failed_rules == [max_line] and s.passed_rules == [shape_line, p95_line]
+    assert s.context == [] and len(s.notes) == 1 and s.notes[0].startswith("1 slow steps (>= 3x")
+    assert s.reasons == [max_line, stats.PASSED + shape_line, stats.PASSED + p95_line, *s.notes]
+    assert stats.PASSED == "passed: "
+    assert s.fix is None and s.fix_short is None  # a seen-shape stall: no fix known
+
+
+def test_the_failed_rules_keep_the_order_shape_p95_max_and_the_shape_fix_comes_short_and_full():
+    # 3 steps on new shapes at 32x, 18 on seen ones: all three rules fail.
+    steps = [Step(i, 32 * B, 8, 100 + 4 * i) for i in range(1, 4)]
+    steps += [Step(3 + i, B, 8, 100 + 4 * (1 + i % 3)) for i in range(1, 19)]
+    s = stats.summarize(steps)
+    assert s.failed_rules == [
+        "steps on shapes new to their rank take 32.0x the steps on shapes already seen "
+        "(median 4.000 s vs 0.125 s; FAIL at 3x)",
+        "p95 step time is 32.0x the median (FAIL at 2x)",
+        "slowest step is 32.0x the median (FAIL at 10x)",
+    ]
+    assert s.passed_rules == [] and s.reasons == [*s.failed_rules, *s.notes]
+    assert s.verdict == FAIL
+    assert (s.fix_short, s.fix) == (fixes.shape_fix().short, fixes.shape_fix().full)
+
+
+def test_without_a_fail_the_context_comes_first_and_nothing_is_marked():
+    # Two steps on new shapes only: the shape rule cannot be applied, the other two hold.
+    s = stats.summarize([Step(i, B, 8, 100 + 4 * (i % 2)) for i in range(1, 11)])
+    context = (
+        "too few steps to compare new and seen shapes (2 on new shapes, 8 on seen shapes; at least 3 "
+        "and 3 needed)"
+    )
+    assert s.verdict == INCONCLUSIVE and s.failed_rules == [] and s.context == [context]
+    assert s.reasons == [
+        context,
+        "p95 step time is 1.0x the median (FAIL at 2x)",
+        "slowest step is 1.0x the median (FAIL at 10x)",
+    ]
+
+
+def test_a_fail_with_context_lists_failed_passed_context_then_notes():
+    # Two new shapes (too few to compare), a stall at 16x on a seen shape.
+    s = stats.summarize([Step(i, 16 * B if i == 8 else B, 8, 100 + 4 * (i % 2)) for i in range(1, 31)])
+    assert s.verdict == FAIL and len(s.context) == 1 and len(s.notes) == 1
+    assert s.reasons == [
+        "slowest step is 16.0x the median (FAIL at 10x)",
+        stats.PASSED + "p95 step time is 1.0x the median (FAIL at 2x)",
+        *s.context,
+        *s.notes,
+    ]
+
+
+# --- summarize's arguments reach the summary -------------------------------------------------------
+
+
+def test_the_slow_factor_also_decides_which_unlogged_pauses_are_shown():
+    shown = (0, 6, 3.0, (step_types.VALIDATION, step_types.CHECKPOINT))  # logged: always shown
+    default = stats.summarize(pause_run(B))
+    assert default.pauses == [shown] and default.pause_seconds == 3.0 + 2 * B
+    lower = stats.summarize(pause_run(B), slow_factor=2)  # the 2x pause before step 15 now counts
+    assert lower.pauses == [shown, (0, 14, 2 * B, ())] and lower.pause_seconds == 3.0 + 2 * B
+
+
+@pytest.mark.parametrize(
+    "compiled, cudnn_first, full",
+    [
+        (None, False, fixes.REPEAT_SHAPES_FIX),  # cuDNN attention not first: pad
+        (("decoder",), False, fixes.RECOMPILE_FIX),  # and compiled: the recompiles
+        (("decoder",), None, fixes.SHAPE_FIX),  # compiled, nothing else known: set the variable
+        (None, True, fixes.SHAPE_FIX),
+    ],
+)
+def test_compiled_and_cudnn_first_pick_the_shape_fix(compiled, cudnn_first, full):
+    s = stats.summarize(as_steps(field_report_run()), compiled=compiled, cudnn_first=cudnn_first)
+    assert s.verdict == FAIL and s.fix == full
+    assert s.fix_short == fixes.shape_fix(None, compiled, cudnn_first).short
+
+
+def test_compiled_reaches_the_fix_when_the_variable_is_already_1():
+    one = sdpa.interpret_deprioritized("1")
+    s = stats.summarize(as_steps(field_report_run()), deprioritized=one, compiled=("decoder",))
+    assert s.fix == f"{sdpa.already_deprioritized_text()}; with compile on: {fixes.RECOMPILE_FIX}"
+    assert "torch.compile" in s.fix_short
