@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from ftenv import variables
 from ftenv.attention import sdpa
 
 H100, B200, B300, A100, RTX5090 = (9, 0), (10, 0), (10, 3), (8, 0), (12, 0)
@@ -388,3 +389,12 @@ def test_torch_release_reads_major_and_minor_as_pep_440_does(version, want):
     """The rule's own reading of torch's version (it imports nothing of ftenv): a missing minor is 0,
     an unreadable version is None (the rule then says unknown)."""
     assert sdpa.torch_release(version) == want
+
+
+def test_the_fix_under_torch_2_9_says_why_its_own_variable_is_not_the_one():
+    for raw in (None, "1", "0"):
+        text = sdpa.fix_text("2.9.1+cu128", sdpa.interpret_deprioritized(raw))
+        assert text == (
+            f"set {sdpa.FIX_2_9} before the process starts "
+            f"({variables.SDPA_DEPRIORITIZED} is not read by torch 2.9)"
+        )
