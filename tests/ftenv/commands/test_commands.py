@@ -52,7 +52,7 @@ def test_the_cli_assembles_one_module_per_command_from_the_commands_wing():
     assert all(n.startswith("ftenv.commands.") for n in names), names
     assert [n.rsplit(".", 1)[1] for n in names] == [
         "report", "versions", "buildcheck", "data", "finetune", "watch", "analyze", "selfcheck", "probe",
-        "tinymodel",
+        "tinymodel", "export",
     ]  # fmt: skip
     assert all(callable(m.add_parser) for m in cli.COMMANDS)
 

@@ -1,0 +1,1 @@
+"""Evaluating, comparing and handing over fine-tuned models."""

@@ -1,0 +1,260 @@
+"""`ftenv export`: a fine-tuned checkpoint as a model folder that FunASR's `AutoModel(model=OUT)`
+loads as it loads the released Fun-ASR-Nano folder, with no path back to the base folder or the
+run: config, the weights alone, the decoder and tokenizer files, a model card. Written into a
+temporary folder beside OUT and renamed into place, so a failure leaves nothing half-written."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftenv.evaluate import card, export_checkpoint
+from ftenv.evaluate.export_checkpoint import CheckpointError
+
+CONFIG, CONFIGURATION, WEIGHTS = "config.yaml", "configuration.json", "model.pt"
+#: Keys of config.yaml whose values name files or folders of the model (the decoder, the tokenizer,
+#: a CMVN or token list): copied into OUT and named relative to it.
+FILE_KEYS = ("init_param_path", "token_list", "bpemodel", "seg_dict", "cmvn_file")
+#: The decoder's files transformers needs to build it (the weights themselves are in model.pt).
+DECODER_FILES = ("config.json",)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    source: Path  # a checkpoint file or a run folder
+    out: Path
+    base: Path | None = None  # the model folder fine-tuned from; default: the run's config.yaml
+    eval_dir: Path | None = None  # an `ftenv eval` output folder with summary.json
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Exported:
+    out: Path
+    checkpoint: Path
+    base: Path
+    sha256: str
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _yaml(path: Path) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise CheckpointError(
+            f"{path}: not readable as YAML ({type(exc).__name__}); fix or replace it"
+        ) from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: not a YAML mapping; a FunASR config.yaml is one")
+    return data
+
+
+def run_folder(checkpoint: Path) -> Path:
+    return checkpoint.parent
+
+
+def base_folder(options: ExportOptions, checkpoint: Path) -> Path:
+    """--base, else the model folder the run's config.yaml (written by FunASR's trainer) names."""
+    if options.base is not None:
+        base = options.base
+    else:
+        run_config = run_folder(checkpoint) / CONFIG
+        model = _yaml(run_config).get("model") if run_config.is_file() else None
+        if not model or not Path(str(model)).is_dir():
+            raise CheckpointError(
+                f"{checkpoint}: the model folder it was fine-tuned from is not recorded in {run_config} "
+                "as an existing folder; name it with --base MODEL_DIR"
+            )
+        base = Path(str(model))
+    if not (base / CONFIG).is_file():
+        raise CheckpointError(
+            f"{base}: not a model folder (no {CONFIG}); --base names the Fun-ASR-Nano folder"
+        )
+    return base.resolve()
+
+
+def _walk(conf, trail=()):
+    """(key trail, value) of every string in conf stored under one of FILE_KEYS."""
+    if isinstance(conf, dict):
+        for key, value in conf.items():
+            if isinstance(value, str) and key in FILE_KEYS:
+                yield (*trail, key), value
+            else:
+                yield from _walk(value, (*trail, key))
+
+
+def _set(tree: dict, trail: tuple, value) -> None:
+    for key in trail[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[trail[-1]] = value
+
+
+def model_files(conf: dict, base: Path) -> dict[tuple, tuple[Path, str]]:
+    """Each file setting of config.yaml: (the file or folder it means, its name inside OUT). A
+    relative path is the model folder's own (as in the released folder); absolute ones are copied
+    under their own name."""
+    found = {}
+    for trail, value in _walk(conf):
+        path = Path(value) if Path(value).is_absolute() else base / value
+        if not path.exists():
+            continue
+        path = path.resolve()
+        name = path.relative_to(base).as_posix() if path.is_relative_to(base) else path.name
+        found[trail] = (path, name)
+    return found
+
+
+def check_decoder(conf: dict, base: Path, files: dict) -> None:
+    """The decoder (LLM) and tokenizer folders config.yaml points to must be there: without them
+    AutoModel falls back to the hub, which is offline here."""
+    for section, needed in (("llm_conf", DECODER_FILES), ("tokenizer_conf", TOKENIZER_FILES)):
+        raw = (conf.get(section) or {}).get("init_param_path")
+        if raw is None:
+            continue
+        trail = (section, "init_param_path")
+        folder = files[trail][0] if trail in files else (Path(raw) if Path(raw).is_absolute() else base / raw)
+        if not folder.is_dir() or not any((folder / name).is_file() for name in needed):
+            raise CheckpointError(
+                f"{folder}: the {section}.init_param_path of {base / CONFIG} has no {' or '.join(needed)}; "
+                "the model folder lacks its decoder/tokenizer files: download the whole model folder again"
+            )
+
+
+def expected_shapes(conf: dict, base: Path, files: dict) -> dict:
+    """The tensors (name -> shape) of the model config.yaml builds, built on the meta device (no
+    memory, no init); else those of the base folder's own model.pt."""
+    import torch
+
+    built = copy.deepcopy(conf)
+    for trail, (path, _name) in files.items():
+        _set(built, trail, str(path))
+    try:
+        # funasr's import and build print optional-module errors and progress: not this command's output.
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            import funasr  # noqa: F401  (registers the model classes)
+            from funasr.register import tables
+
+            frontend = tables.frontend_classes.get(built["frontend"])(**built.get("frontend_conf", {}))
+            with torch.device("meta"):
+                model = tables.model_classes.get(built["model"])(input_size=frontend.output_size(), **built)
+        return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    except Exception as exc:  # any model FunASR cannot build this way: fall back to the base's weights
+        print(
+            f"ftenv export: could not build {base / CONFIG}'s model to check the weights against "
+            f"({type(exc).__name__}: {exc}); checking against {base / WEIGHTS} instead",
+            file=sys.stderr,
+        )
+        weights = export_checkpoint.read_weights(base / WEIGHTS)
+        return {k: tuple(v.shape) for k, v in weights.items()}
+
+
+def _copy(path: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        shutil.copytree(path, target, symlinks=False)
+    else:
+        shutil.copy2(path, target)
+
+
+def configuration(base: Path, files: dict) -> dict:
+    """configuration.json: the base's, with file_path_metas naming every file of OUT, so that FunASR
+    joins them to the folder wherever it lies (it resolves nothing else of config.yaml)."""
+    source = base / CONFIGURATION
+    data = json.loads(source.read_text(encoding="utf-8")) if source.is_file() else {}
+    metas = data.setdefault("file_path_metas", {})
+    metas.update({"init_param": WEIGHTS, "config": CONFIG})
+    for trail, (_path, name) in files.items():
+        _set(metas, trail, name)
+    return data
+
+
+def check_out_folder(options: ExportOptions) -> None:
+    out = options.out
+    if out.exists() and not out.is_dir():
+        raise CheckpointError(f"{out}: exists and is not a folder; choose another OUT")
+    if out.is_dir() and any(out.iterdir()) and not options.force:
+        raise CheckpointError(
+            f"{out}: exists and is not empty; choose another OUT or add --force to replace it"
+        )
+
+
+def export(options: ExportOptions) -> Exported:
+    """Write the folder; CheckpointError (nothing written) for any input that cannot make one."""
+    import torch
+    import yaml
+
+    check_out_folder(options)
+    checkpoint = export_checkpoint.resolve(options.source).resolve()
+    base = base_folder(options, checkpoint)
+    conf = _yaml(base / CONFIG)
+    files = model_files(conf, base)
+    check_decoder(conf, base, files)
+    weights = export_checkpoint.read_weights(checkpoint)
+    export_checkpoint.check_fits(weights, expected_shapes(conf, base, files), checkpoint, base)
+    summary = card.read_summary(options.eval_dir) if options.eval_dir else None
+
+    out = options.out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.export-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        exported = copy.deepcopy(conf)
+        for path, name in sorted(set(files.values())):  # the LLM and tokenizer share a folder
+            _copy(path, tmp / name)
+        for trail, (_path, name) in files.items():
+            _set(exported, trail, name)
+        (tmp / CONFIG).write_text(
+            yaml.safe_dump(exported, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
+        (tmp / CONFIGURATION).write_text(
+            json.dumps(configuration(base, files), indent=2) + "\n", encoding="utf-8"
+        )
+        torch.save(weights, tmp / WEIGHTS)
+        digest = sha256_of(tmp / WEIGHTS)
+        facts = card.CardFacts(
+            name=out.name,
+            checkpoint=checkpoint,
+            base=base,
+            model_class=str(conf.get("model")),
+            weights_sha256=digest,
+            weights_bytes=(tmp / WEIGHTS).stat().st_size,
+            tensors=len(weights),
+            data=card.read_data(run_folder(checkpoint)),
+            summary=summary,
+            eval_dir=options.eval_dir,
+        )
+        (tmp / card.NAME).write_text(card.render(facts), encoding="utf-8")
+        _replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    """Rename tmp to out; an existing out (allowed by --force or empty) goes only once tmp is whole."""
+    if not out.exists():
+        tmp.rename(out)
+        return
+    old = out.parent / f".{out.name}.replaced-{os.getpid()}"
+    out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
