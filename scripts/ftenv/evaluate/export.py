@@ -244,6 +244,8 @@ def export(options: ExportOptions) -> Exported:
         )
         (tmp / card.NAME).write_text(card.render(facts), encoding="utf-8")
         _replace(tmp, out)
+    except OSError as exc:  # a full disk, a folder not writable: OUT's place, not the checkpoint
+        raise CheckpointError(f"{out}: could not be written ({exc}); nothing was written there") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)

@@ -240,3 +240,17 @@ def test_a_stopped_run_with_step_checkpoints_only_names_them(tmp_path):
     run = _files(tmp_path / "run", "model.pt", "model.pt.ep0.300")
     with pytest.raises(CheckpointError, match=r"model\.pt\.ep0\.300; name one"):
         export_checkpoint.resolve(run)
+
+
+def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch, capsys):
+    """A failure after the weights are written (here: the card, on a full disk) is named with OUT,
+    exit 2, and leaves neither OUT nor the temporary folder beside it."""
+
+    def fail(facts):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export.card, "render", fail)
+    out = tmp_path / "out"
+    _refused(
+        capsys, ["export", str(run["run"]), str(out)], out, f"{out}: could not be written", "No space left"
+    )
