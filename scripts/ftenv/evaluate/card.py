@@ -132,7 +132,7 @@ def render(facts: CardFacts) -> str:
         "```python",
         "from funasr import AutoModel",
         "",
-        f'model = AutoModel(model="{facts.name}", disable_update=True)',
+        f'model = AutoModel(model="path/to/{facts.name}", disable_update=True)',
         "```",
         "",
         "## Fine-tuned from",

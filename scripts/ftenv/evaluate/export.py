@@ -21,8 +21,8 @@ from ftenv.evaluate.export_checkpoint import CheckpointError
 
 CONFIG, CONFIGURATION, WEIGHTS = "config.yaml", "configuration.json", "model.pt"
 #: Keys of config.yaml whose values name files or folders of the model (the decoder, the tokenizer,
-#: a CMVN or token list): copied into OUT and named relative to it.
-FILE_KEYS = ("init_param_path", "token_list", "bpemodel", "seg_dict", "cmvn_file")
+#: the CTC tokenizer's vocabulary, a CMVN or token list): copied into OUT and named relative to it.
+FILE_KEYS = ("init_param_path", "vocab_path", "token_list", "bpemodel", "seg_dict", "cmvn_file")
 #: The decoder's files transformers needs to build it (the weights themselves are in model.pt).
 DECODER_FILES = ("config.json",)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
@@ -54,13 +54,17 @@ def sha256_of(path: Path) -> str:
 
 
 def _yaml(path: Path) -> dict:
-    import yaml
+    """config.yaml as FunASR reads it: OmegaConf, interpolations resolved (the released config names
+    the tokenizer as `${llm_conf.init_param_path}`)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OSError, UnicodeDecodeError, YAMLError, OmegaConfBaseException) as exc:
         raise CheckpointError(
-            f"{path}: not readable as YAML ({type(exc).__name__}); fix or replace it"
+            f"{path}: not readable as FunASR's YAML ({type(exc).__name__}: {exc}); fix or replace it"
         ) from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{path}: not a YAML mapping; a FunASR config.yaml is one")
@@ -141,21 +145,11 @@ def check_decoder(conf: dict, base: Path, files: dict) -> None:
 def expected_shapes(conf: dict, base: Path, files: dict) -> dict:
     """The tensors (name -> shape) of the model config.yaml builds, built on the meta device (no
     memory, no init); else those of the base folder's own model.pt."""
-    import torch
-
     built = copy.deepcopy(conf)
     for trail, (path, _name) in files.items():
         _set(built, trail, str(path))
     try:
-        # funasr's import and build print optional-module errors and progress: not this command's output.
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            import funasr  # noqa: F401  (registers the model classes)
-            from funasr.register import tables
-
-            frontend = tables.frontend_classes.get(built["frontend"])(**built.get("frontend_conf", {}))
-            with torch.device("meta"):
-                model = tables.model_classes.get(built["model"])(input_size=frontend.output_size(), **built)
-        return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        return _built_shapes(built)
     except Exception as exc:  # any model FunASR cannot build this way: fall back to the base's weights
         print(
             f"ftenv export: could not build {base / CONFIG}'s model to check the weights against "
@@ -164,6 +158,21 @@ def expected_shapes(conf: dict, base: Path, files: dict) -> dict:
         )
         weights = export_checkpoint.read_weights(base / WEIGHTS)
         return {k: tuple(v.shape) for k, v in weights.items()}
+
+
+def _built_shapes(conf: dict) -> dict:
+    """name -> shape of the model conf builds, on the meta device (no memory, no initialisation)."""
+    import torch
+
+    # funasr's import and build print optional-module errors and progress: not this command's output.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import funasr  # noqa: F401  (registers the model classes)
+        from funasr.register import tables
+
+        frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
+        with torch.device("meta"):
+            model = tables.model_classes.get(conf["model"])(input_size=frontend.output_size(), **conf)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
 def _copy(path: Path, target: Path) -> None:

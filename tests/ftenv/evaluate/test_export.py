@@ -24,13 +24,15 @@ from ftenv.selfcheck import tinymodel
 
 def _base_copy(tiny: Path, dest: Path) -> Path:
     """The tiny model's folder alone (config.yaml, model.pt, the decoder/tokenizer folder), with
-    config.yaml naming the decoder relative to the folder as the released Fun-ASR-Nano does."""
+    config.yaml naming the decoder relative to the folder, and the tokenizer through an OmegaConf
+    interpolation of it, as the released Fun-ASR-Nano's does."""
     p = tinymodel.paths(tiny)
     dest.mkdir(parents=True)
     shutil.copy2(p.model_pt, dest / "model.pt")
     shutil.copytree(p.llm_dir, dest / p.llm_dir.name)
     conf = yaml.safe_load(p.config.read_text(encoding="utf-8"))
-    conf["llm_conf"]["init_param_path"] = conf["tokenizer_conf"]["init_param_path"] = p.llm_dir.name
+    conf["llm_conf"]["init_param_path"] = p.llm_dir.name
+    conf["tokenizer_conf"]["init_param_path"] = "${llm_conf.init_param_path}"
     (dest / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False), encoding="utf-8")
     return dest
 
@@ -155,6 +157,22 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     assert "| run/model.pt.best | 3.25 | 5 |  |  |  | 10 |" in card
     assert "| base | 9.5 | 17 |  |  |  | 10 |" in card
     assert "- funasr: 1.4.16" in card
+
+
+def test_a_model_that_cannot_be_built_is_checked_against_the_base_weights(run, tmp_path, monkeypatch, capsys):
+    """Where FunASR cannot build the model on the meta device, the base folder's own model.pt says
+    which tensors the weights must have: still exported, still refused when they do not fit."""
+
+    def unbuildable(conf):
+        raise RuntimeError("meta tensors not supported")
+
+    monkeypatch.setattr(export, "_built_shapes", unbuildable)
+    assert cli.main(["export", str(run["run"]), str(tmp_path / "out")]) == 0
+    assert f"checking against {run['base'] / 'model.pt'} instead" in capsys.readouterr().err
+    shrunk = {k: v for k, v in run["best"].items() if not k.startswith("audio_adaptor.")}
+    torch.save({"state_dict": shrunk}, run["run"] / "model.pt.ep4")
+    argv = ["export", str(run["run"] / "model.pt.ep4"), str(tmp_path / "out2")]
+    _refused(capsys, argv, tmp_path / "out2", "missing audio_adaptor.")
 
 
 def _refused(capsys, argv: list[str], out: Path, *needles: str) -> None:
