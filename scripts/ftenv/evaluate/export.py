@@ -46,11 +46,8 @@ class Exported:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _yaml(path: Path) -> dict:
@@ -71,16 +68,12 @@ def _yaml(path: Path) -> dict:
     return data
 
 
-def run_folder(checkpoint: Path) -> Path:
-    return checkpoint.parent
-
-
 def base_folder(options: ExportOptions, checkpoint: Path) -> Path:
     """--base, else the model folder the run's config.yaml (written by FunASR's trainer) names."""
     if options.base is not None:
         base = options.base
     else:
-        run_config = run_folder(checkpoint) / CONFIG
+        run_config = checkpoint.parent / CONFIG
         model = _yaml(run_config).get("model") if run_config.is_file() else None
         if not model or not Path(str(model)).is_dir():
             raise CheckpointError(
@@ -183,11 +176,41 @@ def _copy(path: Path, target: Path) -> None:
         shutil.copy2(path, target)
 
 
-def configuration(base: Path, files: dict) -> dict:
+def base_configuration(base: Path) -> dict:
+    """The base folder's configuration.json (ModelScope's metadata), {} where it has none."""
+    source = base / CONFIGURATION
+    if not source.is_file():
+        return {}
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(
+            f"{source}: not readable JSON ({type(exc).__name__}); fix or remove it"
+        ) from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{source}: not a JSON object; fix or remove it")
+    return data
+
+
+def listed_files(metas, base: Path) -> set[tuple[Path, str]]:
+    """The files of the base folder that its configuration.json's file_path_metas names (FunASR
+    joins each to the folder): they go into OUT too, under the same names."""
+    values = metas.values() if isinstance(metas, dict) else metas if isinstance(metas, list) else [metas]
+    found = set()
+    for value in values:
+        if isinstance(value, (dict, list)):
+            found |= listed_files(value, base)
+        elif isinstance(value, str) and value not in (CONFIG, WEIGHTS) and (base / value).exists():
+            path = (base / value).resolve()
+            if path.is_relative_to(base) and path != base:
+                found.add((path, path.relative_to(base).as_posix()))
+    return found
+
+
+def configuration(base_data: dict, files: dict) -> dict:
     """configuration.json: the base's, with file_path_metas naming every file of OUT, so that FunASR
     joins them to the folder wherever it lies (it resolves nothing else of config.yaml)."""
-    source = base / CONFIGURATION
-    data = json.loads(source.read_text(encoding="utf-8")) if source.is_file() else {}
+    data = copy.deepcopy(base_data)
     metas = data.setdefault("file_path_metas", {})
     metas.update({"init_param": WEIGHTS, "config": CONFIG})
     for trail, (_path, name) in files.items():
@@ -215,6 +238,7 @@ def export(options: ExportOptions) -> Exported:
     base = base_folder(options, checkpoint)
     conf = _yaml(base / CONFIG)
     files = model_files(conf, base)
+    base_data = base_configuration(base)
     check_decoder(conf, base, files)
     weights = export_checkpoint.read_weights(checkpoint)
     export_checkpoint.check_fits(weights, expected_shapes(conf, base, files), checkpoint, base)
@@ -227,7 +251,8 @@ def export(options: ExportOptions) -> Exported:
     try:
         tmp.mkdir()
         exported = copy.deepcopy(conf)
-        for path, name in sorted(set(files.values())):  # the LLM and tokenizer share a folder
+        copied = set(files.values()) | listed_files(base_data.get("file_path_metas", {}), base)
+        for path, name in sorted(copied):  # a set: the LLM and tokenizer share a folder
             _copy(path, tmp / name)
         for trail, (_path, name) in files.items():
             _set(exported, trail, name)
@@ -235,7 +260,7 @@ def export(options: ExportOptions) -> Exported:
             yaml.safe_dump(exported, sort_keys=False, allow_unicode=True), encoding="utf-8"
         )
         (tmp / CONFIGURATION).write_text(
-            json.dumps(configuration(base, files), indent=2) + "\n", encoding="utf-8"
+            json.dumps(configuration(base_data, files), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
         torch.save(weights, tmp / WEIGHTS)
         digest = sha256_of(tmp / WEIGHTS)
@@ -247,7 +272,7 @@ def export(options: ExportOptions) -> Exported:
             weights_sha256=digest,
             weights_bytes=(tmp / WEIGHTS).stat().st_size,
             tensors=len(weights),
-            data=card.read_data(run_folder(checkpoint)),
+            data=card.read_data(checkpoint.parent),
             summary=summary,
             eval_dir=options.eval_dir,
         )

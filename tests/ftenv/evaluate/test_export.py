@@ -175,6 +175,27 @@ def test_a_model_that_cannot_be_built_is_checked_against_the_base_weights(run, t
     _refused(capsys, argv, tmp_path / "out2", "missing audio_adaptor.")
 
 
+def test_the_base_configuration_json_is_kept_and_its_files_copied(run, tmp_path):
+    """A ModelScope folder's configuration.json: its metadata kept, the files its file_path_metas
+    names copied, and the decoder and weights named beside them."""
+    (run["base"] / "LICENSE").write_text("the model's licence\n")
+    base_metas = {"init_param": "model.pt", "config": "config.yaml", "license": "LICENSE"}
+    (run["base"] / "configuration.json").write_text(
+        json.dumps({"framework": "pytorch", "file_path_metas": base_metas})
+    )
+    out = tmp_path / "out"
+    export.export(export.ExportOptions(source=run["run"], out=out))
+    assert (out / "LICENSE").read_text() == "the model's licence\n"
+    assert json.loads((out / "configuration.json").read_text()) == {
+        "framework": "pytorch",
+        "file_path_metas": {
+            **base_metas,
+            "llm_conf": {"init_param_path": "Qwen3-tiny"},
+            "tokenizer_conf": {"init_param_path": "Qwen3-tiny"},
+        },
+    }
+
+
 def _refused(capsys, argv: list[str], out: Path, *needles: str) -> None:
     """exit 2, each needle in the message, OUT not written, no temporary folder left beside it."""
     assert cli.main(argv) == UNUSABLE
