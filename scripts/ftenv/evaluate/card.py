@@ -18,20 +18,23 @@ from ftenv.evaluate.export_checkpoint import CheckpointError
 NAME = "README.md"
 #: `ftenv eval`'s table, read by `--eval DIR`.
 SUMMARY = "summary.json"
-#: Columns of the eval table in the card, in order: (key in summary.json rows, header). Keys a row
-#: lacks are shown as empty cells; keys not listed here are left out.
+#: Columns of the eval table in the card, in order: (header, the keys a summary.json row may use for
+#: it). A column no row has is left out; keys of a row not listed here get a column of their own,
+#: so a table written by another version of `ftenv eval` is shown whole rather than cut.
 COLUMNS = (
-    ("model", "model"),
-    ("error_rate", "error rate %"),
-    ("substitutions", "sub"),
-    ("deletions", "del"),
-    ("insertions", "ins"),
-    ("reference_tokens", "ref tokens"),
-    ("utterances", "utterances"),
-    ("hours", "hours"),
-    ("decode_seconds", "decode s"),
-    ("rtf", "RTF"),
+    ("model", ("model", "label", "name")),
+    ("error rate", ("error_rate", "rate", "cer", "wer", "mer")),
+    ("sub", ("substitutions", "sub")),
+    ("del", ("deletions", "del")),
+    ("ins", ("insertions", "ins")),
+    ("ref tokens", ("reference_tokens", "ref_tokens", "tokens")),
+    ("utterances", ("utterances",)),
+    ("hours", ("hours",)),
+    ("decode s", ("decode_seconds", "decode_s", "seconds")),
+    ("RTF", ("rtf", "real_time_factor")),
 )
+#: Row keys the card does not show (the model's full path is long, the label names it).
+HIDDEN = {"path"}
 STACK = ("torch", "torchaudio", "funasr", "transformers")
 
 
@@ -100,16 +103,23 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _value(row: dict, keys: tuple):
+    return next((row[k] for k in keys if k in row), None)
+
+
 def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
-    lines = [f"From `{Path(eval_dir) / SUMMARY}` (`ftenv eval`)." if eval_dir else ""]
+    rows = summary["rows"]
+    known = {k for _, keys in COLUMNS for k in keys}
+    columns = [(h, keys) for h, keys in COLUMNS if any(_value(r, keys) is not None for r in rows)]
+    extra = dict.fromkeys(k for r in rows for k in r if k not in known and k not in HIDDEN)
+    columns += [(k, (k,)) for k in extra]
+    lines = [
+        f"From `{Path(eval_dir).resolve() / SUMMARY}` (`ftenv eval`), as it wrote them." if eval_dir else ""
+    ]
     if summary.get("normalization"):
         lines += ["", f"Normalization: {summary['normalization']}"]
-    lines += ["", "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    for row in summary["rows"]:
-        label = row.get("model", row.get("label"))
-        lines.append(
-            "| " + " | ".join(_cell(label if k == "model" else row.get(k)) for k, _ in COLUMNS) + " |"
-        )
+    lines += ["", "| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(_value(r, keys)) for _, keys in columns) + " |" for r in rows]
     return lines
 
 

@@ -16,7 +16,7 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.evaluate import export, export_checkpoint
+from ftenv.evaluate import card, export, export_checkpoint
 from ftenv.evaluate.export_checkpoint import CheckpointError
 from ftenv.outcome import UNUSABLE
 from ftenv.selfcheck import tinymodel
@@ -143,8 +143,15 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     evaluation = tmp_path / "eval"
     evaluation.mkdir()
     rows = [
-        {"model": "run/model.pt.best", "error_rate": 3.25, "substitutions": 5, "utterances": 10},
-        {"model": "base", "error_rate": 9.5, "substitutions": 17, "utterances": 10},
+        {
+            "model": "run/model.pt.best",
+            "path": "/x",
+            "error_rate": 3.25,
+            "substitutions": 5,
+            "utterances": 10,
+            "beam": 1,
+        },
+        {"label": "base", "path": "/y", "error_rate": 9.5, "sub": 17, "utterances": 10},
     ]
     (evaluation / "summary.json").write_text(json.dumps(rows))
     out = tmp_path / "out"
@@ -154,8 +161,9 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     assert f"checkpoint: `{run['run'] / 'model.pt.best'}`" in card
     assert f"base model folder: `{run['base']}`" in card
     assert "- train `/data/train.jsonl`: 48 lines, 47 trained, 2.00 h of audio" in card
-    assert "| run/model.pt.best | 3.25 | 5 |  |  |  | 10 |" in card
-    assert "| base | 9.5 | 17 |  |  |  | 10 |" in card
+    assert "| model | error rate | sub | utterances | beam |\n|---|---|---|---|---|\n" in card
+    assert "| run/model.pt.best | 3.25 | 5 | 10 | 1 |" in card
+    assert "| base | 9.5 | 17 | 10 |  |" in card
     assert "- funasr: 1.4.16" in card
 
 
@@ -293,3 +301,28 @@ def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch, caps
     _refused(
         capsys, ["export", str(run["run"]), str(out)], out, f"{out}: could not be written", "No space left"
     )
+
+
+# --- the eval table of the card (summary.json read defensively) ----------------------------------------
+
+
+def test_a_summary_with_its_normalization_is_shown_with_it(tmp_path):
+    rows = [{"model": "base", "error_rate": 9.5}]
+    (tmp_path / "summary.json").write_text(
+        json.dumps({"normalization": "NFKC; no punctuation", "rows": rows})
+    )
+    table = card.eval_table(card.read_summary(tmp_path), tmp_path)
+    assert table[2:] == [
+        "Normalization: NFKC; no punctuation",
+        "",
+        "| model | error rate |",
+        "|---|---|",
+        "| base | 9.5 |",
+    ]
+
+
+@pytest.mark.parametrize("text", ["", "{not json", "[]", '{"rows": "base 9.5"}', "[1, 2]"])
+def test_a_summary_without_a_table_is_refused_with_its_path(tmp_path, text):
+    (tmp_path / "summary.json").write_text(text)
+    with pytest.raises(CheckpointError, match=f"{tmp_path / 'summary.json'}: .*run `ftenv eval` again"):
+        card.read_summary(tmp_path)
