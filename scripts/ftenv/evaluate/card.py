@@ -124,7 +124,7 @@ def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
 
 
 def versions() -> list[str]:
-    image = os.environ.get(variables.IMAGE) or "not in the image (FTENV_IMAGE unset)"
+    image = os.environ.get(variables.IMAGE) or f"not in the image ({variables.IMAGE} unset)"
     out = [f"- image: {image}", f"- variant: {os.environ.get(variables.VARIANT) or 'unknown'}"]
     out.append(f"- ftenv: {__version__}")
     out += [f"- {name}: {package_version(name) or 'unknown'}" for name in STACK]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ftenv.evaluate import card, export_checkpoint
 from ftenv.evaluate.export_checkpoint import CheckpointError
+from ftenv.train.recipe import OFFLINE_ENV
 
 CONFIG, CONFIGURATION, WEIGHTS = "config.yaml", "configuration.json", "model.pt"
 #: Keys of config.yaml whose values name files or folders of the model (the decoder, the tokenizer,
@@ -233,6 +234,7 @@ def export(options: ExportOptions) -> Exported:
     import torch
     import yaml
 
+    os.environ.update(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
     check_out_folder(options)
     checkpoint = export_checkpoint.resolve(options.source).resolve()
     base = base_folder(options, checkpoint)

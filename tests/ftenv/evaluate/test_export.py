@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -164,7 +165,7 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     assert "| model | error rate | sub | utterances | beam |\n|---|---|---|---|---|\n" in card
     assert "| run/model.pt.best | 3.25 | 5 | 10 | 1 |" in card
     assert "| base | 9.5 | 17 | 10 |  |" in card
-    assert "- funasr: 1.4.16" in card
+    assert f"- funasr: {metadata.version('funasr')}" in card  # the stack that wrote it
 
 
 def test_a_model_that_cannot_be_built_is_checked_against_the_base_weights(run, tmp_path, monkeypatch, capsys):
