@@ -9,7 +9,14 @@ import csv
 import pytest
 
 from ftenv.data.normalize import RAW, SCORING
-from ftenv.evaluate.score import NO_HYPOTHESIS, TABLE_COLUMNS, score_sets, score_utterance, tokens, write_table
+from ftenv.evaluate.score import (
+    NO_HYPOTHESIS,
+    TABLE_COLUMNS,
+    score_sets,
+    score_utterance,
+    tokens,
+    write_table,
+)
 
 
 def test_tokens_split_cjk_per_character_and_latin_per_word():

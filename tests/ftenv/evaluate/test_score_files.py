@@ -40,7 +40,8 @@ def test_scores_and_writes(tmp_path, capsys):
     # u1: 1 sub + 1 del of 7; u2: 2 deletions (no hypothesis); u3: 0 of 6 -> 4 of 15.
     assert "| hyp.txt | 26.67 |  | 1 | 3 | 0 | 15 | 3 |" in out
     assert "1 reference keys without a hypothesis, scored as deletions: u2" in out
-    assert sorted(p.name for p in out_dir.iterdir()) == ["hyp.txt.utterances.tsv", "summary.json", "summary.md"]
+    written = sorted(p.name for p in out_dir.iterdir())
+    assert written == ["hyp.txt.utterances.tsv", "summary.json", "summary.md"]
     assert (out_dir / "summary.md").read_text(encoding="utf-8") in out
     model = json.loads((out_dir / "summary.json").read_text(encoding="utf-8"))["models"][0]
     assert (model["error_rate"], model["missing_hypotheses"]) == (pytest.approx(4 / 15), ["u2"])

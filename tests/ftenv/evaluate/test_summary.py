@@ -15,7 +15,8 @@ REFERENCES = {"a": "今天天气很好", "b": "hello world"}
 
 
 def _row(label: str, hypotheses: dict[str, str], **kwargs) -> ModelRow:
-    return ModelRow.from_score(label, f"/models/{label}", score_sets(REFERENCES, hypotheses, SCORING), **kwargs)
+    found = score_sets(REFERENCES, hypotheses, SCORING)
+    return ModelRow.from_score(label, f"/models/{label}", found, **kwargs)
 
 
 ROWS = [
