@@ -40,7 +40,7 @@ def score_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "reference", type=Path, metavar="REF", help="the reference transcripts: key<TAB>text lines"
     )
-    p.add_argument("hypothesis", type=Path, metavar="HYP", help="hypotheses: key<TAB>text")
+    p.add_argument("hypothesis", type=Path, metavar="HYP", help="the hypotheses: key<TAB>text lines")
     rules = p.add_mutually_exclusive_group()
     rules.add_argument("--raw", action="store_true", help="score the text as written: no normalization")
     rules.add_argument(
