@@ -22,6 +22,8 @@ from ftenv.evaluate.score import (
 def test_tokens_split_cjk_per_character_and_latin_per_word():
     assert tokens("今天OK吗 it's 3.5 こんにちは") == ["今", "天", "OK", "吗", "it's", "3.5", *"こんにちは"]
     assert tokens("") == [] and tokens("   ") == []
+    # Hangul is written with spaces between words: scored per word, as compute-wer does.
+    assert tokens("안녕 하세요") == ["안녕", "하세요"]
 
 
 # (reference, hypothesis, expected (tokens, sub, del, ins) under SCORING, and under RAW), counted by hand.
