@@ -45,8 +45,22 @@ def _add_prepare(data) -> None:
         "`wav.scp` + `text` (what FunASR's scp2jsonl reads), a TSV/CSV of audio path and transcript, "
         "or a folder of audio with a transcript beside each file (`a.wav` + `a.txt`).",
     )
-    p.add_argument("--wav-scp", help="Kaldi wav.scp: KEY PATH per line (with --text)")
-    p.add_argument("--text", help="Kaldi text: KEY TRANSCRIPT per line (with --wav-scp)")
+    p.add_argument(
+        "--wav-scp",
+        help="Kaldi wav.scp (KEY PATH per line) or its data folder; the folder's text, segments and "
+        "utt2spk are read when present",
+    )
+    p.add_argument("--text", help="Kaldi text: KEY TRANSCRIPT per line (default: the one beside wav.scp)")
+    p.add_argument(
+        "--audio-out",
+        metavar="DIR",
+        help="where the audio of segments and of wav.scp commands is written (one 16-bit WAV each)",
+    )
+    p.add_argument(
+        "--run-commands",
+        action="store_true",
+        help="run wav.scp's command entries (`sox ... |`): shell text from the data file, off by default",
+    )
     p.add_argument("--table", help="a .tsv or .csv of audio path, transcript (a header row is skipped)")
     p.add_argument("--audio-dir", help="a folder of audio files, each with NAME.txt beside it")
     p.add_argument("--model-dir", help="the model folder: its tokenizer counts text_length")
@@ -78,5 +92,7 @@ def run_prepare(args: argparse.Namespace) -> int:
         model_dir=args.model_dir,
         tokenizer=args.tokenizer,
         jobs=args.jobs,
+        audio_out=args.audio_out,
+        run_commands=args.run_commands,
     )
     return prepare.run(options)
