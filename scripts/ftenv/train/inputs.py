@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftenv.data import paths
 from ftenv.data.chatml import SPEECH_MARK, not_utf8
 from ftenv.train.cluster_env import valid_port
 
@@ -80,7 +81,7 @@ def check_model_dir(path: Path) -> list[str]:
 # --- the data --------------------------------------------------------------------------------
 
 
-def _audio_problem(audio: str, base: Path) -> str | None:
+def _audio_problem(audio: str, base: Path, manifest_dir: Path) -> str | None:
     if audio.startswith(("http://", "https://")):
         return None
     if Path(audio).is_absolute():
@@ -89,13 +90,15 @@ def _audio_problem(audio: str, base: Path) -> str | None:
         return f"audio file {audio} not found (in a container the data must be mounted at that same path)"
     if (base / audio).is_file():
         return None
+    if misread := paths.trainer_problem(audio, base, manifest_dir):
+        return misread
     return (
         f"audio file {audio} not found (relative paths are read from the working directory "
         f"{base}; in a container the data must be mounted at that path)"
     )
 
 
-def check_line(line: str, base: Path) -> str | None:
+def check_line(line: str, base: Path, manifest_dir: Path | None = None) -> str | None:
     """What is wrong with one JSONL line of the recipe's ChatML format (None when nothing)."""
     if not line.strip():
         return "the line is empty"
@@ -135,7 +138,7 @@ def check_line(line: str, base: Path) -> str | None:
     audio = user.split(start, 1)[1].split(end, 1)[0]
     if not audio.startswith("!"):
         return f"the audio path must follow {start} with '!' ({start}!/path/x.wav{end}), got {audio!r}"
-    if problem := _audio_problem(audio[1:], base):
+    if problem := _audio_problem(audio[1:], base, manifest_dir or base):
         return problem
     for key in ("speech_length", "text_length"):
         value = item.get(key)
@@ -175,7 +178,7 @@ def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> 
                 break
             count += 1
             try:
-                problem = check_line(raw.decode("utf-8"), base)
+                problem = check_line(raw.decode("utf-8"), base, path.parent)
             except UnicodeDecodeError as exc:
                 problem = not_utf8(raw, exc)
             if problem:
