@@ -294,10 +294,11 @@ def summary_lines(report: Report, report_path: Path | None) -> list[str]:
     return out
 
 
-def write_report(report: Report, path: Path) -> None:
+def write_report(report: Report, path: Path, extra: dict | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    body = {**report.to_dict(), **(extra or {})}
+    tmp.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
@@ -310,6 +311,7 @@ def run_check(
     jobs: int | None = None,
     prog: str = "ftenv data check",
     read_audio: bool = True,
+    stamp: dict | None = None,
 ) -> tuple[bool, Report]:
     """Check, print the summary, write the report; (usable, report)."""
     missing = [p for p in (*train, *valid) if not p.is_file()]
@@ -322,7 +324,7 @@ def run_check(
     written = None
     if report_path is not None:
         try:
-            write_report(report, report_path)
+            write_report(report, report_path, stamp if not report.errors else None)
             written = report_path
         except OSError as exc:
             print(f"{prog}: cannot write the report {report_path}: {exc.strerror or exc}", file=sys.stderr)
