@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ftenv.data import paths
+from ftenv.data import model_folder, paths
 from ftenv.data.chatml import SPEECH_MARK, not_utf8
 from ftenv.train.cluster_env import valid_port
 
@@ -59,8 +59,9 @@ def check_options(gpus_per_node: int | None, nnodes: int | None, node_rank: int 
 # --- the model folder ------------------------------------------------------------------------
 
 
-def check_model_dir(path: Path) -> list[str]:
-    """Problems with a local Fun-ASR-Nano checkout ([] when it looks usable)."""
+def check_model_dir(path: Path, cwd: Path | None = None, notes: list[str] | None = None) -> list[str]:
+    """Problems with a local Fun-ASR-Nano checkout ([] when it looks usable); its warnings (e.g. no
+    trained CTC weights) go to `notes`."""
     if not path.exists():
         return [
             f"model dir {path} does not exist: pass a local Fun-ASR-Nano checkout (the folder with "
@@ -75,7 +76,12 @@ def check_model_dir(path: Path) -> list[str]:
                 f"model dir {path} has no {name}: not a Fun-ASR-Nano checkout (expected config.yaml, "
                 "model.pt and the LLM folder, e.g. Qwen3-0.6B/)"
             )
-    return problems
+    if problems:
+        return problems
+    found = model_folder.inspect(path, cwd or Path.cwd())
+    if notes is not None:
+        notes += [f"model: warning: {p.message}" for p in found if p.severity == model_folder.WARNING]
+    return [p.message for p in found if p.severity == model_folder.ERROR]
 
 
 # --- the data --------------------------------------------------------------------------------
