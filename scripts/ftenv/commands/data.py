@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ftenv.data import check, command, prepare
+from ftenv.data import check, command, prepare, split
 
 PROG = "ftenv data"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("data", help="prepare and check Fun-ASR-Nano training data (ChatML JSONL)")
-    data = p.add_subparsers(dest="data_command", metavar="prepare|check", required=True)
+    data = p.add_subparsers(dest="data_command", metavar="prepare|check|split", required=True)
     c = data.add_parser(
         "check",
         help="check every line of JSONL manifests as FunASR will read them",
@@ -35,6 +35,38 @@ def add_parser(sub) -> None:
     c.add_argument("--jobs", type=int, help="worker processes (default: the usable cores)")
     c.set_defaults(func=run_check)
     _add_prepare(data)
+    _add_split(data)
+
+
+def _add_split(data) -> None:
+    p = data.add_parser(
+        "split",
+        help="training, validation (and test) sets from one prepared JSONL",
+        description="Splits one JSONL into OUT/train.jsonl, OUT/valid.jsonl (and OUT/test.jsonl): by share "
+        "(0.05 or 5%%) or count of lines, at random with a seed, or by speaker so that no speaker is in two "
+        "sets (speakers from --utt2spk or the lines' speaker field). The same input gives the same output.",
+    )
+    p.add_argument("jsonl", help="the prepared JSONL")
+    p.add_argument("--output-dir", "-o", required=True, help="where train/valid/test.jsonl are written")
+    p.add_argument("--valid", required=True, help="the validation set: a share (0.05, 5%%) or a count (200)")
+    p.add_argument("--test", help="a test set too: a share or a count")
+    p.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    p.add_argument("--by-speaker", action="store_true", help="no speaker in two sets")
+    p.add_argument("--utt2spk", help="Kaldi utt2spk: the speaker of each key")
+    p.set_defaults(func=run_split)
+
+
+def run_split(args: argparse.Namespace) -> int:
+    options = split.SplitOptions(
+        jsonl=args.jsonl,
+        output_dir=args.output_dir,
+        valid=args.valid,
+        test=args.test,
+        seed=args.seed,
+        by_speaker=args.by_speaker,
+        utt2spk=args.utt2spk,
+    )
+    return split.run(options)
 
 
 def _add_prepare(data) -> None:
