@@ -1,7 +1,9 @@
 """`ftenv data check`: every manifest line checked as the trainer will read it, then what FunASR's
 length rules do to the whole set with this run's settings, so that bad data stops a run before
-the GPUs start, not after an epoch. Long because the set-level verdicts (an emptied set, the
-share that never trains) are drawn from the per-file summaries this module builds.
+the GPUs start, not after an epoch.
+
+Long because the set-level verdicts (an emptied set, the share that never trains) are drawn from
+the per-file summaries this module builds.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class FileSummary:
     dropped: Counter = field(default_factory=Counter)
     over_budget: int = 0
     longest: int = 0  # the largest speech_length + text_length declared
+    unreadable_lines: int = 0  # blank or not JSON: FunASR's index skips them ("json error")
 
 
 @dataclass
@@ -130,6 +133,8 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
         indexed: list[int] = []  # speech_length + text_length of what FunASR indexes, in file order
         for r in results:
             summary.lines += 1
+            if r.blank or (r.problem and r.problem[0] == L.NOT_JSON):
+                summary.unreadable_lines += 1
             if r.blank:
                 report.add(
                     Finding(name, r.number, L.BLANK, "empty line: FunASR logs a JSON error and skips it")
@@ -247,7 +252,7 @@ def _judge_never_trained(report: Report) -> None:
     more than the limit never trains under FunASR's length rules fails at its end; refuse it now."""
     train = [f for f in report.files if f.kind == TRAIN]
     lines = sum(f.lines for f in train)
-    never = sum(f.lines - f.trained for f in train)
+    never = sum(sum(f.dropped.values()) + f.unreadable_lines for f in train)
     share = data_loss.never_trained_share(never, lines)
     if not data_loss.too_many_never_trained(share) or any(f.lines and not f.trained for f in train):
         return  # within the limit, or already an emptied set
@@ -260,7 +265,7 @@ def _judge_never_trained(report: Report) -> None:
             None,
             NEVER_TRAINED,
             f"{never} of {lines} training lines ({share:.1%}) never train under FunASR's length rules "
-            f"with this run's settings (per rule: {per_rule}; other lines not indexed: "
+            f"with this run's settings (per rule: {per_rule}; blank or not JSON: "
             f"{never - sum(dropped.values())}): more than the {data_loss.MAX_LOSS_SHARE:.0%} the "
             "watchdog allows, so the run would fail at its end, after all its GPU time; raise "
             f"++dataset_conf.max_token_length (now {rules.max_token_length}; the longest line needs "
