@@ -97,6 +97,13 @@ def _add_prepare(data) -> None:
     p.add_argument("--audio-dir", help="a folder of audio files, each with NAME.txt beside it")
     p.add_argument("--model-dir", help="the model folder: its tokenizer counts text_length")
     p.add_argument("--tokenizer", help="a tokenizer folder instead of --model-dir's")
+    p.add_argument(
+        "--normalize",
+        metavar="PRESET",
+        help="normalize the transcripts with a preset of the one normalization module (prepare: "
+        "full-width forms folded, Kaldi spaces between CJK characters removed; scoring; raw); off by "
+        "default; the choice is recorded in OUTPUT.prepare.json",
+    )
     p.add_argument("--output", "-o", required=True, help="the JSONL to write")
     p.add_argument("--jobs", type=int, help="worker processes for the audio (default: the usable cores)")
     p.set_defaults(func=run_prepare)
@@ -126,5 +133,6 @@ def run_prepare(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         audio_out=args.audio_out,
         run_commands=args.run_commands,
+        normalization=args.normalize,
     )
     return prepare.run(options)

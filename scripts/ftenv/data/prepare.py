@@ -6,12 +6,13 @@ Same input, same bytes; a row that cannot be used is listed, never dropped silen
 from __future__ import annotations
 
 import csv
+import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import audio, chatml, extract, kaldi, paths
+from ftenv.data import audio, chatml, extract, kaldi, normalize, paths
 from ftenv.data import lines as lines_mod
 from ftenv.data.rows import Rejected, Row, read_lines
 from ftenv.data.workers import parallel_map
@@ -133,6 +134,7 @@ class PrepareOptions:
     audio_out: str | None = None
     run_commands: bool = False
     cwd: str | None = None
+    normalization: str | None = None  # a preset of ftenv.data.normalize; None: transcripts as written
 
 
 def _usage_problem(options: PrepareOptions) -> str | None:
@@ -207,8 +209,30 @@ def _say_readings(notes: list[str]) -> None:
         )
 
 
+def _record_choices(out: Path, options: PrepareOptions, rules: normalize.Normalization | None) -> Path:
+    """OUTPUT.prepare.json: how the JSONL was made, beside it (the transcripts' normalization above all)."""
+    path = out.with_name(out.name + ".prepare.json")
+    inputs = {
+        k: getattr(options, k) for k in ("wav_scp", "text", "table", "audio_dir") if getattr(options, k)
+    }
+    body = {
+        "normalization": rules.name if rules else "none",
+        "normalization_rules": rules.describe() if rules else "none: transcripts as written",
+        "inputs": {k: os.path.abspath(v) for k, v in inputs.items()},
+        "audio_out": os.path.abspath(options.audio_out) if options.audio_out else None,
+        "run_commands": options.run_commands,
+    }
+    _write(path, [json.dumps(body, ensure_ascii=False, indent=1)])
+    return path
+
+
 def run(options: PrepareOptions) -> int:
-    if problem := _usage_problem(options):
+    problem = _usage_problem(options)
+    try:
+        rules = normalize.by_name(options.normalization) if options.normalization else None
+    except ValueError as exc:
+        problem = problem or f"--normalize: {exc}"
+    if problem:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return UNUSABLE
     try:
@@ -230,10 +254,15 @@ def run(options: PrepareOptions) -> int:
     else:
         rows = from_folder(Path(options.audio_dir), rejected)
     _say_readings(notes)
+    if rules is not None:
+        print(f"{PROG}: transcripts: {rules.describe()}", file=sys.stderr)
+        for row in rows:
+            row.text = normalize.normalize(row.text, rules)
     lines = prepare(rows, tokenizer, options.jobs or lines_mod.default_jobs(), rejected)
     out = Path(options.output)
     _write(out, lines)
     listing = _write_rejected(out, rejected)
+    _record_choices(out, options, rules)
     where = f"; the {len(rejected)} rows not used are listed in {listing}" if rejected else ""
     print(
         f"{PROG}: wrote {len(lines)} utterances to {out}{where}; next: ftenv data check {out}",

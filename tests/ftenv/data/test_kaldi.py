@@ -161,3 +161,23 @@ def test_relative_paths_from_the_folder_a_recipe_runs_in(tiny, tmp_path, monkeyp
     assert _prepare(tiny, out, "--wav-scp", "data/train") == 0
     assert _records(out)[0]["speech_length"] == 100
     assert f"took {run / 'wav/utt1.wav'}, as Kaldi and FunASR read relative paths" in capsys.readouterr().err
+
+
+def test_transcript_normalization_is_explicit_and_recorded(tiny, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "wav.scp").write_text(f"u1 {wav(tmp_path / 'u1.wav', 1.0)}\n")
+    (data / "text").write_text("u1 你 好 世 界 ＡＢＣ，Ok\n", encoding="utf-8")
+    out = tmp_path / "train.jsonl"
+    assert _prepare(tiny, out, "--wav-scp", str(data)) == 0  # off by default: as written
+    assert _records(out)[0]["messages"][2]["content"] == "你 好 世 界 ＡＢＣ，Ok"
+    assert json.loads((tmp_path / "train.jsonl.prepare.json").read_text())["normalization"] == "none"
+    assert _prepare(tiny, out, "--wav-scp", str(data), "--normalize", "prepare") == 0
+    assert _records(out)[0]["messages"][2]["content"] == "你好世界 ABC,Ok"  # case and punctuation kept
+    recorded = json.loads((tmp_path / "train.jsonl.prepare.json").read_text())
+    assert (
+        recorded["normalization"] == "prepare"
+        and "spaces between CJK characters removed" in recorded["normalization_rules"]
+    )
+    assert _prepare(tiny, out, "--wav-scp", str(data), "--normalize", "loud") == 2
+    assert "unknown normalization 'loud'" in capsys.readouterr().err
