@@ -29,7 +29,11 @@ def add_parser(sub) -> None:
         "files", nargs="*", metavar="FILE", help="training manifests, then any ++dataset_conf overrides"
     )
     c.add_argument("--valid", action="append", default=[], metavar="FILE", help="a validation manifest")
-    c.add_argument("--model-dir", help="the model folder: its config.yaml's dataset_conf applies")
+    c.add_argument(
+        "--model-dir",
+        help="the model folder: its config.yaml's dataset_conf applies, and the folder is checked for "
+        "what the recipe loads (LLM and tokenizer files, the CTC weights config.yaml configures)",
+    )
     c.add_argument("--output-dir", default=".", help=f"where {check.REPORT_NAME} is written (default: here)")
     c.add_argument("--world-size", type=int, default=1, help="GPUs of the run in all (sampler buffers; 1)")
     c.add_argument("--jobs", type=int, help="worker processes (default: the usable cores)")
