@@ -47,7 +47,7 @@ def _add_split(data) -> None:
         "split",
         help="training, validation (and test) sets from one prepared JSONL",
         description="Splits one JSONL into OUT/train.jsonl, OUT/valid.jsonl (and OUT/test.jsonl): by share "
-        "(0.05 or 5%%) or count of lines, at random with a seed, or by speaker so that no speaker is in two "
+        "(0.05 or 5%) or count of lines, at random with a seed, or by speaker so that no speaker is in two "
         "sets (speakers from --utt2spk or the lines' speaker field). The same input gives the same output.",
     )
     p.add_argument("jsonl", help="the prepared JSONL")
