@@ -87,3 +87,17 @@ def test_a_relative_path_the_trainer_would_not_find(tmp_path, monkeypatch):
     assert str(data / "wav" / "a.wav") in message
     monkeypatch.chdir(data)  # from the manifest's folder both readings are the same file
     assert cli.main(["data", "check", "--output-dir", str(run), "--jobs", "1", str(manifest)]) == 0
+
+
+def test_finetune_names_a_relative_path_only_beside_the_manifest(tiny, tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    wav(data / "wav" / "a.wav", 1.0)
+    (data / "train.jsonl").write_text(line("wav/a.wav") + "\n", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.chdir(run)
+    monkeypatch.setenv("FTENV_REPORT", "0")
+    argv = ["finetune", "--model-dir", str(tiny), "--train", str(data / "train.jsonl"), "--valid"]
+    argv += [str(data / "train.jsonl"), "--output-dir", str(run / "out"), "--gpus-per-node", "1", "--dry-run"]
+    assert cli.main(argv) == 2
+    assert f"wav/a.wav is not in the trainer's working directory {run}" in capsys.readouterr().err
