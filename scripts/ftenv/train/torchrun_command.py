@@ -128,7 +128,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     if options.allow_hub and not model_path.exists():
         notes.append(f"{model} is not a local folder: loading it from the model hub (--allow-hub)")
     else:
-        problems += check_model_dir(model_path)
+        problems += check_model_dir(model_path, cwd, notes)
         model = str(model_path)
     data = {}
     for what, raw in (("train", options.train), ("valid", options.valid)):
