@@ -182,8 +182,19 @@ def _until_eos(ids: list[int], eos: set[int]) -> list[int]:
 def _eos_ids(loaded: Loaded) -> set[int]:
     eos = loaded.model.llm.generation_config.eos_token_id
     if eos is None:
+        eos = loaded.tokenizer.eos_token_id
+    if eos is None:
         return set()
-    return set(eos) if isinstance(eos, list) else {int(eos)}
+    return {int(e) for e in eos} if isinstance(eos, list) else {int(eos)}
+
+
+def generate_options(loaded: Loaded) -> dict:
+    """Greedy, and where the LLM's config names no end token, the tokenizer's (Fun-ASR-Nano's
+    answers end with <|im_end|>, its eos): given to upstream's path and the batched one alike."""
+    options = dict(GREEDY)
+    if loaded.model.llm.generation_config.eos_token_id is None and loaded.tokenizer.eos_token_id is not None:
+        options["eos_token_id"] = loaded.tokenizer.eos_token_id
+    return options
 
 
 def _audio_seconds(loaded: Loaded, out: dict) -> float:
@@ -222,7 +233,7 @@ def decode_one_by_one(
                 results, meta = model.inference(
                     [utt.audio],
                     key=[utt.key],
-                    **{**kwargs, "max_length": max_new_tokens, "llm_kwargs": dict(GREEDY)},
+                    **{**kwargs, "max_length": max_new_tokens, "llm_kwargs": generate_options(loaded)},
                 )
                 hyps[utt.key] = results[0]["text"]
                 ids[utt.key] = _until_eos(recorded[-1][0].tolist(), eos)
@@ -309,7 +320,7 @@ def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int
             attention_mask=mask,
             max_new_tokens=max_new_tokens,
             pad_token_id=config.pad_token_id or config.eos_token_id,
-            **GREEDY,
+            **generate_options(loaded),
         )
     eos = _eos_ids(loaded)
     ids = [_until_eos(row.tolist(), eos) for row in out]
