@@ -21,7 +21,7 @@ MAX_FLOORS = 5  # modules in the longest import chain below the CLI
 MAX_LINES = 300
 LONG_REASON = "Long because"
 #: The wings, lowest first: a module may import its own wing and the ones before it.
-WINGS = ("stack", "attention", "report", "steps", "data", "train", "selfcheck", "commands")
+WINGS = ("stack", "attention", "report", "steps", "data", "train", "evaluate", "selfcheck", "commands")
 #: Floor-0 modules every wing may import (they import nothing of ftenv but ftenv.text).
 SHARED = {"ftenv", "ftenv.text", "ftenv.variables", "ftenv.outcome"}
 

@@ -13,6 +13,7 @@ from ftenv.commands import (
     analyze,
     buildcheck,
     data,
+    eval,
     finetune,
     probe,
     report,
@@ -23,7 +24,7 @@ from ftenv.commands import (
 )
 
 #: The subcommands' modules, in the help's order.
-COMMANDS = (report, versions, buildcheck, data, finetune, watch, analyze, selfcheck, probe, tinymodel)
+COMMANDS = (report, versions, buildcheck, data, finetune, eval, watch, analyze, selfcheck, probe, tinymodel)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,1 +1,4 @@
-"""`ftenv eval` and `ftenv transcribe`: checkpoints of a run loaded, test sets decoded and scored."""
+"""Did the fine-tune help: transcripts scored the way the field reports mixed Chinese/English error
+rates (CJK per character, Latin-script words per word, after one printed normalization), and a
+summary table of models, best first, against the base model. The wing sits above `train` so that
+decoding can load what a run wrote, and below `selfcheck` and the commands."""
