@@ -213,11 +213,9 @@ def read_weights(path: Path) -> dict:
     return state
 
 
-def put_weights(model, state: dict, path: Path) -> list[str]:
-    """Copy the weights onto the model, every tensor accounted for; the keys upstream may lack (CTC)
-    are the only ones allowed missing (they are then switched off, as upstream does)."""
-    from funasr.models.fun_asr_nano.checkpoint_utils import disable_incomplete_ctc
-
+def check_fit(model, state: dict, path: Path) -> None:
+    """ModelLoadError unless every tensor of the model is in the checkpoint, in its shape, and the
+    checkpoint has no other; the keys upstream may lack (CTC) are the only ones allowed missing."""
     own = model.state_dict()
     optional = tuple(OPTIONAL_PREFIXES)
     missing = sorted(k for k in own if k not in state and not k.startswith(optional))
@@ -241,6 +239,15 @@ def put_weights(model, state: dict, path: Path) -> list[str]:
             f"{path}: does not fit the model its base folder's config.yaml builds: {'; '.join(problems)}. "
             "Give the base model folder the run was fine-tuned from (and the same llm_conf, e.g. LoRA)"
         )
+
+
+def put_weights(model, state: dict, path: Path) -> list[str]:
+    """Copy the checkpoint's weights onto the model once check_fit passes; CTC tensors it lacks are
+    switched off, as upstream does."""
+    from funasr.models.fun_asr_nano.checkpoint_utils import disable_incomplete_ctc
+
+    check_fit(model, state, path)
+    own = model.state_dict()
     usable = {k: v for k, v in state.items() if k in own}
     model.load_state_dict(usable, strict=False)
     notes = []

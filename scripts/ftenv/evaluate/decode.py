@@ -136,6 +136,11 @@ def build(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
         ) from None
     bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
     llm_dtype = "bf16" if bf16 else "fp32"
+    from funasr.models.fun_asr_nano.model import dtype_map
+
+    # The LLM in the dtype it decodes in BEFORE weights arrive: a checkpoint's fp32 weights copied
+    # into the config's bf16 LLM would be rounded for good.
+    model.llm.to(dtype_map[llm_dtype])
     model.to(device).eval()
     kwargs = {
         **conf,
