@@ -66,12 +66,12 @@ def pick_device(device: str | None) -> str:
 
 
 def _resolve(folder: Path, raw) -> str | None:
+    """A path of config.yaml, a relative one read from the model folder (FunASR would read it from
+    the working directory, then try it as a hub id)."""
     if not raw:
         return None
     path = Path(str(raw))
-    if not path.is_absolute() and (folder / path).exists():
-        return str((folder / path).resolve())
-    return str(path)
+    return str(path if path.is_absolute() else (folder / path).absolute())
 
 
 def read_config(model_dir: Path) -> dict:
