@@ -124,3 +124,19 @@ def test_an_empty_test_set(tiny, tmp_path, capsys):
     out = tmp_path / "eval"
     assert _eval(test, tiny, out=out) == outcome.UNUSABLE
     _refused(capsys, out, str(test), "no utterance")
+
+
+def test_transcribe_prints_a_transcript_per_file(tiny, run, capsys):
+    """The fine-tuned checkpoint says the overfit transcripts; a missing file is refused."""
+    lines = [json.loads(x) for x in train_lines(tiny, 3)]
+    wavs = [
+        x["messages"][1]["content"].split("<|startofspeech|>!")[1].split("<|endofspeech|>")[0] for x in lines
+    ]
+    argv = ["transcribe", str(run / "model.pt.ep1"), *wavs, "--base", str(tiny), "--device", "cpu"]
+    assert cli.main([*argv, "--max-new-tokens", NEW_TOKENS]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [f"{w}\t{x['messages'][2]['content']}" for w, x in zip(wavs, lines, strict=True)]
+    gone = str(run / "gone.wav")
+    assert cli.main(["transcribe", str(tiny), gone, "--device", "cpu"]) == outcome.UNUSABLE
+    err = capsys.readouterr().err
+    assert gone in err and "not found" in err
