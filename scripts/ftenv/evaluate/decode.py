@@ -7,6 +7,10 @@ attention mask, one `generate` for the batch.
 Audio, features and prompt ids of each utterance come from upstream's own `data_load_speech` (so they
 are read as FunASR reads them: funasr.utils.load_utils); the attention settings are the process's (the
 image's), not changed here.
+
+Long because upstream's path and the batched one must be read side by side with the model they run
+on: the batched path repeats upstream's steps (prompt, audio embeddings, dtype, generate options),
+and any difference between them is a different hypothesis.
 """
 
 from __future__ import annotations
@@ -74,6 +78,22 @@ def _resolve(folder: Path, raw) -> str | None:
     return str(path if path.is_absolute() else (folder / path).absolute())
 
 
+def _files_from_folder(value, folder: Path):
+    """Every relative path in the config that names a file or folder inside the model folder, made
+    absolute: a released config names Qwen3-0.6B/ (and may name other files) relative to itself."""
+    if isinstance(value, dict):
+        return {k: _files_from_folder(v, folder) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_files_from_folder(v, folder) for v in value]
+    if isinstance(value, str) and value.strip("./") and not os.path.isabs(value) and "\n" not in value:
+        try:
+            if (folder / value).exists():
+                return str((folder / value).absolute())
+        except OSError:  # a name too long to be a path
+            return value
+    return value
+
+
 def read_config(model_dir: Path) -> dict:
     """The folder's config.yaml with the LLM and tokenizer folders resolved against it (the released
     folder names them relatively, e.g. Qwen3-0.6B), checked to hold the files they must."""
@@ -88,6 +108,7 @@ def read_config(model_dir: Path) -> dict:
         raise ModelLoadError(f"{config}: not readable YAML ({type(exc).__name__}: {exc})") from None
     if not isinstance(conf, dict) or conf.get("model") != "FunASRNano":
         raise ModelLoadError(f"{config}: not a Fun-ASR-Nano config (model: FunASRNano expected)")
+    conf = _files_from_folder(conf, model_dir)
     llm_conf = conf.setdefault("llm_conf", {})
     tok_conf = conf.setdefault("tokenizer_conf", {})
     llm_conf["init_param_path"] = _resolve(model_dir, llm_conf.get("init_param_path"))

@@ -104,3 +104,20 @@ def test_left_pad_puts_the_padding_first():
     assert batch.shape == (2, 4, 3)
     assert mask.tolist() == [[0, 0, 1, 1], [1, 1, 1, 1]]
     assert batch[0, :2].abs().sum() == 0 and torch.equal(batch[0, 2:], a) and torch.equal(batch[1], b)
+
+
+def test_relative_paths_of_the_config_are_read_from_the_model_folder(tiny, tmp_path, monkeypatch):
+    """As released: config.yaml names its LLM folder relatively; the working folder is elsewhere."""
+    import shutil
+
+    p = tinymodel.paths(tiny)
+    folder = tmp_path / "Fun-ASR-Nano"
+    shutil.copytree(p.llm_dir, folder / "Qwen3-0.6B")
+    (folder / "config.yaml").write_text(
+        p.config.read_text(encoding="utf-8").replace(str(p.llm_dir), "Qwen3-0.6B")
+    )
+    monkeypatch.chdir(tmp_path)
+    conf = decode.read_config(folder)
+    assert conf["llm_conf"]["init_param_path"] == str(folder / "Qwen3-0.6B")
+    assert conf["tokenizer_conf"]["init_param_path"] == str(folder / "Qwen3-0.6B")
+    assert conf["model"] == "FunASRNano" and conf["llm"] == "Qwen3-tiny"  # names that are no file stay
