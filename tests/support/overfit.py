@@ -60,7 +60,7 @@ def overfit(tiny: Path, lines: list[str], steps: int = 60, lr: float = 3e-3, see
         "scheduler": {},
         "saved_ckpts": {"model.pt.ep1": 1.0},
         "val_acc_step_or_epoch": {"model.pt.ep1": 1.0},
-        "val_loss_step_or_epoch": {"model.pt.ep1": float(loss)},
+        "val_loss_step_or_epoch": {"model.pt.ep1": float(loss.detach())},
         "best_step_or_epoch": "model.pt.ep1",
         "avg_keep_nbest_models_type": "acc",
         "step": None,
@@ -68,6 +68,6 @@ def overfit(tiny: Path, lines: list[str], steps: int = 60, lr: float = 3e-3, see
         "data_split_i": 0,
         "data_split_num": 1,
         "batch_total": steps,
-        "train_loss_avg": float(loss),
+        "train_loss_avg": float(loss.detach()),
         "train_acc_avg": 1.0,
     }
