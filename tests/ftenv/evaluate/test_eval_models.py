@@ -66,6 +66,11 @@ def test_a_step_checkpoint_named_is_evaluated(tiny, run, tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert [m["label"] for m in summary["models"]] == ["model.pt.ep1.30"]
     assert summary["models"][0]["error_rate"] < 0.2
+    # Upstream's path through the command gives the same file.
+    extra = ["--base", str(tiny), "--one-by-one"]
+    assert _eval(run / "test.jsonl", run / "model.pt.ep1.30", out=tmp_path / "upstream", extra=extra) == 0
+    hyps = "model.pt.ep1.30.hyp.txt"
+    assert (tmp_path / "upstream" / hyps).read_bytes() == (out / hyps).read_bytes()
 
 
 def _refused(capsys, out: Path, *needles: str) -> None:
