@@ -19,12 +19,26 @@ from ftenv.commands import (
     report,
     selfcheck,
     tinymodel,
+    transcribe,
     versions,
     watch,
 )
 
 #: The subcommands' modules, in the help's order.
-COMMANDS = (report, versions, buildcheck, data, finetune, eval, watch, analyze, selfcheck, probe, tinymodel)
+COMMANDS = (
+    report,
+    versions,
+    buildcheck,
+    data,
+    finetune,
+    eval,
+    transcribe,
+    watch,
+    analyze,
+    selfcheck,
+    probe,
+    tinymodel,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
