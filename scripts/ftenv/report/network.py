@@ -196,7 +196,8 @@ def verdict(f: NetworkFacts) -> Verdict:
         return Verdict(
             False,
             f"{SOCKETS} ({VERBS_LIBRARY} does not load)",
-            "use an image with rdma-core's libibverbs1 and ibverbs-providers (this image's Dockerfile has them)",
+            "use an image with rdma-core's libibverbs1 and ibverbs-providers (this image's Dockerfile "
+            "has them)",
         )
     launcher_fix = LAUNCHER_FIX.get(f.launcher or "", OTHER_LAUNCHER_FIX)
     if not f.ports:
