@@ -50,6 +50,7 @@ def test_sockets_across_nodes_warn_once():
     assert len(out) == 2 and out[1].startswith(
         "[ftenv-watch] WARNING: this 4-node job runs NCCL over TCP sockets"
     )
+    assert net.lines() == [line.split(" ", 1)[1] for line in out]
 
 
 def test_sockets_on_one_node_never_warn():
