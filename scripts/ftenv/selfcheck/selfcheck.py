@@ -19,7 +19,7 @@ from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
 from ftenv.selfcheck.base import SelfcheckOptions
 from ftenv.selfcheck.verdict import verdict_of
-from ftenv.train import cache_dirs, cluster_env, compile_setting
+from ftenv.train import cache_dirs, compile_setting, node_count
 
 
 def run(options: SelfcheckOptions) -> int:
@@ -28,7 +28,7 @@ def run(options: SelfcheckOptions) -> int:
     startup.show_once(
         "ftenv selfcheck",
         compile_line=compile_setting.report_line(),
-        nodes=cluster_env.node_count(os.environ),
+        nodes=node_count.node_count(os.environ),
     )
     if not options.compile and (options.force_recompiles or options.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)

@@ -17,8 +17,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ftenv.steps.messages import PREFIX
-
 #: Cheap test before parsing: every line this module reads contains it.
 MARK = b"NCCL INFO "
 SOCKET_NET = "Socket"
@@ -36,7 +34,8 @@ def _text(raw: bytes) -> str:
 
 @dataclass
 class NcclNetwork:
-    """What NCCL's lines said so far; `observe` returns the watchdog lines they call for, each once."""
+    """What NCCL's lines said so far; `observe` returns the lines they call for, each once (the
+    watchdog prefixes them)."""
 
     network: str | None = None  # "IB", "Socket", or a plugin's name
     ib_devices: str | None = None  # "[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE"
@@ -62,10 +61,10 @@ class NcclNetwork:
         out = []
         if self.network is not None and not self.reported:
             self.reported = True
-            out.append(f"{PREFIX} {self.transport_line()}")
+            out.append(self.transport_line())
         if self.over_sockets_across_nodes() and not self.warned:
             self.warned = True
-            out.append(f"{PREFIX} {self.warning_line()}")
+            out.append(self.warning_line())
         return out
 
     def over_sockets_across_nodes(self) -> bool:
@@ -87,7 +86,7 @@ class NcclNetwork:
         )
 
     def lines(self) -> list[str]:
-        """For `ftenv analyze`: the transport and the warning, unprefixed; nothing when NCCL said nothing."""
+        """For `ftenv analyze`: the transport and the warning; nothing when NCCL said nothing."""
         if self.network is None:
             return []
         return [self.transport_line()] + ([self.warning_line()] if self.over_sockets_across_nodes() else [])

@@ -62,7 +62,7 @@ class _Core:
     def handle(self, line: bytes, out_fd: int) -> list[str]:
         if nccl_net.MARK in line:
             with self.lock:
-                return self.network.observe(line)
+                return [f"{PREFIX} {said}" for said in self.network.observe(line)]
         if _DATA_MARK in line:
             with self.lock:
                 self.data.observe(line)

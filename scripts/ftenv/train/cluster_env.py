@@ -291,18 +291,3 @@ def apply_overrides(
     if launch.nnodes.isdigit() and launch.node_rank is not None and launch.node_rank >= int(launch.nnodes):
         raise LaunchError(f"node rank {launch.node_rank} is not below the number of nodes {launch.nnodes}")
     return launch
-
-
-def node_count(env: Mapping[str, str]) -> tuple[int | None, str | None]:
-    """How many nodes this job spans and which launcher says so, for the report's network verdict:
-    the launch `detect` reads (an elastic N:M counts its most), or inside torchrun's workers
-    WORLD_SIZE over LOCAL_WORLD_SIZE; (None, None) when the environment does not say."""
-    try:
-        launch = detect(env)
-    except LaunchError:
-        world, local = env.get("WORLD_SIZE", ""), env.get("LOCAL_WORLD_SIZE", "")
-        if world.isdigit() and local.isdigit() and int(local) > 0:
-            return -(-int(world) // int(local)), "torchrun variables"
-        return None, None
-    most = launch.nnodes.split(":")[-1]
-    return (int(most) if most.isdigit() else None), launch.source

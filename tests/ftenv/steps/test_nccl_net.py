@@ -38,29 +38,25 @@ def observed(lines: list[str]) -> tuple[NcclNetwork, list[str]]:
 
 def test_ib_is_named_with_its_devices():
     net, out = observed(nccl_lines("IB", 4))
-    assert out == ["[ftenv-watch] NCCL network: InfiniBand/RoCE (NET/IB on [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE)"]
+    assert out == ["NCCL network: InfiniBand/RoCE (NET/IB on [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE)"]
     assert net.to_dict()["over_sockets_across_nodes"] is False
 
 
 def test_sockets_across_nodes_warn_once():
     net, out = observed(nccl_lines("Socket", 4) * 3)  # every rank prints the same lines
-    assert out[0] == (
-        "[ftenv-watch] NCCL network: TCP sockets (NET/Socket on [0]eth0:10.0.0.1<0>; NET/IB found no device)"
-    )
-    assert len(out) == 2 and out[1].startswith(
-        "[ftenv-watch] WARNING: this 4-node job runs NCCL over TCP sockets"
-    )
-    assert net.lines() == [line.split(" ", 1)[1] for line in out]
+    assert out[0] == ("NCCL network: TCP sockets (NET/Socket on [0]eth0:10.0.0.1<0>; NET/IB found no device)")
+    assert len(out) == 2 and out[1].startswith("WARNING: this 4-node job runs NCCL over TCP sockets")
+    assert net.lines() == out
 
 
 def test_sockets_on_one_node_never_warn():
     net, out = observed(nccl_lines("Socket", 1) * 3)
-    assert len(out) == 1 and "WARNING" not in out[0] and net.lines() == [out[0].split(" ", 1)[1]]
+    assert len(out) == 1 and "WARNING" not in out[0] and net.lines() == out
 
 
 def test_a_plugin_is_named():
     _, out = observed([HOST + "Using network AWS Libfabric"])
-    assert out == ["[ftenv-watch] NCCL network: the plugin 'AWS Libfabric'"]
+    assert out == ["NCCL network: the plugin 'AWS Libfabric'"]
 
 
 def test_other_lines_say_nothing():

@@ -421,23 +421,3 @@ def test_enroot_pytorch_hook_port_is_used_and_the_same_on_every_node():
     # A port the job sets itself is not taken for the hook's.
     own = detect({**SLURM_STEP, "MASTER_PORT": "29555"})
     assert own.master_port == 29555 and not any("hook" in note for note in own.notes)
-
-
-# --- how many nodes, for the report's network verdict ---
-
-
-@pytest.mark.parametrize(
-    "env, expected",
-    [
-        ({}, (1, "single node")),
-        ({"PET_NNODES": "4", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "m"}, (4, "torchrun variables")),
-        ({"PET_NNODES": "1:4", "PET_RDZV_ENDPOINT": "m:1"}, (4, "torchrun variables")),
-        (
-            {"TORCHELASTIC_RUN_ID": "x", "LOCAL_RANK": "0", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"},
-            (2, "torchrun variables"),
-        ),
-        ({"TORCHELASTIC_RUN_ID": "x", "LOCAL_RANK": "0"}, (None, None)),
-    ],
-)
-def test_node_count_from_the_launchers_variables(env, expected):
-    assert cluster_env.node_count(env) == expected
