@@ -1,9 +1,12 @@
 """The report's network line and verdict from planted sysfs trees and NCCL settings: which network
 NCCL will use between nodes, and the fix for the launcher when it is TCP sockets."""
 
+import os
+
 import pytest
 
 from ftenv.report import network
+from support import run_ftenv
 
 LOADS = (True, None)
 
@@ -122,3 +125,13 @@ def test_json_has_the_verdict_for_many_nodes_only(tmp_path):
     d = network.as_dict(facts(tmp_path))
     assert d["verdict"]["rdma"] is True and d["ports"][0]["state"] == "ACTIVE"
     assert network.as_dict(facts(tmp_path, nodes=1))["verdict"] is None
+
+
+def test_ftenv_report_gives_the_verdict_for_the_launchers_node_count():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_", "NCCL_"))}
+    many = {**env, "PET_NNODES": "4", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "m", "NCCL_NET": "Socket"}
+    r = run_ftenv("report", "--no-gpu-probe", env=many)
+    assert r.returncode == 0, r.stderr
+    assert "4 nodes: NCCL will use TCP sockets: every step waits on the network (NCCL_NET=Socket)" in r.stderr
+    one = run_ftenv("report", "--no-gpu-probe", env=env)
+    assert "one node: NCCL stays inside the node" in one.stderr and "WARNING: multi-node" not in one.stderr
