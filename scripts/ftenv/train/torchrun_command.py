@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.train import cluster_env, speed_options
+from ftenv.train import cluster_env, nccl_debug, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
@@ -196,6 +196,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
         raise InputError(str(exc)) from None
     child_env[variables.OUTPUT_DIR] = str(out)
     child_env.update(failfast.launcher_env(out, env))
+    child_env.update(nccl_debug.launcher_env(launch.nnodes, env))
     trainer = options.trainer or f"-m {ENTRY_MODULE}"
     argv = [
         sys.executable,
