@@ -30,8 +30,10 @@ from support.manifests import (
     first_container,
     load_yaml,
     pod_specs,
+    rdma_resources,
     restricted_violations,
     set_at,
+    stated_level,
     validate_job,
     validate_pytorchjob,
 )
@@ -224,6 +226,15 @@ def test_pyxis_example(layout, tmp_path):
     assert "--no-container-entrypoint" in opts, "a site's execute_entrypoint=true would hang the job"
     assert f"--container-env={VAR}" in opts, "pyxis keeps the image's value without it"
     assert calls[0]["var"] == "1", "the value --container-env passes must be exported in the job"
+    assert calls[0]["mellanox"] == "all", "enroot's mellanox hook mounts the HCAs only when it is set"
+    (tmp_path / "own").mkdir()
+    own = record(
+        EXAMPLES / "slurm/finetune-pyxis.sbatch",
+        ["srun"],
+        {**layout, "SLURM_JOB_ID": "7", "MELLANOX_VISIBLE_DEVICES": "none"},
+        tmp_path / "own",
+    )
+    assert own[0]["mellanox"] == "none", "a site's own value stands"
     assert any(o.startswith("--container-image=" + IMAGE.replace("/", "#", 1)) for o in opts)
     mounts = next(o for o in opts if o.startswith("--container-mounts=")).split("=", 1)[1].split(",")
     for key in ("MODEL_DIR", "DATA_DIR", "OUT_DIR"):
@@ -291,16 +302,40 @@ RESTRICTED_BREAKAGES = {
 }
 
 
+#: The rule: each manifest states its Pod Security Standard level (a `# Pod Security Standard: LEVEL.`
+#: line) and meets it; both stay restricted. The multi-node one also requests the RDMA device
+#: plugin's resource in every pod, NCCL's InfiniBand/RoCE between nodes (docs/network.md): a
+#: resource, no privilege. IPC_LOCK would leave restricted and baseline (and not reach a uid-1000
+#: process), so it must stay out.
+LEVELS = {"job-one-node.yaml": ("restricted", False), "pytorchjob-multi-node.yaml": ("restricted", True)}
+
+
 @pytest.mark.parametrize("name", [n for n, _ in MANIFESTS])
-def test_manifests_pass_the_restricted_pod_security_standard_with_gpus(name):
+def test_manifests_meet_their_stated_pod_security_level_with_gpus(name):
+    level, rdma = LEVELS[name]
+    assert stated_level((EXAMPLES / "kubernetes" / name).read_text()) == level, name
     doc = load_yaml(name)[0]
     for spec in pod_specs(doc):
         assert restricted_violations(spec) == [], name
         assert int(spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]) > 0
+        assert bool(rdma_resources(spec)) is rdma, name
     for breakage, mutate in RESTRICTED_BREAKAGES.items():
         broken = copy.deepcopy(doc)
         mutate(pod_specs(broken)[0])
         assert restricted_violations(pod_specs(broken)[0]), breakage
+
+
+def test_the_multi_node_manifest_gives_every_pod_the_rdma_devices_without_ipc_lock():
+    doc = load_yaml("pytorchjob-multi-node.yaml")[0]
+    for role in ("Master", "Worker"):
+        broken = copy.deepcopy(doc)
+        spec = broken["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]
+        spec["containers"][0]["resources"]["limits"].pop("rdma/rdma_shared_device_a")
+        assert [rdma_resources(s) for s in pod_specs(broken)].count([]) == 1, role
+    locked = copy.deepcopy(doc)
+    pod_specs(locked)[0]["containers"][0]["securityContext"]["capabilities"]["add"] = ["IPC_LOCK"]
+    assert restricted_violations(pod_specs(locked)[0])
+    assert stated_level("# Pod Security Standard: restricted, mostly.") is None
 
 
 RETRY_BREAKAGES = {

@@ -13,18 +13,34 @@ from ftenv.commands import (
     analyze,
     buildcheck,
     data,
+    eval,
     export,
     finetune,
     probe,
     report,
     selfcheck,
     tinymodel,
+    transcribe,
     versions,
     watch,
 )
 
 #: The subcommands' modules, in the help's order.
-COMMANDS = (report, versions, buildcheck, data, finetune, watch, analyze, selfcheck, probe, tinymodel, export)
+COMMANDS = (
+    report,
+    versions,
+    buildcheck,
+    data,
+    finetune,
+    eval,
+    transcribe,
+    export,
+    watch,
+    analyze,
+    selfcheck,
+    probe,
+    tinymodel,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,9 @@ REGISTRY by `make generate`) cannot drift apart.
 Floor 0 (standard library only): every wing imports its names from here. Not listed: the
 variables a launcher sets for torchrun (Slurm's, Kubeflow's, torchrun's own), which
 ftenv.train.cluster_env reads as one rule, and the caches and NCCL settings ftenv finetune sets
-for third-party libraries beside the rule that sets them (ftenv.train).
+for third-party libraries beside the rule that sets them (ftenv.train; NCCL's debug settings in
+ftenv.train.nccl_debug). NCCL's own network settings, which the report reads to say which network
+NCCL will use, are named beside that rule too (ftenv.report.network).
 """
 
 from __future__ import annotations

@@ -39,13 +39,14 @@ RECORDER = """#!/usr/bin/env python3
 import json, os, sys
 with open(os.environ["RECORD"], "a") as f:
     f.write(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
-                        "var": os.environ.get(os.environ["WATCH_VAR"])}) + "\\n")
+                        "var": os.environ.get(os.environ["WATCH_VAR"]),
+                        "mellanox": os.environ.get("MELLANOX_VISIBLE_DEVICES")}) + "\\n")
 """
 
 
 def record(script: Path, tools: list[str], env: dict, tmp_path: Path) -> list[dict]:
-    """Run a script with env and the tools replaced by RECORDER; each call's tool, argv and value of
-    the SDPA variable, in order."""
+    """Run a script with env and the tools replaced by RECORDER; each call's tool, argv and values of
+    the SDPA variable and of enroot's MELLANOX_VISIBLE_DEVICES, in order."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for tool in tools:

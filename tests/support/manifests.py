@@ -7,6 +7,7 @@ found here first."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -111,3 +112,18 @@ def restricted_violations(spec: dict) -> list[str]:
         if sc.get("privileged"):
             bad.append(f"{c['name']}: privileged")
     return bad
+
+
+#: The comment line in which a manifest states the Pod Security Standard level it is written for.
+STATED_LEVEL = re.compile(r"^# Pod Security Standard: (restricted|baseline|privileged)\.", re.M)
+
+
+def stated_level(text: str) -> str | None:
+    m = STATED_LEVEL.search(text)
+    return m[1] if m else None
+
+
+def rdma_resources(spec: dict) -> list[str]:
+    """The RDMA device plugin resources (`rdma/...`) the pod's first container requests."""
+    limits = spec["containers"][0].get("resources", {}).get("limits", {})
+    return [name for name, count in limits.items() if name.startswith("rdma/") and int(count) > 0]

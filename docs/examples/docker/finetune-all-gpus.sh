@@ -4,6 +4,9 @@
 #
 # --shm-size gives the DataLoader workers shared memory (Docker's default 64 MB makes them die
 # with "Bus error"); --ipc=host, as in finetune-one-gpu.sh, does the same.
+# One machine: NCCL stays on NVLink/PCIe. For several machines with `docker run`, each also needs
+# the RDMA devices and an unlimited memlock for NCCL's InfiniBand/RoCE transport:
+# `--device /dev/infiniband --ulimit memlock=-1` (docs/network.md).
 set -euo pipefail
 
 IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56}

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ftenv.data import check, command, prepare
+from ftenv.data import check, command, prepare, split
 
 PROG = "ftenv data"
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("data", help="prepare and check Fun-ASR-Nano training data (ChatML JSONL)")
-    data = p.add_subparsers(dest="data_command", metavar="prepare|check", required=True)
+    data = p.add_subparsers(dest="data_command", metavar="prepare|check|split", required=True)
     c = data.add_parser(
         "check",
         help="check every line of JSONL manifests as FunASR will read them",
@@ -29,12 +29,48 @@ def add_parser(sub) -> None:
         "files", nargs="*", metavar="FILE", help="training manifests, then any ++dataset_conf overrides"
     )
     c.add_argument("--valid", action="append", default=[], metavar="FILE", help="a validation manifest")
-    c.add_argument("--model-dir", help="the model folder: its config.yaml's dataset_conf applies")
+    c.add_argument(
+        "--model-dir",
+        help="the model folder: its config.yaml's dataset_conf applies, and the folder is checked for "
+        "what the recipe loads (LLM and tokenizer files, the CTC weights config.yaml configures)",
+    )
     c.add_argument("--output-dir", default=".", help=f"where {check.REPORT_NAME} is written (default: here)")
     c.add_argument("--world-size", type=int, default=1, help="GPUs of the run in all (sampler buffers; 1)")
     c.add_argument("--jobs", type=int, help="worker processes (default: the usable cores)")
     c.set_defaults(func=run_check)
     _add_prepare(data)
+    _add_split(data)
+
+
+def _add_split(data) -> None:
+    p = data.add_parser(
+        "split",
+        help="training, validation (and test) sets from one prepared JSONL",
+        description="Splits one JSONL into OUT/train.jsonl, OUT/valid.jsonl (and OUT/test.jsonl): by share "
+        "(0.05 or 5%) or count of lines, at random with a seed, or by speaker so that no speaker is in two "
+        "sets (speakers from --utt2spk or the lines' speaker field). The same input gives the same output.",
+    )
+    p.add_argument("jsonl", help="the prepared JSONL")
+    p.add_argument("--output-dir", "-o", required=True, help="where train/valid/test.jsonl are written")
+    p.add_argument("--valid", required=True, help="the validation set: a share (0.05, 5%%) or a count (200)")
+    p.add_argument("--test", help="a test set too: a share or a count")
+    p.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
+    p.add_argument("--by-speaker", action="store_true", help="no speaker in two sets")
+    p.add_argument("--utt2spk", help="Kaldi utt2spk: the speaker of each key")
+    p.set_defaults(func=run_split)
+
+
+def run_split(args: argparse.Namespace) -> int:
+    options = split.SplitOptions(
+        jsonl=args.jsonl,
+        output_dir=args.output_dir,
+        valid=args.valid,
+        test=args.test,
+        seed=args.seed,
+        by_speaker=args.by_speaker,
+        utt2spk=args.utt2spk,
+    )
+    return split.run(options)
 
 
 def _add_prepare(data) -> None:
@@ -45,12 +81,33 @@ def _add_prepare(data) -> None:
         "`wav.scp` + `text` (what FunASR's scp2jsonl reads), a TSV/CSV of audio path and transcript, "
         "or a folder of audio with a transcript beside each file (`a.wav` + `a.txt`).",
     )
-    p.add_argument("--wav-scp", help="Kaldi wav.scp: KEY PATH per line (with --text)")
-    p.add_argument("--text", help="Kaldi text: KEY TRANSCRIPT per line (with --wav-scp)")
+    p.add_argument(
+        "--wav-scp",
+        help="Kaldi wav.scp (KEY PATH per line) or its data folder; the folder's text, segments and "
+        "utt2spk are read when present",
+    )
+    p.add_argument("--text", help="Kaldi text: KEY TRANSCRIPT per line (default: the one beside wav.scp)")
+    p.add_argument(
+        "--audio-out",
+        metavar="DIR",
+        help="where the audio of segments and of wav.scp commands is written (one 16-bit WAV each)",
+    )
+    p.add_argument(
+        "--run-commands",
+        action="store_true",
+        help="run wav.scp's command entries (`sox ... |`): shell text from the data file, off by default",
+    )
     p.add_argument("--table", help="a .tsv or .csv of audio path, transcript (a header row is skipped)")
     p.add_argument("--audio-dir", help="a folder of audio files, each with NAME.txt beside it")
     p.add_argument("--model-dir", help="the model folder: its tokenizer counts text_length")
     p.add_argument("--tokenizer", help="a tokenizer folder instead of --model-dir's")
+    p.add_argument(
+        "--normalize",
+        metavar="PRESET",
+        help="normalize the transcripts with a preset of the one normalization module (prepare: "
+        "full-width forms folded, Kaldi spaces between CJK characters removed; scoring; raw); off by "
+        "default; the choice is recorded in OUTPUT.prepare.json",
+    )
     p.add_argument("--output", "-o", required=True, help="the JSONL to write")
     p.add_argument("--jobs", type=int, help="worker processes for the audio (default: the usable cores)")
     p.set_defaults(func=run_prepare)
@@ -78,5 +135,8 @@ def run_prepare(args: argparse.Namespace) -> int:
         model_dir=args.model_dir,
         tokenizer=args.tokenizer,
         jobs=args.jobs,
+        audio_out=args.audio_out,
+        run_commands=args.run_commands,
+        normalization=args.normalize,
     )
     return prepare.run(options)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from ftenv.report import report
-from ftenv.train import compile_setting
+from ftenv.train import compile_setting, node_count
 
 
 def add_parser(sub) -> None:
@@ -18,4 +19,4 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = report.ReportOptions(json=args.json, stdout=args.stdout, gpu_probe=not args.no_gpu_probe)
-    return report.run(options, compile_setting.report_line())
+    return report.run(options, compile_setting.report_line(), *node_count.node_count(os.environ))

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 SYSTEM_PROMPT = "You are a helpful assistant."
 USER_PROMPT = "语音转写："
 SPEECH_MARK = ("<|startofspeech|>", "<|endofspeech|>")
+#: The key of a line's speaker (not upstream's: FunASR ignores it).
+SPEAKER_KEY = "speaker"
 #: fbank frames per second: FunASR's frontends shift 10 ms.
 FRAMES_PER_SECOND = 100
 
@@ -31,10 +33,13 @@ def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
     )
 
 
-def record(key: str, audio: str, text: str, speech_length: int, text_length: int) -> dict:
-    """One utterance in upstream's format, keys in a fixed order (the same input gives the same bytes)."""
+def record(
+    key: str, audio: str, text: str, speech_length: int, text_length: int, speaker: str | None = None
+) -> dict:
+    """One utterance in upstream's format, keys in a fixed order (the same input gives the same bytes);
+    the speaker, when known, in a key FunASR ignores (`ftenv data split` reads it)."""
     start, end = SPEECH_MARK
-    return {
+    item = {
         "key": key,
         "messages": [
             {"role": "system", "content": SYSTEM_PROMPT},
@@ -44,6 +49,9 @@ def record(key: str, audio: str, text: str, speech_length: int, text_length: int
         "speech_length": speech_length,
         "text_length": text_length,
     }
+    if speaker is not None:
+        item[SPEAKER_KEY] = speaker
+    return item
 
 
 def dumps(item: dict) -> str:

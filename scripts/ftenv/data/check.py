@@ -1,6 +1,9 @@
 """`ftenv data check`: every manifest line checked as the trainer will read it, then what FunASR's
 length rules do to the whole set with this run's settings, so that bad data stops a run before
 the GPUs start, not after an epoch.
+
+Long because the set-level verdicts (an emptied set, the share that never trains) are drawn from
+the per-file summaries this module builds.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from ftenv.data import lines as L
 from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
+from ftenv.steps import data_loss
 
 TRAIN, VALID = "train", "valid"
 REPORT_NAME = "data-check.json"
@@ -22,14 +26,18 @@ REPORT_NAME = "data-check.json"
 KEEP_PER_CODE = 1000
 SHOW_PER_CODE = 5
 # Set-level findings and warnings (line-level codes are in ftenv.data.lines).
-DUPLICATE, DROPPED, OVER_BUDGET, EMPTIED, UNREADABLE = (
+DUPLICATE, DROPPED, OVER_BUDGET, EMPTIED, UNREADABLE, NEVER_TRAINED = (
     "duplicate_audio",
     "dropped_by_length_rules",
     "over_batch_budget",
     "set_emptied_or_crashes",
     "file_unreadable",
+    "too_many_never_trained",
 )
-ERRORS = {L.NOT_UTF8, L.NOT_JSON, L.SHAPE, L.AUDIO, L.EMPTY_TEXT, L.LENGTH_MISMATCH, EMPTIED, UNREADABLE}
+ERRORS = {
+    L.NOT_UTF8, L.NOT_JSON, L.SHAPE, L.AUDIO, L.EMPTY_TEXT, L.LENGTH_MISMATCH, EMPTIED, UNREADABLE,
+    NEVER_TRAINED,
+}  # fmt: skip
 
 
 @dataclass
@@ -58,6 +66,8 @@ class FileSummary:
     seconds: float = 0.0
     dropped: Counter = field(default_factory=Counter)
     over_budget: int = 0
+    longest: int = 0  # the largest speech_length + text_length declared
+    unreadable_lines: int = 0  # blank or not JSON: FunASR's index skips them ("json error")
 
 
 @dataclass
@@ -91,6 +101,7 @@ class Report:
                 for f in self.files
             ],
             "counts": dict(sorted(self.counts.items())),
+            "never_trained_limit": data_loss.MAX_LOSS_SHARE,
             "findings": [{**vars(f), "severity": f.severity} for f in self.findings],
             "findings_kept_per_code": KEEP_PER_CODE,
         }
@@ -100,13 +111,13 @@ def _results(path: Path, base: str, jobs: int, read_audio: bool):
     """Each line's LineResult in file order; chunks go to `jobs` worker processes, a few in flight."""
     if jobs <= 1:
         for chunk in L.chunks(path):
-            yield from L.check_chunk(chunk, base, read_audio)
+            yield from L.check_chunk(chunk, base, read_audio, str(path.parent))
         return
     context = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         pending = []
         for chunk in L.chunks(path):
-            pending.append(pool.submit(L.check_chunk, chunk, base, read_audio))
+            pending.append(pool.submit(L.check_chunk, chunk, base, read_audio, str(path.parent)))
             if len(pending) >= 3 * jobs:
                 yield from pending.pop(0).result()
         for future in pending:
@@ -118,10 +129,12 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
     report.files.append(summary)
     rules, name = report.rules, str(path)
     try:
-        results = _results(path, base, jobs, read_audio)
+        results = _results(path, base, jobs, read_audio)  # relative paths: ftenv.data.paths
         indexed: list[int] = []  # speech_length + text_length of what FunASR indexes, in file order
         for r in results:
             summary.lines += 1
+            if r.blank or (r.problem and r.problem[0] == L.NOT_JSON):
+                summary.unreadable_lines += 1
             if r.blank:
                 report.add(
                     Finding(name, r.number, L.BLANK, "empty line: FunASR logs a JSON error and skips it")
@@ -145,6 +158,7 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
                             "(or a validation line also in training)",
                         )
                     )
+            summary.longest = max(summary.longest, r.speech_length + r.text_length)
             why = rules.dropped(r.speech_length, r.text_length)
             from_index = why is not None and why != OVER_TOKEN_LIMIT
             if not from_index:
@@ -229,7 +243,36 @@ def check(
     seen: dict[str, tuple[str, int]] = {}
     for path, kind in files:
         check_file(report, path, kind, str(base), jobs or L.default_jobs(), read_audio, seen)
+    _judge_never_trained(report)
     return report
+
+
+def _judge_never_trained(report: Report) -> None:
+    """The watchdog's rule (ftenv.steps.data_loss) applied before the run: a training set of which
+    more than the limit never trains under FunASR's length rules fails at its end; refuse it now."""
+    train = [f for f in report.files if f.kind == TRAIN]
+    lines = sum(f.lines for f in train)
+    never = sum(sum(f.dropped.values()) + f.unreadable_lines for f in train)
+    share = data_loss.never_trained_share(never, lines)
+    if not data_loss.too_many_never_trained(share) or any(f.lines and not f.trained for f in train):
+        return  # within the limit, or already an emptied set
+    rules, dropped = report.rules, sum((f.dropped for f in train), Counter())
+    per_rule = ", ".join(f"{rule} {n}" for rule, n in sorted(dropped.items())) or "none"
+    name = train[0].path if len(train) == 1 else f"the training set ({len(train)} files)"
+    report.add(
+        Finding(
+            name,
+            None,
+            NEVER_TRAINED,
+            f"{never} of {lines} training lines ({share:.1%}) never train under FunASR's length rules "
+            f"with this run's settings (per rule: {per_rule}; blank or not JSON: "
+            f"{never - sum(dropped.values())}): more than the {data_loss.MAX_LOSS_SHARE:.0%} the "
+            "watchdog allows, so the run would fail at its end, after all its GPU time; raise "
+            f"++dataset_conf.max_token_length (now {rules.max_token_length}; the longest line needs "
+            f"{max(f.longest for f in train)}) or split the long utterances (a Kaldi `segments` file "
+            "and `ftenv data prepare` cut them)",
+        )
+    )
 
 
 def summary_lines(report: Report, report_path: Path | None) -> list[str]:
@@ -256,10 +299,11 @@ def summary_lines(report: Report, report_path: Path | None) -> list[str]:
     return out
 
 
-def write_report(report: Report, path: Path) -> None:
+def write_report(report: Report, path: Path, extra: dict | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    body = {**report.to_dict(), **(extra or {})}
+    tmp.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     tmp.replace(path)
 
 
@@ -272,6 +316,7 @@ def run_check(
     jobs: int | None = None,
     prog: str = "ftenv data check",
     read_audio: bool = True,
+    stamp: dict | None = None,
 ) -> tuple[bool, Report]:
     """Check, print the summary, write the report; (usable, report)."""
     missing = [p for p in (*train, *valid) if not p.is_file()]
@@ -284,7 +329,7 @@ def run_check(
     written = None
     if report_path is not None:
         try:
-            write_report(report, report_path)
+            write_report(report, report_path, stamp if not report.errors else None)
             written = report_path
         except OSError as exc:
             print(f"{prog}: cannot write the report {report_path}: {exc.strerror or exc}", file=sys.stderr)

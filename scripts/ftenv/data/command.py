@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import check, dataset_conf, lines
+from ftenv.data import check, dataset_conf, lines, model_folder
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data"
@@ -37,6 +37,11 @@ def run_check(options: CheckOptions) -> int:
     except ValueError as exc:
         print(f"{PROG} check: {exc}", file=sys.stderr)
         return UNUSABLE
+    model_errors = 0
+    if options.model_dir:
+        for problem in model_folder.inspect(Path(options.model_dir), Path.cwd()):
+            model_errors += problem.severity == model_folder.ERROR
+            print(f"{PROG} check: model: {problem.severity}: {problem.message}", file=sys.stderr)
     out = Path(options.output_dir) / check.REPORT_NAME
     usable, _ = check.run_check(
         train,
@@ -46,4 +51,8 @@ def run_check(options: CheckOptions) -> int:
         out,
         options.jobs,
     )
-    return 0 if usable else UNUSABLE
+    if model_errors:
+        print(
+            f"{PROG} check: UNUSABLE: the model folder has {model_errors} error(s) (above)", file=sys.stderr
+        )
+    return 0 if usable and not model_errors else UNUSABLE

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import audio, chatml
+from ftenv.data import audio, chatml, paths
 
 #: Lines per chunk handed to a worker.
 CHUNK_LINES = 512
@@ -78,7 +78,9 @@ def _absolute(audio_path: str, base: str) -> str:
     return audio_path if os.path.isabs(audio_path) else os.path.join(base, audio_path)
 
 
-def check_line(number: int, raw: bytes, base: str, read_audio: bool = True) -> LineResult:
+def check_line(
+    number: int, raw: bytes, base: str, read_audio: bool = True, manifest_dir: str | None = None
+) -> LineResult:
     result = LineResult(number)
     try:
         text = raw.decode("utf-8")
@@ -110,10 +112,11 @@ def check_line(number: int, raw: bytes, base: str, read_audio: bool = True) -> L
         return result
     found = audio.probe(result.audio)
     if found.seconds is None:
+        misread = manifest_dir and paths.trainer_problem(utt.audio, Path(base), Path(manifest_dir))
         result.problem = result.problem or (
             AUDIO,
-            f"{utt.audio}: {found.problem}; FunASR would replace this sample with a random other one, "
-            "with only a warning",
+            f"{misread or f'{utt.audio}: {found.problem}'}; FunASR would replace this sample with a random "
+            "other one, with only a warning",
         )
         return result
     result.seconds = found.seconds
@@ -128,6 +131,8 @@ def check_line(number: int, raw: bytes, base: str, read_audio: bool = True) -> L
     return result
 
 
-def check_chunk(chunk: list[tuple[int, bytes]], base: str, read_audio: bool = True) -> list[LineResult]:
+def check_chunk(
+    chunk: list[tuple[int, bytes]], base: str, read_audio: bool = True, manifest_dir: str | None = None
+) -> list[LineResult]:
     """A worker's job: every line of the chunk."""
-    return [check_line(number, raw, base, read_audio) for number, raw in chunk]
+    return [check_line(number, raw, base, read_audio, manifest_dir) for number, raw in chunk]

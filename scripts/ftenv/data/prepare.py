@@ -5,16 +5,17 @@ Same input, same bytes; a row that cannot be used is listed, never dropped silen
 
 from __future__ import annotations
 
-import concurrent.futures
 import csv
-import multiprocessing
+import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import audio, chatml
+from ftenv.data import audio, chatml, extract, kaldi, normalize, paths
 from ftenv.data import lines as lines_mod
+from ftenv.data.rows import Rejected, Row, read_lines
+from ftenv.data.workers import parallel_map
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data prepare"
@@ -24,79 +25,11 @@ PATH_HEADERS = {"path", "audio", "wav", "file", "filename", "audio_path", "audio
 SHOW_REJECTED = 20
 
 
-@dataclass
-class Row:
-    source: str
-    line: int
-    key: str
-    audio: str
-    text: str
-
-
-@dataclass
-class Rejected:
-    source: str
-    line: int
-    key: str
-    reason: str
-
-
-def _read_lines(path: Path, rejected: list[Rejected]):
-    """(line number, text) of a UTF-8 file; a line that is not UTF-8 is rejected, not fatal."""
-    with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            try:
-                yield number, raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError:
-                rejected.append(Rejected(str(path), number, "", "not UTF-8: re-encode the file"))
-
-
-def _absolute(path: str, base: Path) -> str:
-    return path if os.path.isabs(path) else os.path.abspath(base / path)
-
-
-def from_kaldi(wav_scp: Path, text: Path, rejected: list[Rejected]) -> list[Row]:
-    """Rows of wav.scp in its order, transcripts joined by key from `text`."""
-    texts: dict[str, tuple[int, str]] = {}
-    for number, line in _read_lines(text, rejected):
-        if not line.strip():
-            continue
-        key, _, transcript = line.strip().partition(" ")
-        if key in texts:
-            rejected.append(Rejected(str(text), number, key, f"key repeated (first on line {texts[key][0]})"))
-            continue
-        texts[key] = (number, transcript.strip())
-    rows, keys, listed = [], set(), set()
-    for number, line in _read_lines(wav_scp, rejected):
-        if not line.strip():
-            continue
-        key, _, path = line.strip().partition(" ")
-        path = path.strip()
-        listed.add(key)
-        if not path:
-            rejected.append(Rejected(str(wav_scp), number, key, "no audio path after the key"))
-        elif path.endswith("|"):
-            rejected.append(
-                Rejected(str(wav_scp), number, key, "a command, not a file: write the audio out first")
-            )
-        elif key in keys:
-            rejected.append(Rejected(str(wav_scp), number, key, "key repeated"))
-        elif key not in texts:
-            rejected.append(Rejected(str(wav_scp), number, key, f"no transcript for this key in {text}"))
-        else:
-            keys.add(key)
-            rows.append(Row(str(wav_scp), number, key, _absolute(path, wav_scp.parent), texts[key][1]))
-    for key, (number, _) in texts.items():
-        if key not in listed:
-            rejected.append(Rejected(str(text), number, key, f"no audio for this key in {wav_scp}"))
-    return rows
-
-
-def from_table(table: Path, rejected: list[Rejected]) -> list[Row]:
+def from_table(table: Path, cwd: Path, rejected: list[Rejected], notes: list[str]) -> list[Row]:
     """Rows of a TSV (.tsv, tab) or CSV (comma): audio path, transcript; a header row is skipped."""
     delimiter = "\t" if table.suffix.lower() in (".tsv", ".tab") else ","
     rows = []
-    numbered = list(_read_lines(table, rejected))
+    numbered = list(read_lines(table, rejected))
     reader = csv.reader([line for _, line in numbered], delimiter=delimiter)
     for (number, _), cells in zip(numbered, reader, strict=True):
         if not cells or not any(c.strip() for c in cells):
@@ -107,7 +40,10 @@ def from_table(table: Path, rejected: list[Rejected]) -> list[Row]:
             rejected.append(Rejected(str(table), number, "", "expected two columns: audio path, transcript"))
             continue
         path = cells[0].strip()
-        rows.append(Row(str(table), number, Path(path).stem, _absolute(path, table.parent), cells[1].strip()))
+        found = paths.resolve(path, cwd, table.parent)
+        if found.note:
+            notes.append(found.note)
+        rows.append(Row(str(table), number, Path(path).stem, found.path, cells[1].strip()))
     return rows
 
 
@@ -150,28 +86,6 @@ def load_tokenizer(path: Path):
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
 
 
-def _durations(paths: list[str], jobs: int) -> list[audio.Probe]:
-    from tqdm import tqdm
-
-    bar = tqdm(total=len(paths), desc="audio headers", unit="file", file=sys.stderr, disable=None)
-    try:
-        if jobs <= 1:
-            out = []
-            for p in paths:
-                out.append(audio.probe(p))
-                bar.update()
-            return out
-        context = multiprocessing.get_context("fork")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            out = []
-            for found in pool.map(audio.probe, paths, chunksize=64):
-                out.append(found)
-                bar.update()
-            return out
-    finally:
-        bar.close()
-
-
 def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> list[str]:
     """The JSONL lines of the usable rows, in order; the others go to `rejected`."""
     usable = []
@@ -180,7 +94,7 @@ def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> 
             rejected.append(Rejected(row.source, row.line, row.key, "empty transcript"))
         else:
             usable.append(row)
-    probes = _durations([r.audio for r in usable], jobs)
+    probes = parallel_map(audio.probe, [r.audio for r in usable], jobs, "audio headers")
     kept = []
     for row, found in zip(usable, probes, strict=True):
         if found.seconds is None:
@@ -189,7 +103,11 @@ def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> 
             kept.append((row, found.seconds))
     ids = tokenizer([row.text for row, _ in kept])["input_ids"] if kept else []
     return [
-        chatml.dumps(chatml.record(row.key, row.audio, row.text, chatml.speech_frames(seconds), len(tokens)))
+        chatml.dumps(
+            chatml.record(
+                row.key, row.audio, row.text, chatml.speech_frames(seconds), len(tokens), row.speaker
+            )
+        )
         for (row, seconds), tokens in zip(kept, ids, strict=True)
     ]
 
@@ -213,27 +131,109 @@ class PrepareOptions:
     model_dir: str | None = None
     tokenizer: str | None = None
     jobs: int | None = None
+    audio_out: str | None = None
+    run_commands: bool = False
+    cwd: str | None = None
+    normalization: str | None = None  # a preset of ftenv.data.normalize; None: transcripts as written
+
+
+def _usage_problem(options: PrepareOptions) -> str | None:
+    sources = [bool(options.wav_scp), bool(options.table), bool(options.audio_dir)]
+    if sum(sources) != 1 or (options.text and not options.wav_scp):
+        return (
+            "give one input: --wav-scp FILE|DIR [--text FILE] (Kaldi), --table FILE (.tsv/.csv: "
+            "path, transcript) or --audio-dir DIR (a transcript NAME.txt beside each audio file)"
+        )
+    if not options.model_dir and not options.tokenizer:
+        return "give --model-dir DIR (its tokenizer counts text_length) or --tokenizer DIR"
+    given = [Path(x) for x in (options.wav_scp, options.text, options.table, options.audio_dir) if x]
+    missing = [str(p) for p in given if not p.exists()]
+    return f"not found: {', '.join(missing)}" if missing else None
+
+
+def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list) -> list[Row] | str:
+    """The Kaldi folder's rows with their audio written out where needed, or the refusal."""
+    folder = kaldi.KaldiFolder.find(Path(options.wav_scp), Path(options.text) if options.text else None)
+    if missing := folder.missing():
+        return f"not found: {', '.join(missing)} (a Kaldi data folder has wav.scp and text)"
+    print(f"{PROG}: {folder.describe()}", file=sys.stderr)
+    rows, commands = kaldi.read(folder, cwd, rejected, notes)
+    if commands and not options.run_commands:
+        first = next(r for r in rows if r.command is not None) if rows else None
+        example = f" (e.g. {first.key}: `{first.command} |`)" if first else ""
+        return (
+            f"{folder.wav_scp} has {commands} command entr{'y' if commands == 1 else 'ies'}{example}: "
+            f"they run shell text from the data file, so they are run only with {kaldi.COMMAND_FLAG} "
+            "(and --audio-out DIR for their audio); or write the audio out first"
+        )
+    written = [r for r in rows if r.needs_writing]
+    if written and not options.audio_out:
+        why = "segments of recordings (segments)" if folder.segments else "the output of commands"
+        return (
+            f"{len(written)} utterances are {why}: name a folder to write their audio to with --audio-out DIR"
+        )
+    if written:
+        print(f"{PROG}: writing {len(written)} utterances' audio under {options.audio_out}", file=sys.stderr)
+        jobs = options.jobs or lines_mod.default_jobs()
+        rows = extract.write_out(rows, Path(options.audio_out), jobs, rejected)
+    return rows
+
+
+def _write_rejected(out: Path, rejected: list[Rejected]) -> Path:
+    listing = out.with_name(out.name + ".rejected.tsv")
+    if not rejected:
+        if listing.exists():
+            listing.unlink()
+        return listing
+    rejected.sort(key=lambda r: (r.source, r.line, r.key))
+    _write(
+        listing,
+        ["source\tline\tkey\treason", *(f"{r.source}\t{r.line}\t{r.key}\t{r.reason}" for r in rejected)],
+    )
+    for r in rejected[:SHOW_REJECTED]:
+        print(
+            f"{PROG}: not used: {r.source} line {r.line} ({r.key or 'no key'}): {r.reason}", file=sys.stderr
+        )
+    if len(rejected) > SHOW_REJECTED:
+        print(f"{PROG}: ... {len(rejected) - SHOW_REJECTED} more", file=sys.stderr)
+    return listing
+
+
+def _say_readings(notes: list[str]) -> None:
+    """Where a relative path's two readings named different files: which was taken (docs/data.md)."""
+    for note in notes[:SHOW_REJECTED]:
+        print(f"{PROG}: relative path: {note}", file=sys.stderr)
+    if len(notes) > SHOW_REJECTED:
+        print(
+            f"{PROG}: ... {len(notes) - SHOW_REJECTED} more relative paths read the same way", file=sys.stderr
+        )
+
+
+def _record_choices(out: Path, options: PrepareOptions, rules: normalize.Normalization | None) -> Path:
+    """OUTPUT.prepare.json: how the JSONL was made, beside it (the transcripts' normalization above all)."""
+    path = out.with_name(out.name + ".prepare.json")
+    inputs = {
+        k: getattr(options, k) for k in ("wav_scp", "text", "table", "audio_dir") if getattr(options, k)
+    }
+    body = {
+        "normalization": rules.name if rules else "none",
+        "normalization_rules": rules.describe() if rules else "none: transcripts as written",
+        "inputs": {k: os.path.abspath(v) for k, v in inputs.items()},
+        "audio_out": os.path.abspath(options.audio_out) if options.audio_out else None,
+        "run_commands": options.run_commands,
+    }
+    _write(path, [json.dumps(body, ensure_ascii=False, indent=1)])
+    return path
 
 
 def run(options: PrepareOptions) -> int:
-    sources = [bool(options.wav_scp or options.text), bool(options.table), bool(options.audio_dir)]
-    if sum(sources) != 1 or (sources[0] and not (options.wav_scp and options.text)):
-        print(
-            f"{PROG}: give one input: --wav-scp FILE --text FILE (Kaldi), --table FILE (.tsv/.csv: "
-            "path, transcript) or --audio-dir DIR (a transcript NAME.txt beside each audio file)",
-            file=sys.stderr,
-        )
-        return UNUSABLE
-    if not options.model_dir and not options.tokenizer:
-        print(
-            f"{PROG}: give --model-dir DIR (its tokenizer counts text_length) or --tokenizer DIR",
-            file=sys.stderr,
-        )
-        return UNUSABLE
-    given = [Path(x) for x in (options.wav_scp, options.text, options.table, options.audio_dir) if x]
-    missing = [str(p) for p in given if not p.exists()]
-    if missing:
-        print(f"{PROG}: not found: {', '.join(missing)}", file=sys.stderr)
+    problem = _usage_problem(options)
+    try:
+        rules = normalize.by_name(options.normalization) if options.normalization else None
+    except ValueError as exc:
+        problem = problem or f"--normalize: {exc}"
+    if problem:
+        print(f"{PROG}: {problem}", file=sys.stderr)
         return UNUSABLE
     try:
         tok_dir = Path(options.tokenizer) if options.tokenizer else tokenizer_dir(Path(options.model_dir))
@@ -241,33 +241,28 @@ def run(options: PrepareOptions) -> int:
     except (OSError, ValueError) as exc:
         print(f"{PROG}: cannot load the tokenizer: {exc}", file=sys.stderr)
         return UNUSABLE
+    cwd = Path(options.cwd or os.getcwd())
     rejected: list[Rejected] = []
+    notes: list[str] = []
     if options.wav_scp:
-        rows = from_kaldi(Path(options.wav_scp), Path(options.text), rejected)
+        rows = _kaldi_rows(options, cwd, rejected, notes)
+        if isinstance(rows, str):
+            print(f"{PROG}: {rows}", file=sys.stderr)
+            return UNUSABLE
     elif options.table:
-        rows = from_table(Path(options.table), rejected)
+        rows = from_table(Path(options.table), cwd, rejected, notes)
     else:
         rows = from_folder(Path(options.audio_dir), rejected)
+    _say_readings(notes)
+    if rules is not None:
+        print(f"{PROG}: transcripts: {rules.describe()}", file=sys.stderr)
+        for row in rows:
+            row.text = normalize.normalize(row.text, rules)
     lines = prepare(rows, tokenizer, options.jobs or lines_mod.default_jobs(), rejected)
     out = Path(options.output)
     _write(out, lines)
-    listing = out.with_name(out.name + ".rejected.tsv")
-    if rejected:
-        rejected.sort(key=lambda r: (r.source, r.line, r.key))
-        body = [
-            "source\tline\tkey\treason",
-            *(f"{r.source}\t{r.line}\t{r.key}\t{r.reason}" for r in rejected),
-        ]
-        _write(listing, body)
-        for r in rejected[:SHOW_REJECTED]:
-            print(
-                f"{PROG}: not used: {r.source} line {r.line} ({r.key or 'no key'}): {r.reason}",
-                file=sys.stderr,
-            )
-        if len(rejected) > SHOW_REJECTED:
-            print(f"{PROG}: ... {len(rejected) - SHOW_REJECTED} more", file=sys.stderr)
-    elif listing.exists():
-        listing.unlink()
+    listing = _write_rejected(out, rejected)
+    _record_choices(out, options, rules)
     where = f"; the {len(rejected)} rows not used are listed in {listing}" if rejected else ""
     print(
         f"{PROG}: wrote {len(lines)} utterances to {out}{where}; next: ftenv data check {out}",

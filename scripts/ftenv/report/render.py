@@ -103,9 +103,12 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def render_text(f: facts_mod.Facts, a: Assessment, compile_line: str) -> str:
+def render_text(
+    f: facts_mod.Facts, a: Assessment, compile_line: str, network_lines: list[str] | None = None
+) -> str:
     """The report's text; `compile_line` is the faster-training line, worked out by the caller (the
-    train wing owns those settings, and this wing may not import it)."""
+    train wing owns those settings, and this wing may not import it); `network_lines` the network's
+    (ftenv.report.network), last, after the attention verdict and its notes."""
     driver = f.driver_version or ("unknown" if f.libcuda_found else "not detected")
     if f.driver_cuda:
         driver += f" (CUDA {versions.cuda_name(f.driver_cuda)})"
@@ -137,12 +140,14 @@ def render_text(f: facts_mod.Facts, a: Assessment, compile_line: str) -> str:
     if a.exposure.risk:
         lines.append(f"        also: {a.exposure.risk}")
     lines.extend(a.notes)
+    lines.extend(network_lines or ())
     return "\n".join(lines)
 
 
-def render_json(f: facts_mod.Facts, a: Assessment) -> str:
+def render_json(f: facts_mod.Facts, a: Assessment, network: dict | None = None) -> str:
     return json.dumps(
         {
+            **({"network": network} if network is not None else {}),
             "facts": f.to_dict(),
             "env": {
                 "raw": a.deprioritized.raw,

@@ -6,6 +6,7 @@ import sys
 from dataclasses import dataclass
 
 from ftenv.attention import facts
+from ftenv.report import network
 from ftenv.report.render import assess, render_json, render_text
 
 
@@ -18,10 +19,17 @@ class ReportOptions:
     gpu_probe: bool = True  # the tiny SDPA call on the GPU
 
 
-def run(options: ReportOptions, compile_line: str) -> int:
-    """Print the report; `compile_line` is the faster-training line (ftenv.train.compile_setting)."""
+def run(
+    options: ReportOptions, compile_line: str, nodes: int | None = None, launcher: str | None = None
+) -> int:
+    """Print the report; `compile_line` is the faster-training line (ftenv.train.compile_setting),
+    `nodes` and `launcher` where the job runs (ftenv.train.cluster_env; None: unknown)."""
     f = facts.collect(live=options.gpu_probe)
     a = assess(f)
-    out = render_json(f, a) if options.json else render_text(f, a, compile_line)
+    net = network.collect(nodes, launcher)
+    if options.json:
+        out = render_json(f, a, network.as_dict(net))
+    else:
+        out = render_text(f, a, compile_line, network.render_lines(net))
     print(out, file=sys.stdout if options.json or options.stdout else sys.stderr)
     return 0

@@ -31,13 +31,14 @@ def _timeout(environ: Mapping[str, str]) -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def _in_process(compile_line: str) -> tuple[str, str | None]:
+def _in_process(compile_line: str, nodes: tuple[int | None, str | None]) -> tuple[str, str | None]:
     from ftenv.attention import facts
-    from ftenv.report import render
+    from ftenv.report import network, render
 
     try:
         f = facts.collect(live=True)
-        return render.render_text(f, render.assess(f), compile_line) + "\n", None
+        net = network.render_lines(network.collect(*nodes))
+        return render.render_text(f, render.assess(f), compile_line, net) + "\n", None
     except Exception as exc:  # the report must never stop the command
         return "", f"{type(exc).__name__}: {exc}"
 
@@ -62,14 +63,20 @@ def _subprocess(env: Mapping[str, str]) -> tuple[str, str | None]:
         return "", exc.strerror or str(exc)
 
 
-def show_once(who: str, environ: Mapping[str, str] | None = None, compile_line: str | None = None) -> bool:
+def show_once(
+    who: str,
+    environ: Mapping[str, str] | None = None,
+    compile_line: str | None = None,
+    nodes: tuple[int | None, str | None] = (None, None),
+) -> bool:
     """Print the report to stderr unless `wanted` says no; True when it was attempted. By default
     in a process of its own with a time limit, so that a long-lived launcher holds no CUDA context;
-    a command that uses the GPU anyway passes `compile_line` to render it here."""
+    a command that uses the GPU anyway passes `compile_line` (and `nodes`: how many, which launcher)
+    to render it here."""
     env = os.environ if environ is None else environ
     if not wanted(env):
         return False
-    text, failure = _subprocess(env) if compile_line is None else _in_process(compile_line)
+    text, failure = _subprocess(env) if compile_line is None else _in_process(compile_line, nodes)
     if text:
         print(text, end="" if text.endswith("\n") else "\n", file=sys.stderr)
     if failure:

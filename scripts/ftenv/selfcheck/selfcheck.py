@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -18,13 +19,17 @@ from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
 from ftenv.selfcheck.base import SelfcheckOptions
 from ftenv.selfcheck.verdict import verdict_of
-from ftenv.train import cache_dirs, compile_setting
+from ftenv.train import cache_dirs, compile_setting, node_count
 
 
 def run(options: SelfcheckOptions) -> int:
     cache_dirs.redirect("ftenv selfcheck")  # first: the steps import libraries that read them
     # In this process (it uses the GPU anyway), unless the entrypoint showed it.
-    startup.show_once("ftenv selfcheck", compile_line=compile_setting.report_line())
+    startup.show_once(
+        "ftenv selfcheck",
+        compile_line=compile_setting.report_line(),
+        nodes=node_count.node_count(os.environ),
+    )
     if not options.compile and (options.force_recompiles or options.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)
         return UNUSABLE

@@ -12,6 +12,9 @@ from pathlib import Path
 
 from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
 
+# Its home is the train wing (the eval imports it too); callers here use tinymodel.quiet_funasr_import.
+from ftenv.train.quiet_import import quiet_funasr_import
+
 #: Offline for everything FunASR, transformers and modelscope might try to fetch: the same
 #: environment `ftenv finetune` gives the trainer.
 from ftenv.train.recipe import OFFLINE_ENV
@@ -224,24 +227,6 @@ def _write_wavs_and_jsonl(p: TinyPaths, tokenizer, rng: random.Random, n_train: 
     p.train_jsonl.parent.mkdir(parents=True, exist_ok=True)
     p.train_jsonl.write_text("\n".join(lines[:n_train]) + "\n", encoding="utf-8")
     p.val_jsonl.write_text("\n".join(lines[n_train:]) + "\n", encoding="utf-8")
-
-
-def quiet_funasr_import():
-    """Import funasr with its optional-submodule import errors kept off the terminal."""
-    import contextlib
-    import io
-    import logging
-
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.CRITICAL)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            import funasr  # noqa: F401
-            from funasr.register import tables
-    finally:
-        root.setLevel(level)
-    return tables
 
 
 def build(out_dir: str | os.PathLike, *, seed: int = 0, n_train: int = 48, n_val: int = 4) -> TinyPaths:

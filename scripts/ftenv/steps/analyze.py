@@ -108,6 +108,7 @@ def render_text(
     for example in scan.bad_examples:
         out.append(f"  skipped: {example}")
     out.append(ctx.report_line())
+    out.extend(ctx.network.lines())
     for r in ranks:
         rs = per_rank[r]
         values = [st.seconds for st in scan.steps if st.rank == r]

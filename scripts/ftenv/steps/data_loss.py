@@ -23,6 +23,19 @@ SUBSTITUTED, LOST, DROPPED_BATCH, EMPTY_BATCH, DROPPED_INDEX, DROPPED_SAMPLER = 
 #: the largest is kept).
 PER_SAMPLE = (SUBSTITUTED, LOST, DROPPED_BATCH, EMPTY_BATCH)
 PER_SET = (DROPPED_INDEX, DROPPED_SAMPLER)
+
+
+def never_trained_share(never: int, lines: int) -> float:
+    """The share of a training set's lines that never train (index and sampler skips): the quantity
+    the limit is on, whether counted at run time (here) or predicted before it (`ftenv data check`)."""
+    return never / lines if lines else 0.0
+
+
+def too_many_never_trained(share: float) -> bool:
+    """The limit on that share: above it the run fails, or `ftenv data check` refuses to start it."""
+    return share > MAX_LOSS_SHARE
+
+
 _LINE = re.compile(
     rb"\[ftenv-data\] event: (\w+), rank: (\d+), set: (\w+), count: (\d+), of: (\d+)(?:, detail: (.*))?"
 )
@@ -79,13 +92,12 @@ class DataLossTally:
     def set_share(self, dataset: str = "train") -> float:
         index, lines = self.per_set.get((dataset, DROPPED_INDEX), (0, 0))
         sampler, indexed = self.per_set.get((dataset, DROPPED_SAMPLER), (0, 0))
-        whole = lines or indexed
-        return (index + sampler) / whole if whole else 0.0
+        return never_trained_share(index + sampler, lines or indexed)
 
     def failed(self) -> bool:
         return (
             self.runtime_share() > MAX_LOSS_SHARE
-            or self.set_share() > MAX_LOSS_SHARE
+            or too_many_never_trained(self.set_share())
             or self.samples[("train", EMPTY_BATCH)] + self.samples[("valid", EMPTY_BATCH)] > 0
         )
 

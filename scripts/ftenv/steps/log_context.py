@@ -4,21 +4,25 @@ analyze` never names a fix already in place nor gives a bare PASS under a crash.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ftenv.report.logged import LoggedReport, ReportReader
 from ftenv.steps import crash, funasr_log
+from ftenv.steps.nccl_net import MARK as NCCL_MARK
+from ftenv.steps.nccl_net import NcclNetwork
 from ftenv.steps.stats import Summary
 from ftenv.steps.step import Step
 
 
 @dataclass
 class Context:
-    """What the log says besides the steps: its start-up report, and the exception it ends with."""
+    """What the log says besides the steps: its start-up report, the exception it ends with, and
+    the network NCCL chose (ftenv.steps.nccl_net)."""
 
     report: LoggedReport | None = None
     error: str | None = None  # the exception line of a traceback after the last step
     tracebacks: int = 0
+    network: NcclNetwork = field(default_factory=NcclNetwork)
 
     def fix_facts(self) -> dict:
         """stats.summarize's keywords for the fix: what the report shows is in place."""
@@ -43,7 +47,7 @@ class Context:
                 "compiled": None if r.compiled is None else list(r.compiled),
                 "cudnn_first": r.cudnn_first(),
             }
-        return {"report": report, "crash": self.error}
+        return {"report": report, "crash": self.error, "nccl_network": self.network.to_dict()}
 
     def report_line(self) -> str:
         if self.report is None:
@@ -57,17 +61,19 @@ class Context:
 def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, Context]:
     """Scan the logs for steps, the start-up report (ftenv.report.logged) and tracebacks
     (ftenv.steps.crash)."""
-    reader, tracebacks, seen = ReportReader(), crash.Tracebacks(), [0]
+    reader, tracebacks, seen, network = ReportReader(), crash.Tracebacks(), [0], NcclNetwork()
 
     def on_line(line: bytes, steps: int) -> None:
         seen[0] = steps
+        if NCCL_MARK in line:
+            network.observe(line)
         if reader.wants(line):
             reader.feed(line.decode("utf-8", "replace"))
         if tracebacks.wants(line):
             tracebacks.feed(line, steps)
 
     scan = funasr_log.scan_files(paths, time=time, on_line=on_line)
-    return scan, Context(reader.latest, tracebacks.crash(seen[0]), tracebacks.count)
+    return scan, Context(reader.latest, tracebacks.crash(seen[0]), tracebacks.count, network)
 
 
 def closing_lines(s: Summary, ctx: Context, steps: list[Step]) -> list[str]:

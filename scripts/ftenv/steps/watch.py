@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ftenv import outcome, variables
 from ftenv.attention import live
-from ftenv.steps import crash, data_loss, funasr_log, hang
+from ftenv.steps import crash, data_loss, funasr_log, hang, nccl_net
 from ftenv.steps.crash import TRACEBACK
 from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, STOP_GRACE_S
@@ -57,8 +57,12 @@ class _Core:
         self.last_step_at: float | None = None  # time.monotonic() when the last step line was read
         self.broken: str | None = None
         self.data = data_loss.DataLossTally()  # FunASR's silent substitutions and drops
+        self.network = nccl_net.NcclNetwork()  # the network NCCL chose, from its INIT/NET lines
 
     def handle(self, line: bytes, out_fd: int) -> list[str]:
+        if nccl_net.MARK in line:
+            with self.lock:
+                return [f"{PREFIX} {said}" for said in self.network.observe(line)]
         if _DATA_MARK in line:
             with self.lock:
                 self.data.observe(line)
@@ -129,7 +133,7 @@ class _Pump(threading.Thread):
             look = tracebacks.open or TRACEBACK in chunk or (lines and TRACEBACK in lines[0])
             for line in lines:
                 end += len(line) + 1
-                if _TAG in line:
+                if _TAG in line or nccl_net.MARK in line:
                     extra = self.core.handle(line, self.out_fd)
                     if extra:
                         inserts.append((end, "".join(f"{x}\n" for x in extra).encode()))

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.data import check, dataset_conf, lines
+from ftenv.data import check, check_cache, dataset_conf, lines
 from ftenv.outcome import UNUSABLE
 
 REPORT_NAME = check.REPORT_NAME
@@ -51,10 +51,15 @@ def check_before_launch(
         return UNUSABLE
     out = Path(_override(argv, "output_dir") or cwd)
     name = REPORT_NAME if not node_rank else REPORT_NAME.replace(".json", f".node{node_rank}.json")
-    train, valid = _override(argv, "train_data_set_list"), _override(argv, "valid_data_set_list")
+    train = lines.manifests(_override(argv, "train_data_set_list"), cwd)
+    valid = lines.manifests(_override(argv, "valid_data_set_list"), cwd)
+    key = check_cache.fingerprint(train, valid, rules, cwd)
+    if since := check_cache.unchanged_since(out / name, key):
+        print(f"{prog}: data check: unchanged since {since}, skipped ({out / name})", file=sys.stderr)
+        return None
     print(f"{prog}: checking every line of the data ({rules.describe()})", file=sys.stderr, flush=True)
     usable, report = check.run_check(
-        lines.manifests(train, cwd), lines.manifests(valid, cwd), rules, cwd, out / name, prog=prog
+        train, valid, rules, cwd, out / name, prog=prog, stamp=check_cache.stamp(key)
     )
     if not usable:
         print(

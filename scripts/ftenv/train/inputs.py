@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftenv.data import model_folder, paths
 from ftenv.data.chatml import SPEECH_MARK, not_utf8
 from ftenv.train.cluster_env import valid_port
 
@@ -58,8 +59,9 @@ def check_options(gpus_per_node: int | None, nnodes: int | None, node_rank: int 
 # --- the model folder ------------------------------------------------------------------------
 
 
-def check_model_dir(path: Path) -> list[str]:
-    """Problems with a local Fun-ASR-Nano checkout ([] when it looks usable)."""
+def check_model_dir(path: Path, cwd: Path | None = None, notes: list[str] | None = None) -> list[str]:
+    """Problems with a local Fun-ASR-Nano checkout ([] when it looks usable); its warnings (e.g. no
+    trained CTC weights) go to `notes`."""
     if not path.exists():
         return [
             f"model dir {path} does not exist: pass a local Fun-ASR-Nano checkout (the folder with "
@@ -74,13 +76,18 @@ def check_model_dir(path: Path) -> list[str]:
                 f"model dir {path} has no {name}: not a Fun-ASR-Nano checkout (expected config.yaml, "
                 "model.pt and the LLM folder, e.g. Qwen3-0.6B/)"
             )
-    return problems
+    if problems:
+        return problems
+    found = model_folder.inspect(path, cwd or Path.cwd())
+    if notes is not None:
+        notes += [f"model: warning: {p.message}" for p in found if p.severity == model_folder.WARNING]
+    return [p.message for p in found if p.severity == model_folder.ERROR]
 
 
 # --- the data --------------------------------------------------------------------------------
 
 
-def _audio_problem(audio: str, base: Path) -> str | None:
+def _audio_problem(audio: str, base: Path, manifest_dir: Path) -> str | None:
     if audio.startswith(("http://", "https://")):
         return None
     if Path(audio).is_absolute():
@@ -89,13 +96,15 @@ def _audio_problem(audio: str, base: Path) -> str | None:
         return f"audio file {audio} not found (in a container the data must be mounted at that same path)"
     if (base / audio).is_file():
         return None
+    if misread := paths.trainer_problem(audio, base, manifest_dir):
+        return misread
     return (
         f"audio file {audio} not found (relative paths are read from the working directory "
         f"{base}; in a container the data must be mounted at that path)"
     )
 
 
-def check_line(line: str, base: Path) -> str | None:
+def check_line(line: str, base: Path, manifest_dir: Path | None = None) -> str | None:
     """What is wrong with one JSONL line of the recipe's ChatML format (None when nothing)."""
     if not line.strip():
         return "the line is empty"
@@ -135,7 +144,7 @@ def check_line(line: str, base: Path) -> str | None:
     audio = user.split(start, 1)[1].split(end, 1)[0]
     if not audio.startswith("!"):
         return f"the audio path must follow {start} with '!' ({start}!/path/x.wav{end}), got {audio!r}"
-    if problem := _audio_problem(audio[1:], base):
+    if problem := _audio_problem(audio[1:], base, manifest_dir or base):
         return problem
     for key in ("speech_length", "text_length"):
         value = item.get(key)
@@ -175,7 +184,7 @@ def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> 
                 break
             count += 1
             try:
-                problem = check_line(raw.decode("utf-8"), base)
+                problem = check_line(raw.decode("utf-8"), base, path.parent)
             except UnicodeDecodeError as exc:
                 problem = not_utf8(raw, exc)
             if problem:

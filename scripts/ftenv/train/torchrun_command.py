@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.train import cluster_env, speed_options
+from ftenv.train import cluster_env, nccl_debug, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
@@ -128,7 +128,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     if options.allow_hub and not model_path.exists():
         notes.append(f"{model} is not a local folder: loading it from the model hub (--allow-hub)")
     else:
-        problems += check_model_dir(model_path)
+        problems += check_model_dir(model_path, cwd, notes)
         model = str(model_path)
     data = {}
     for what, raw in (("train", options.train), ("valid", options.valid)):
@@ -196,6 +196,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
         raise InputError(str(exc)) from None
     child_env[variables.OUTPUT_DIR] = str(out)
     child_env.update(failfast.launcher_env(out, env))
+    child_env.update(nccl_debug.launcher_env(launch.nnodes, env))
     trainer = options.trainer or f"-m {ENTRY_MODULE}"
     argv = [
         sys.executable,

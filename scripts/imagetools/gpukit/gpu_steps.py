@@ -29,6 +29,8 @@ from imagetools.gpukit.gpu_setup import step_environment, step_install, step_sta
 
 #: Seconds the matrix leaves of its step's time for its own start and its table.
 COMPILED_BENCHMARK_MARGIN_S = 40
+#: The call that starts NCCL on the GPU and says which network it picked.
+NCCL_NETWORK_SCRIPT = "benchmarks/nccl_network.py"
 
 # --- the steps ---------------------------------------------------------------------------------
 
@@ -141,6 +143,24 @@ def step_report_overhead(ctx: Context) -> Result:
     return r
 
 
+def step_nccl_network(ctx: Context) -> Result:
+    """NCCL started on the GPU (one rank, NCCL_DEBUG=INFO, INIT and NET only): the network it picked,
+    in its own words (NET/IB with the ports, NET/Socket with the interfaces, or a plugin)."""
+    if not ctx.gpu:
+        return Result("nccl-network", NO_GPU, NO_GPU)
+    r = Result(
+        "nccl-network", "NCCL starts and names its network (InfiniBand/RoCE, a plugin, or TCP sockets)"
+    )
+    rc, output = run_logged(ctx, r.step, [sys.executable, NCCL_NETWORK_SCRIPT], 150)
+    data = json_tail(output)
+    r.ok = rc == 0 and bool(data.get("network"))
+    r.got = data["transport"] if data.get("transport") else ended(rc, output)
+    r.data = {
+        k: data.get(k) for k in ("network", "ib_devices", "socket_interfaces", "ib_none", "nccl_net_lines")
+    }
+    return r
+
+
 def step_selfcheck_compiled(ctx: Context) -> Result:
     """The compiled decoder on the GPU beside eager: few recompiles over the new shapes, same losses."""
     if not ctx.gpu:
@@ -232,6 +252,7 @@ STEPS = [
     "recipe-0",
     "probe",
     "report-overhead",
+    "nccl-network",
     "selfcheck-compile",
     "steptime-compiled",
 ]
@@ -260,4 +281,6 @@ def dispatch(ctx: Context, name: str, wheels: Path | None, site: Path) -> Result
         return step_probe(ctx)
     if name == "report-overhead":
         return step_report_overhead(ctx)
+    if name == "nccl-network":
+        return step_nccl_network(ctx)
     return step_compiled(ctx)

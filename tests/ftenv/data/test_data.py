@@ -155,7 +155,9 @@ def test_check_finds_each_planted_fault_with_its_line(planted, tmp_path, capsys)
     assert "line 3" in messages[where["duplicate_audio"]]
     assert "line 37" in capsys.readouterr().err
     assert report["files"][0]["dropped"] == {rules.OVER_TOKEN_LIMIT: 1}
-    assert report["verdict"] == "errors" and report["errors"] == 6
+    # The one line over max_token_length is 2.5% of the set: above the watchdog's limit (1%).
+    assert report["counts"][check.NEVER_TRAINED] == 1 and "1 of 40 training lines" in messages[None]
+    assert report["verdict"] == "errors" and report["errors"] == 7
 
 
 def test_check_of_good_data_passes_and_names_its_settings(tiny, tmp_path, capsys):

@@ -106,6 +106,21 @@ def test_slurm_and_pytorchjob_commands(work):
     ]  # fmt: skip
 
 
+def test_nccl_states_its_network_on_many_nodes_only(work):
+    """More than one node: NCCL's INIT and NET INFO lines (the network it picked), nothing else of
+    its debug stream; one node: nothing; the user's own NCCL_DEBUG or NCCL_DEBUG_SUBSYS stands."""
+    many = {"PET_NNODES": "2", "PET_NODE_RANK": "0", "PET_MASTER_ADDR": "m"}
+    env = work_out(work, "--gpus-per-node", "8", env=many).env
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    elastic = {"PET_NNODES": "1:4", "PET_RDZV_ENDPOINT": "m:29400"}
+    assert work_out(work, "--gpus-per-node", "8", env=elastic).env["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    one = work_out(work, "--gpus-per-node", "8", env={"PET_NNODES": "1"}).env
+    assert "NCCL_DEBUG" not in one and "NCCL_DEBUG_SUBSYS" not in one
+    for own in ({"NCCL_DEBUG": "WARN"}, {"NCCL_DEBUG_SUBSYS": "ALL"}):
+        env = work_out(work, "--gpus-per-node", "8", env={**many, **own}).env
+        assert "NCCL_DEBUG" not in env and "NCCL_DEBUG_SUBSYS" not in env
+
+
 def test_gpus_per_node_from_pet_variable(work):
     env = {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4"}
     assert work_out(work, env=env).argv[5:7] == ["--nproc_per_node", "4"]

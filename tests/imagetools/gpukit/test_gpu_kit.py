@@ -30,7 +30,15 @@ from imagetools.gpukit import gpu_run, gpu_setup, gpu_steps, gpukit
 from support import ROOT
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
-GPU_STEPS = {"selfcheck-1", "selfcheck-0", "recipe-1", "recipe-0", "probe", "selfcheck-compile"}
+GPU_STEPS = {
+    "selfcheck-1",
+    "selfcheck-0",
+    "recipe-1",
+    "recipe-0",
+    "probe",
+    "nccl-network",
+    "selfcheck-compile",
+}
 #: Left out of the kit to show the rehearsal fails: FunASR's config layer, imported by its trainer.
 LEFT_OUT = "omegaconf"
 

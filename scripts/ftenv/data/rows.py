@@ -1,0 +1,54 @@
+"""What `ftenv data prepare` reads its lists into: one Row per utterance, one Rejected per line it
+cannot use (never dropped silently), and the one way a list's lines are read (UTF-8, a byte-order
+mark at the start taken off, CRLF or LF line ends), as other tools write them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+BOM = "\ufeff"
+
+
+@dataclass
+class Row:
+    """An utterance: its audio file, or where the audio comes from when it must be written out first
+    (a wav.scp command, a segment of a recording: then `audio` is the recording)."""
+
+    source: str
+    line: int
+    key: str
+    audio: str
+    text: str
+    speaker: str | None = None
+    command: str | None = None  # shell text whose standard output is the recording (`... |`)
+    start: float | None = None  # a segment of the recording, in seconds
+    end: float | None = None  # -1: to the recording's end
+    channel: int | None = None
+
+    @property
+    def needs_writing(self) -> bool:
+        return self.command is not None or self.start is not None
+
+
+@dataclass
+class Rejected:
+    source: str
+    line: int
+    key: str
+    reason: str
+
+
+def read_lines(path: Path, rejected: list[Rejected]) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file without its line end; a line that is not UTF-8 is
+    rejected, not fatal; a byte-order mark before the first line is not part of it."""
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                text = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                rejected.append(Rejected(str(path), number, "", "not UTF-8: re-encode the file"))
+                continue
+            yield number, text[1:] if number == 1 and text.startswith(BOM) else text

@@ -1,0 +1,142 @@
+"""`ftenv data split`: training, validation (and test) sets from one prepared JSONL, by share or
+count, at random with a seed or by speaker (no speaker in two sets), so that `ftenv finetune` has
+the validation set it requires. The same input and options give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftenv.data import chatml, kaldi
+from ftenv.data.rows import Rejected
+from ftenv.outcome import UNUSABLE
+
+PROG = "ftenv data split"
+SETS = ("train", "valid", "test")
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """What `ftenv data split` was asked for (ftenv.commands.data)."""
+
+    jsonl: str
+    output_dir: str
+    valid: str
+    test: str | None = None
+    seed: int = 0
+    by_speaker: bool = False
+    utt2spk: str | None = None
+
+
+def size(raw: str, total: int) -> int:
+    """Lines a set gets: `0.05` or `5%` is a share of the lines, `200` a count."""
+    text = raw.strip()
+    try:
+        if text.endswith("%"):
+            return round(total * float(text[:-1]) / 100)
+        if "." in text:
+            return round(total * float(text))
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{raw!r} is neither a share (0.05, 5%) nor a count of lines (200)") from None
+
+
+@dataclass
+class Line:
+    raw: bytes
+    key: str
+    speaker: str | None
+    frames: int
+
+
+def _read(path: Path, speakers: dict[str, str]) -> list[Line] | str:
+    out = []
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                item = json.loads(raw)
+            except (UnicodeDecodeError, ValueError):
+                return f"{path} line {number} is not a JSON line (`ftenv data check {path}` says more)"
+            if not isinstance(item, dict):
+                return f"{path} line {number} is not a JSON object"
+            key = str(item.get("key", number))
+            speaker = speakers.get(key, item.get(chatml.SPEAKER_KEY))
+            frames = item.get("speech_length", 0)
+            frames = frames[0] if isinstance(frames, list) and frames else frames
+            out.append(Line(raw if raw.endswith(b"\n") else raw + b"\n", key, speaker, int(frames or 0)))
+    return out
+
+
+def assign(lines: list[Line], wanted: dict[str, int], seed: int, by_speaker: bool) -> dict[str, list[int]]:
+    """Line indices per set (in file order): groups (a speaker, or a line) drawn in a seeded order
+    fill test, then valid, up to their sizes; the rest is train."""
+    groups: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        groups.setdefault(str(line.speaker) if by_speaker else f"{i}", []).append(i)
+    order = sorted(groups)
+    random.Random(seed).shuffle(order)
+    sets: dict[str, list[int]] = {name: [] for name in SETS}
+    for name in ("test", "valid"):
+        while order and len(sets[name]) < wanted.get(name, 0):
+            sets[name] += groups[order.pop()]
+    sets["train"] = [i for g in order for i in groups[g]]
+    return {name: sorted(indices) for name, indices in sets.items()}
+
+
+def run(options: SplitOptions) -> int:
+    source, out = Path(options.jsonl), Path(options.output_dir)
+    if not source.is_file():
+        print(f"{PROG}: {source} is not a file", file=sys.stderr)
+        return UNUSABLE
+    rejected: list[Rejected] = []
+    speakers = {}
+    if options.utt2spk:
+        speakers = {k: v.strip() for k, (_, v) in kaldi.mapping(Path(options.utt2spk), rejected).items()}
+    lines = _read(source, speakers)
+    if isinstance(lines, str):
+        print(f"{PROG}: {lines}", file=sys.stderr)
+        return UNUSABLE
+    unknown = [line.key for line in lines if line.speaker is None]
+    if options.by_speaker and unknown:
+        print(
+            f"{PROG}: --by-speaker, but {len(unknown)} of {len(lines)} lines have no speaker (e.g. "
+            f"{unknown[0]}): give --utt2spk FILE, or prepare from a Kaldi folder with utt2spk",
+            file=sys.stderr,
+        )
+        return UNUSABLE
+    try:
+        wanted = {"valid": size(options.valid, len(lines))}
+        if options.test:
+            wanted["test"] = size(options.test, len(lines))
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return UNUSABLE
+    sets = assign(lines, wanted, options.seed, options.by_speaker)
+    empty = [name for name in ("train", *wanted) if not sets[name]]
+    if empty:
+        print(f"{PROG}: the {' and '.join(empty)} set would be empty ({len(lines)} lines)", file=sys.stderr)
+        return UNUSABLE
+    targets = {name: out / f"{name}.jsonl" for name in ("train", *wanted)}
+    if any(t.resolve() == source.resolve() for t in targets.values()):
+        print(f"{PROG}: the output would overwrite {source}: choose another --output-dir", file=sys.stderr)
+        return UNUSABLE
+    out.mkdir(parents=True, exist_ok=True)
+    for name, target in targets.items():
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(b"".join(lines[i].raw for i in sets[name]))
+        tmp.replace(target)
+    for name, target in targets.items():
+        chosen = [lines[i] for i in sets[name]]
+        hours = sum(x.frames for x in chosen) / chatml.FRAMES_PER_SECOND / 3600
+        voices = len({x.speaker for x in chosen if x.speaker is not None})
+        who = f", {voices} speakers" if voices else ""
+        print(f"{PROG}: {name}: {len(chosen)} lines, {hours:.2f} h{who} -> {target}", file=sys.stderr)
+    how = "by speaker (no speaker in two sets)" if options.by_speaker else "at random"
+    print(f"{PROG}: split {how}, seed {options.seed}", file=sys.stderr)
+    return 0

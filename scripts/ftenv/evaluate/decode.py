@@ -1,0 +1,387 @@
+"""Fun-ASR-Nano transcripts, greedy and deterministic: upstream's path one utterance at a time (the
+reference: funasr 1.4.16's `FunASRNano.inference`, whose `inference_prepare` raises "batch decoding
+is not implemented" for more than one input) and a batched path that gives the same hypotheses: the
+padded audio through the encoder and adaptor with its lengths, the prompts LEFT-padded with their
+attention mask, one `generate` for the batch.
+
+Audio, features and prompt ids of each utterance come from upstream's own `data_load_speech` (so they
+are read as FunASR reads them: funasr.utils.load_utils); the attention settings are the process's (the
+image's), not changed here.
+
+Long because upstream's path and the batched one must be read side by side with the model they run
+on: the batched path repeats upstream's steps (prompt, audio embeddings, dtype, generate options),
+and any difference between them is a different hypothesis.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ftenv.evaluate import checkpoints
+from ftenv.evaluate.checkpoints import ModelLoadError
+
+#: Upstream's cap on generated tokens (its `max_length` default in inference_llm).
+MAX_NEW_TOKENS = 512
+#: Greedy, stated rather than inherited from a generation_config.
+GREEDY = {"do_sample": False, "num_beams": 1}
+
+
+@dataclass(frozen=True)
+class Utterance:
+    key: str
+    audio: str
+
+
+@dataclass
+class Loaded:
+    """A built model with what upstream's inference takes beside it."""
+
+    model: object
+    tokenizer: object
+    frontend: object
+    kwargs: dict
+    device: str
+    llm_dtype: str  # "bf16" or "fp32"
+    model_dir: Path
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Decoded:
+    hypotheses: dict[str, str]
+    token_ids: dict[str, list[int]]
+    seconds: float  # wall time of the decode (audio reading included)
+    audio_seconds: float
+
+
+def pick_device(device: str | None) -> str:
+    import torch
+
+    if device in (None, "", "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"--device {device}: no CUDA GPU visible here; use --device cpu")
+    return device
+
+
+def _resolve(folder: Path, raw) -> str | None:
+    """A path of config.yaml, a relative one read from the model folder (FunASR would read it from
+    the working directory, then try it as a hub id)."""
+    if not raw:
+        return None
+    path = Path(str(raw))
+    return str(path if path.is_absolute() else (folder / path).absolute())
+
+
+def _files_from_folder(value, folder: Path):
+    """Every relative path in the config that names a file or folder inside the model folder, made
+    absolute: a released config names Qwen3-0.6B/ (and may name other files) relative to itself."""
+    if isinstance(value, dict):
+        return {k: _files_from_folder(v, folder) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_files_from_folder(v, folder) for v in value]
+    if isinstance(value, str) and value.strip("./") and not os.path.isabs(value) and "\n" not in value:
+        try:
+            if (folder / value).exists():
+                return str((folder / value).absolute())
+        except OSError:  # a name too long to be a path
+            return value
+    return value
+
+
+def read_config(model_dir: Path) -> dict:
+    """The folder's config.yaml with the LLM and tokenizer folders resolved against it (the released
+    folder names them relatively, e.g. Qwen3-0.6B), checked to hold the files they must."""
+    from omegaconf import OmegaConf
+
+    config = model_dir / checkpoints.CONFIG
+    if not config.is_file():
+        raise ModelLoadError(f"{model_dir}: no {checkpoints.CONFIG}: not a Fun-ASR-Nano model folder")
+    try:
+        conf = OmegaConf.to_container(OmegaConf.load(config), resolve=True)
+    except Exception as exc:
+        raise ModelLoadError(f"{config}: not readable YAML ({type(exc).__name__}: {exc})") from None
+    if not isinstance(conf, dict) or conf.get("model") != "FunASRNano":
+        raise ModelLoadError(f"{config}: not a Fun-ASR-Nano config (model: FunASRNano expected)")
+    conf = _files_from_folder(conf, model_dir)
+    llm_conf = conf.setdefault("llm_conf", {})
+    tok_conf = conf.setdefault("tokenizer_conf", {})
+    llm_conf["init_param_path"] = _resolve(model_dir, llm_conf.get("init_param_path"))
+    tok_conf["init_param_path"] = _resolve(model_dir, tok_conf.get("init_param_path"))
+    llm = Path(llm_conf["init_param_path"] or model_dir)
+    if not (llm / "config.json").is_file():
+        raise ModelLoadError(
+            f"{model_dir}: the decoder's files are missing: {llm}/config.json (llm_conf.init_param_path "
+            "in config.yaml); copy the whole released folder, its Qwen3-0.6B/ folder included"
+        )
+    tok = Path(tok_conf["init_param_path"] or model_dir)
+    if not any((tok / n).is_file() for n in ("tokenizer.json", "vocab.json", "tokenizer_config.json")):
+        raise ModelLoadError(
+            f"{model_dir}: the tokenizer's files are missing in {tok} (tokenizer_conf.init_param_path in "
+            "config.yaml: tokenizer.json or vocab.json); copy the whole released folder"
+        )
+    if (conf.get("audio_encoder_conf") or {}).get("hub") == "ms":
+        raise ModelLoadError(f"{config}: audio_encoder_conf.hub: ms downloads the encoder; offline it cannot")
+    return conf
+
+
+def build(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
+    """The model of a folder's config.yaml, random weights (put_weights gives it a checkpoint's)."""
+    import torch
+
+    from ftenv.train.quiet_import import quiet_funasr_import
+    from ftenv.train.recipe import OFFLINE_ENV
+
+    for name, value in OFFLINE_ENV.items():
+        os.environ.setdefault(name, value)
+    model_dir = Path(model_dir)
+    conf = read_config(model_dir)
+    device = pick_device(device)
+    tables = quiet_funasr_import()
+    try:
+        frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
+        tokenizer = tables.tokenizer_classes.get(conf["tokenizer"])(**conf["tokenizer_conf"])
+        model_class = tables.model_classes.get(conf["model"])
+        model_conf = {**(conf.get("model_conf") or {}), **conf, "input_size": frontend.output_size()}
+        model = model_class(**model_conf)
+    except ModelLoadError:
+        raise
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{model_dir}: the model of its config.yaml does not build ({type(exc).__name__}: {exc})"
+        ) from None
+    bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
+    llm_dtype = "bf16" if bf16 else "fp32"
+    from funasr.models.fun_asr_nano.model import dtype_map
+
+    # The LLM in the dtype it decodes in BEFORE weights arrive: a checkpoint's fp32 weights copied
+    # into the config's bf16 LLM would be rounded for good.
+    model.llm.to(dtype_map[llm_dtype])
+    model.to(device).eval()
+    kwargs = {
+        **conf,
+        "tokenizer": tokenizer,
+        "frontend": frontend,
+        "device": device,
+        "llm_dtype": llm_dtype,
+        "disable_pbar": True,
+    }
+    return Loaded(model, tokenizer, frontend, kwargs, device, llm_dtype, model_dir)
+
+
+def use_weights(loaded: Loaded, weights: str | os.PathLike) -> list[str]:
+    """Put a checkpoint's (or the folder's model.pt's) weights on the built model."""
+    import torch
+
+    path = Path(weights)
+    state = checkpoints.read_weights(path)
+    with torch.no_grad():
+        notes = checkpoints.put_weights(loaded.model, state, path)
+    loaded.model.to(loaded.device).eval()
+    return notes
+
+
+def load_model(model_dir: str | os.PathLike, weights: str | os.PathLike | None = None, device=None) -> Loaded:
+    """The folder's model with the given checkpoint's weights (default: the folder's own model.pt)."""
+    loaded = build(model_dir, device)
+    loaded.notes += use_weights(loaded, weights or Path(model_dir) / checkpoints.WEIGHTS)
+    return loaded
+
+
+def _text(response: str) -> str:
+    """Upstream's clean-up of the decoded text (FunASRNano.inference_llm)."""
+    return re.sub(r"\s+", " ", response.replace("/sil", " "))
+
+
+def _until_eos(ids: list[int], eos: set[int]) -> list[int]:
+    for i, t in enumerate(ids):
+        if t in eos:
+            return ids[: i + 1]
+    return ids
+
+
+def _eos_ids(loaded: Loaded) -> set[int]:
+    eos = loaded.model.llm.generation_config.eos_token_id
+    if eos is None:
+        eos = loaded.tokenizer.eos_token_id
+    if eos is None:
+        return set()
+    return {int(e) for e in eos} if isinstance(eos, list) else {int(eos)}
+
+
+def generate_options(loaded: Loaded) -> dict:
+    """Greedy, and where the LLM's config names no end token, the tokenizer's (Fun-ASR-Nano's
+    answers end with <|im_end|>, its eos): given to upstream's path and the batched one alike."""
+    options = dict(GREEDY)
+    if loaded.model.llm.generation_config.eos_token_id is None and loaded.tokenizer.eos_token_id is not None:
+        options["eos_token_id"] = loaded.tokenizer.eos_token_id
+    return options
+
+
+def _audio_seconds(loaded: Loaded, out: dict) -> float:
+    fe = loaded.frontend
+    frames = int(out["speech_lengths"].reshape(-1)[0]) if len(out["speech"]) else 0
+    return frames * fe.frame_shift * fe.lfr_n / 1000
+
+
+def decode_one_by_one(
+    loaded: Loaded,
+    utterances: Sequence[Utterance],
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    progress: Callable[[int], None] | None = None,
+) -> Decoded:
+    """Upstream's path: `FunASRNano.inference` on one audio file at a time (its only option)."""
+    import torch
+
+    model, kwargs = loaded.model, loaded.kwargs
+    recorded: list = []
+    generate = model.llm.generate
+
+    def recording(*args, **kw):
+        out = generate(*args, **kw)
+        recorded.append(out)
+        return out
+
+    hyps, ids, audio = {}, {}, 0.0
+    eos = _eos_ids(loaded)
+    begin = time.perf_counter()
+    model.llm.generate = recording
+    try:
+        with torch.no_grad():
+            for utt in utterances:
+                recorded.clear()
+                meta: dict = {}
+                results, meta = model.inference(
+                    [utt.audio],
+                    key=[utt.key],
+                    **{**kwargs, "max_length": max_new_tokens, "llm_kwargs": generate_options(loaded)},
+                )
+                hyps[utt.key] = results[0]["text"]
+                ids[utt.key] = _until_eos(recorded[-1][0].tolist(), eos)
+                audio += float(meta.get("batch_data_time", 0.0))
+                if progress:
+                    progress(1)
+    finally:
+        del model.llm.generate  # the instance attribute; the class's method shows again
+    _sync(loaded.device)
+    return Decoded(hyps, ids, time.perf_counter() - begin, audio)
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def left_pad(embeds: list, dtype) -> tuple:
+    """(B, T, D) inputs and their (B, T) attention mask, each sequence's padding on its LEFT: the
+    decoder continues every sequence from its last position, so the real tokens must end together."""
+    import torch
+
+    longest = max(e.shape[0] for e in embeds)
+    batch = torch.zeros(len(embeds), longest, embeds[0].shape[-1], dtype=dtype, device=embeds[0].device)
+    mask = torch.zeros(len(embeds), longest, dtype=torch.long, device=embeds[0].device)
+    for i, e in enumerate(embeds):
+        batch[i, longest - e.shape[0] :] = e.to(dtype)
+        mask[i, longest - e.shape[0] :] = 1
+    return batch, mask
+
+
+def _prepare(loaded: Loaded, utt: Utterance) -> dict:
+    """One utterance's features and prompt ids, by upstream's own code (its chat template and
+    data_load_speech, as inference() builds them)."""
+    model, kwargs = loaded.model, loaded.kwargs
+    prompt = model.get_prompt(kwargs.get("hotwords", []), kwargs.get("language"), kwargs.get("itn", True))
+    contents = model.data_template(model.generate_chatml(prompt, utt.audio))
+    meta: dict = {}
+    kw = {k: v for k, v in kwargs.items() if k not in ("tokenizer", "frontend")}
+    return model.data_load_speech(contents, loaded.tokenizer, loaded.frontend, meta_data=meta, **kw)
+
+
+def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int = MAX_NEW_TOKENS):
+    """Token ids and texts of one batch: encoder and adaptor on the padded features with their
+    lengths, the audio embeddings written into each prompt, prompts left-padded, one generate."""
+    import torch
+    from funasr.models.fun_asr_nano.device_utils import resolve_autocast_device_type
+    from funasr.models.fun_asr_nano.model import dtype_map
+
+    model, device = loaded.model, loaded.device
+    prepared = [_prepare(loaded, u) for u in batch]
+    audio = sum(_audio_seconds(loaded, p) for p in prepared)
+    feats = [p["speech"][0] for p in prepared]
+    lengths = torch.tensor([int(p["speech_lengths"].reshape(-1)[0]) for p in prepared], dtype=torch.int32)
+    speech = torch.nn.utils.rnn.pad_sequence(feats, batch_first=True).to(device)
+    lengths = lengths.to(device)
+    # The encoder runs in fp32, as upstream's (it has fp32-only ops); the LLM in llm_dtype.
+    encoder_out, encoder_lens = model.encode(speech, lengths)
+    adaptor_out, adaptor_lens = model.audio_adaptor(encoder_out, encoder_lens)
+    embedding = model.llm.model.get_input_embeddings()
+    dt = dtype_map[loaded.llm_dtype]
+    model.llm.to(dt)
+    embeds = []
+    for i, p in enumerate(prepared):
+        ids = p["source_ids"][0].to(device).clone()
+        ids[ids < 0] = 0
+        e = embedding(ids[None])[0]
+        begin = int(p["fbank_beg"].reshape(-1)[0])
+        if begin > 0:
+            # As upstream: the placeholder's length, or the adaptor's when that is shorter.
+            n = min(int(p["fake_token_len"].reshape(-1)[0]), int(adaptor_lens[i]))
+            e = e.clone()
+            e[begin : begin + n] = adaptor_out[i, :n].to(e.dtype)
+        embeds.append(e)
+    inputs, mask = left_pad(embeds, dt)
+    config = model.llm.config
+    with torch.autocast(
+        device_type=resolve_autocast_device_type(device), enabled=loaded.llm_dtype != "fp32", dtype=dt
+    ):
+        out = model.llm.generate(
+            inputs_embeds=inputs,
+            attention_mask=mask,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=config.pad_token_id or config.eos_token_id,
+            **generate_options(loaded),
+        )
+    eos = _eos_ids(loaded)
+    ids = [_until_eos(row.tolist(), eos) for row in out]
+    texts = loaded.tokenizer.batch_decode(ids, skip_special_tokens=True)
+    return ids, [_text(t) for t in texts], audio
+
+
+def decode_batched(
+    loaded: Loaded,
+    utterances: Sequence[Utterance],
+    batch_size: int = 16,
+    max_new_tokens: int = MAX_NEW_TOKENS,
+    progress: Callable[[int], None] | None = None,
+) -> Decoded:
+    """Every utterance in batches of up to batch_size, longest first (less padding per batch)."""
+    import torch
+
+    order = sorted(utterances, key=lambda u: -_size(u.audio))
+    hyps, ids, audio = {}, {}, 0.0
+    begin = time.perf_counter()
+    with torch.no_grad():
+        for start in range(0, len(order), max(1, batch_size)):
+            batch = order[start : start + max(1, batch_size)]
+            batch_ids, texts, seconds = decode_batch(loaded, batch, max_new_tokens)
+            audio += seconds
+            for utt, i, t in zip(batch, batch_ids, texts, strict=True):
+                ids[utt.key], hyps[utt.key] = i, t
+            if progress:
+                progress(len(batch))
+    _sync(loaded.device)
+    return Decoded({u.key: hyps[u.key] for u in utterances}, ids, time.perf_counter() - begin, audio)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -1,0 +1,212 @@
+"""`ftenv eval TEST.jsonl MODEL... --out DIR`: a test set decoded with each model (the base folder,
+a run's checkpoints), each scored against the test set's transcripts, one summary best first.
+
+Everything is checked before the first decode (the test set's lines and audio, every model argument,
+every checkpoint's fit on its base model), and every file is written after the last one, each whole:
+bad input costs no decode time and leaves no half-written folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftenv.data import audio, chatml
+from ftenv.data.normalize import Normalization
+from ftenv.evaluate import checkpoints, decode, score, summary
+from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.evaluate.transcripts import write_transcripts
+from ftenv.outcome import UNUSABLE
+
+PROG = "ftenv eval"
+#: The per-model hypotheses file: `key<TAB>text`, what `ftenv eval score` and compute-wer read.
+HYPOTHESES_SUFFIX = ".hyp.txt"
+#: How many bad lines or audio files an error names before "and N more".
+NAMED = 5
+
+
+class TestSetError(ValueError):
+    """A test set that cannot be decoded; the message names the path, the lines and the fix."""
+
+
+@dataclass(frozen=True)
+class TestUtterance:
+    key: str
+    audio: str
+    text: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    test_set: Path
+    models: tuple[str, ...]
+    out: Path
+    rules: Normalization
+    batch_size: int = 16
+    device: str | None = None
+    base: str | None = None
+    one_by_one: bool = False
+    max_new_tokens: int = decode.MAX_NEW_TOKENS
+
+
+def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
+    """The utterances of a ChatML JSONL (`ftenv data prepare`'s output), read by the data wing's
+    parser; every problem named with its line, audio checked to exist and decode (its header)."""
+    base = cwd or Path.cwd()
+    try:
+        raw_lines = path.read_bytes().split(b"\n")
+    except OSError as exc:
+        raise TestSetError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    problems: list[str] = []
+    found: list[tuple[int, str, chatml.Utterance]] = []
+    keys: dict[str, int] = {}
+    for number, raw in enumerate(raw_lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            item = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            problems.append(f"line {number}: {chatml.not_utf8(raw, exc)}")
+            continue
+        except json.JSONDecodeError as exc:
+            problems.append(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        utt = chatml.parse(item)
+        if isinstance(utt, str):
+            problems.append(f"line {number}: {utt}")
+            continue
+        key = str(item.get("key") or Path(utt.audio).stem)
+        if key in keys:
+            problems.append(f"line {number}: key {key!r} repeated (first on line {keys[key]})")
+            continue
+        keys[key] = number
+        found.append((number, key, utt))
+    if problems:
+        raise TestSetError(f"{path}: {_some(problems)}; fix the lines (`ftenv data check {path}` says more)")
+    if not found:
+        raise TestSetError(
+            f"{path}: no utterance in the test set (an empty file); write it with `ftenv data prepare`"
+        )
+    out, unusable = [], []
+    for number, key, utt in found:
+        where = utt.audio if os.path.isabs(utt.audio) else str(base / utt.audio)
+        probe = audio.probe(where)
+        if probe.seconds is None:
+            unusable.append(f"line {number}: {where}: {probe.problem}")
+            continue
+        out.append(TestUtterance(key, where, utt.text, probe.seconds))
+    if unusable:
+        raise TestSetError(
+            f"{path}: {len(unusable)} audio file(s) not usable: {_some(unusable)}; relative paths are read "
+            f"from the working directory ({base}); in a container, mount the data at the path the lines name"
+        )
+    return out
+
+
+def _some(items: list[str]) -> str:
+    more = f"; and {len(items) - NAMED} more" if len(items) > NAMED else ""
+    return "; ".join(items[:NAMED]) + more
+
+
+def file_stem(label: str) -> str:
+    return label.replace(os.sep, "__").replace("/", "__").replace("#", "-")
+
+
+@dataclass
+class ModelResult:
+    choice: checkpoints.ModelChoice
+    decoded: decode.Decoded
+    found: score.SetScore
+
+
+def _progress_bar(total: int, label: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=label, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
+
+
+def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[Path]]:
+    """Decode and score every model, then write every file; ModelLoadError or TestSetError before any
+    decoding when an input is bad."""
+    utterances = read_test_set(options.test_set)
+    choices = checkpoints.choose(list(options.models), options.base)
+    notes = list(choices.notes)
+    built: dict[Path, decode.Loaded] = {}
+    for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
+        if choice.model_dir not in built:
+            built[choice.model_dir] = decode.build(choice.model_dir, options.device)
+        own = built[choice.model_dir].model
+        checkpoints.check_fit(own, checkpoints.read_weights(choice.weights), choice.weights)
+    wanted = [decode.Utterance(u.key, u.audio) for u in utterances]
+    references = {u.key: u.text for u in utterances}
+    results = []
+    for choice in choices.models:
+        loaded = built[choice.model_dir]
+        notes += decode.use_weights(loaded, choice.weights)
+        bar = _progress_bar(len(wanted), choice.label)
+        try:
+            if options.one_by_one:
+                got = decode.decode_one_by_one(loaded, wanted, options.max_new_tokens, progress=bar.update)
+            else:
+                got = decode.decode_batched(
+                    loaded, wanted, options.batch_size, options.max_new_tokens, progress=bar.update
+                )
+        finally:
+            bar.close()
+        results.append(ModelResult(choice, got, score.score_sets(references, got.hypotheses, options.rules)))
+    hours = sum(u.seconds for u in utterances) / 3600
+    rows = rows_of(results, hours)
+    options.out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for r in results:
+        stem = options.out / file_stem(r.choice.label)
+        hyp = stem.with_name(stem.name + HYPOTHESES_SUFFIX)
+        table = stem.with_name(stem.name + score.TABLE_SUFFIX)
+        write_transcripts(hyp, r.decoded.hypotheses)
+        score.write_table(table, r.found)
+        written += [hyp, table]
+    written += summary.write_summary(options.out, rows, options.rules)
+    return results, notes, written
+
+
+def rows_of(results: list[ModelResult], hours: float) -> list[summary.ModelRow]:
+    """One summary row per model; the first model folder given is the base (the reference line)."""
+    base = next((r for r in results if r.choice.is_base), None)
+    return [
+        summary.ModelRow.from_score(
+            r.choice.label,
+            str(r.choice.weights if not r.choice.is_base else r.choice.model_dir),
+            r.found,
+            hours=hours,
+            decode_seconds=r.decoded.seconds,
+            base=r is base,
+        )
+        for r in results
+    ]
+
+
+def run(options: EvalOptions) -> int:
+    """The command's run: the summary printed, every error a message with the path and exit 2."""
+    for name, value in (("--batch-size", options.batch_size), ("--max-new-tokens", options.max_new_tokens)):
+        if value < 1:
+            print(f"{PROG}: {name} {value}: give 1 or more; exit {UNUSABLE}", file=sys.stderr)
+            return UNUSABLE
+    try:
+        _, notes, written = evaluate(options)
+    except (TestSetError, ModelLoadError) as exc:
+        print(f"{PROG}: {exc}; exit {UNUSABLE}", file=sys.stderr)
+        return UNUSABLE
+    except OSError as exc:
+        print(
+            f"{PROG}: cannot write to {options.out}: {exc.strerror or exc}; exit {UNUSABLE}", file=sys.stderr
+        )
+        return UNUSABLE
+    for note in notes:
+        print(f"{PROG}: {note}", file=sys.stderr)
+    print(written[-2].read_text(encoding="utf-8"), end="")  # summary.md: the table as written
+    print(f"\nwritten: {', '.join(str(p) for p in written)}")
+    return 0

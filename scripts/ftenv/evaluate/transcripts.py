@@ -1,0 +1,73 @@
+"""`key<TAB>text` transcript files, the format of FunASR's recipe (`decode.py` writes it, `compute-wer`
+reads it): read strictly, so that a broken file is named with its line instead of being scored wrong,
+and written whole or not at all."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+from ftenv.train.runlife.record import temp_name
+
+_ONE_LINE = str.maketrans("\t\r\n", "   ")
+
+
+class TranscriptFileError(ValueError):
+    """A transcript file that cannot be scored; the message names the path, the line and the fix."""
+
+
+def read_transcripts(path: Path) -> dict[str, str]:
+    """{key: text} in the file's order. A line is the key, whitespace (tab or spaces), then the text
+    (absent: an empty transcript); blank lines are skipped; a byte-order mark and CRLF endings are
+    accepted. Not UTF-8, a repeated key or no line at all raise TranscriptFileError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TranscriptFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        number = data[: exc.start].count(b"\n") + 1
+        raise TranscriptFileError(f"{path}: line {number} is not UTF-8: re-encode the file") from None
+    found: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    # Split on newlines only: str.splitlines would also split on separators inside a transcript.
+    for number, line in enumerate(text.split("\n"), start=1):
+        fields = line.rstrip("\r").split(maxsplit=1)
+        if not fields:
+            continue
+        key = fields[0]
+        if key in found:
+            raise TranscriptFileError(
+                f"{path}: line {number}: key {key!r} repeated (first on line {first_line[key]}): "
+                "keep one transcript per key"
+            )
+        found[key] = fields[1].strip() if len(fields) > 1 else ""
+        first_line[key] = number
+    if not found:
+        raise TranscriptFileError(f"{path}: no transcript in the file: expected lines of key<TAB>text")
+    return found
+
+
+def write_transcripts(path: Path, transcripts: Mapping[str, str]) -> None:
+    """One `key<TAB>text` line per entry, never half a file.
+    Newlines and tabs inside a text become spaces, so that each line stays one key and one text."""
+    with written_whole(path) as fh:
+        for key, text in transcripts.items():
+            fh.write(f"{key}\t{text.translate(_ONE_LINE)}\n")
+
+
+@contextmanager
+def written_whole(path: Path) -> Iterator[TextIO]:
+    """A UTF-8 file that appears at `path` only once complete: written under a temporary name,
+    renamed at the end, removed if the writing fails. Every file of an eval is written this way."""
+    tmp = Path(temp_name(str(path)))
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            yield fh
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

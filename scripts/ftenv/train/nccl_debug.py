@@ -1,0 +1,27 @@
+"""On more than one node NCCL is made to state which network it picked: its INFO lines of the INIT
+and NET subsystems only (a few lines per rank at start-up, not the whole debug stream), which the
+watchdog reads (ftenv.steps.nccl_net). NCCL says nothing at its default level when it falls back to
+TCP sockets, and a multi-node job over sockets waits on the network every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+DEBUG = "NCCL_DEBUG"
+DEBUG_SUBSYS = "NCCL_DEBUG_SUBSYS"
+WANTED = {DEBUG: "INFO", DEBUG_SUBSYS: "INIT,NET"}
+
+
+def spans_nodes(nnodes: str) -> bool:
+    """'2' or an elastic '1:4' whose most is above one."""
+    most = nnodes.split(":")[-1]
+    return most.isdigit() and int(most) > 1
+
+
+def launcher_env(nnodes: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET for a multi-node job; nothing on one node, and
+    nothing when the user set either (their choice of NCCL's debug output stands whole)."""
+    if not spans_nodes(nnodes) or any(name in environ for name in WANTED):
+        return {}
+    return dict(WANTED)

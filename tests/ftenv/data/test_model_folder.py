@@ -1,0 +1,90 @@
+"""The model folder checked like the data (`ftenv data check --model-dir`, `ftenv finetune`): the LLM
+and tokenizer files config.yaml points to, and a model.pt without the trained CTC weights that
+config.yaml configures (read from the state dict's keys)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from ftenv import cli
+from ftenv.data import model_folder
+from ftenv.selfcheck import tinymodel
+
+
+@pytest.fixture
+def copy(tiny, tmp_path) -> Path:
+    """The tiny model copied as a downloaded folder is: LLM and tokenizer paths relative to it."""
+    out = tmp_path / "model"
+    shutil.copytree(tiny, out, ignore=shutil.ignore_patterns("data"))
+    conf = yaml.safe_load((out / "config.yaml").read_text())
+    conf["llm_conf"]["init_param_path"] = conf["tokenizer_conf"]["init_param_path"] = "Qwen3-tiny"
+    (out / "config.yaml").write_text(yaml.safe_dump(conf))
+    return out
+
+
+def _finetune(tiny: Path, model: Path, tmp_path: Path, monkeypatch) -> list[str]:
+    monkeypatch.setenv("FTENV_REPORT", "0")
+    p = tinymodel.paths(tiny)
+    return [
+        "finetune", "--model-dir", str(model), "--train", str(p.train_jsonl), "--valid", str(p.val_jsonl),
+        "--output-dir", str(tmp_path / "out"), "--gpus-per-node", "1", "--dry-run",
+    ]  # fmt: skip
+
+
+def test_a_complete_folder_has_no_problem(copy, tmp_path):
+    assert model_folder.inspect(copy, tmp_path) == []
+
+
+def test_a_folder_missing_its_decoder_files_is_refused(tiny, copy, tmp_path, monkeypatch, capsys):
+    shutil.rmtree(copy / "Qwen3-tiny")
+    messages = [p.message for p in model_folder.inspect(copy, tmp_path) if p.severity == "error"]
+    assert len(messages) == 2
+    assert "llm_conf.init_param_path Qwen3-tiny (the LLM decoder) is not found" in messages[0]
+    assert "tokenizer_conf.init_param_path" in messages[1]
+    train = tinymodel.paths(tiny).train_jsonl
+    argv = [
+        "data",
+        "check",
+        "--model-dir",
+        str(copy),
+        "--output-dir",
+        str(tmp_path),
+        "--jobs",
+        "1",
+        str(train),
+    ]
+    assert cli.main(argv) == 2
+    assert "model: error: llm_conf.init_param_path Qwen3-tiny" in capsys.readouterr().err
+    assert cli.main(_finetune(tiny, copy, tmp_path, monkeypatch)) == 2
+    assert "(the LLM decoder) is not found" in capsys.readouterr().err
+    (copy / "Qwen3-tiny").mkdir()
+    (copy / "Qwen3-tiny" / "config.json").write_text("{}")  # the LLM's config but no tokenizer files
+    messages = [p.message for p in model_folder.inspect(copy, tmp_path)]
+    assert messages == [
+        f"tokenizer_conf.init_param_path {copy / 'Qwen3-tiny'} (the tokenizer) has no tokenizer.json or "
+        "vocab.json+merges.txt or tokenizer.model: an incomplete copy?"
+    ]
+
+
+@pytest.mark.parametrize("has_ctc", [False, True])
+def test_a_model_pt_without_the_ctc_weights_is_flagged(tiny, copy, tmp_path, monkeypatch, capsys, has_ctc):
+    conf = yaml.safe_load((copy / "config.yaml").read_text())
+    conf["ctc_decoder"] = "Transformer"
+    (copy / "config.yaml").write_text(yaml.safe_dump(conf))
+    state = {"audio_encoder.embed.weight": torch.zeros(2), "llm.model.norm.weight": torch.zeros(2)}
+    if has_ctc:
+        state |= {"ctc_decoder.blocks.0.norm1.weight": torch.zeros(2), "ctc.ctc_lo.weight": torch.zeros(2)}
+    torch.save({"state_dict": {f"module.{k}": v for k, v in state.items()}}, copy / "model.pt")
+    found = model_folder.inspect(copy, tmp_path)
+    if has_ctc:
+        assert found == []
+        return
+    assert [p.severity for p in found] == ["warning"]
+    assert "has no ctc_decoder.* / ctc.* weights" in found[0].message and "#3208" in found[0].message
+    assert cli.main(_finetune(tiny, copy, tmp_path, monkeypatch)) == 0  # a warning: the run may go on
+    assert "model: warning: " in capsys.readouterr().err
