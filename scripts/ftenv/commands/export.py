@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         done = export.export(options)
-    except export.CheckpointError as exc:
+    except export.ModelLoadError as exc:
         print(f"ftenv export: {exc}", file=sys.stderr)
         return UNUSABLE
     print(f"ftenv export: wrote {done.out} from {done.checkpoint} (base {done.base})")

@@ -13,7 +13,7 @@ from pathlib import Path
 from ftenv import __version__, variables
 from ftenv.attention.facts import package_version
 from ftenv.data.check import REPORT_NAME as DATA_CHECK_REPORT
-from ftenv.evaluate.export_checkpoint import CheckpointError
+from ftenv.evaluate.checkpoints import ModelLoadError
 
 NAME = "README.md"
 #: `ftenv eval`'s table, read by `--eval DIR`.
@@ -59,16 +59,16 @@ def read_summary(eval_dir: Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CheckpointError(
+        raise ModelLoadError(
             f"{path}: not found; --eval names the --out folder of an `ftenv eval` run"
         ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(
+        raise ModelLoadError(
             f"{path}: not readable JSON ({type(exc).__name__}); run `ftenv eval` again"
         ) from None
     rows = data.get("rows") if isinstance(data, dict) else data
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
-        raise CheckpointError(
+        raise ModelLoadError(
             f"{path}: holds no table (a list of rows, one per model); run `ftenv eval` again"
         )
     normalization = data.get("normalization") if isinstance(data, dict) else None

@@ -16,8 +16,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.evaluate import card, export_checkpoint
-from ftenv.evaluate.export_checkpoint import CheckpointError
+from ftenv.evaluate import card, checkpoints
+from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.train.recipe import OFFLINE_ENV
 
 CONFIG, CONFIGURATION, WEIGHTS = "config.yaml", "configuration.json", "model.pt"
@@ -61,29 +61,38 @@ def _yaml(path: Path) -> dict:
     try:
         data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     except (OSError, UnicodeDecodeError, YAMLError, OmegaConfBaseException) as exc:
-        raise CheckpointError(
+        raise ModelLoadError(
             f"{path}: not readable as FunASR's YAML ({type(exc).__name__}: {exc}); fix or replace it"
         ) from None
     if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: not a YAML mapping; a FunASR config.yaml is one")
+        raise ModelLoadError(f"{path}: not a YAML mapping; a FunASR config.yaml is one")
     return data
 
 
+def run_folder(checkpoint: Path) -> Path:
+    """The run's output folder of a checkpoint file (or of a DeepSpeed checkpoint folder)."""
+    return checkpoint.parent.parent if checkpoint.is_dir() else checkpoint.parent
+
+
 def base_folder(options: ExportOptions, checkpoint: Path) -> Path:
-    """--base, else the model folder the run's config.yaml (written by FunASR's trainer) names."""
+    """--base, else the model folder the run's config.yaml (written by FunASR's trainer) names:
+    its model_path, else its model (the folder `ftenv finetune` was given)."""
+    run = run_folder(checkpoint)
+    run_config = run / CONFIG
     if options.base is not None:
         base = options.base
+    elif recorded := checkpoints.run_base(run):
+        base = recorded
     else:
-        run_config = checkpoint.parent / CONFIG
         model = _yaml(run_config).get("model") if run_config.is_file() else None
         if not model or not Path(str(model)).is_dir():
-            raise CheckpointError(
+            raise ModelLoadError(
                 f"{checkpoint}: the model folder it was fine-tuned from is not recorded in {run_config} "
                 "as an existing folder; name it with --base MODEL_DIR"
             )
         base = Path(str(model))
     if not (base / CONFIG).is_file():
-        raise CheckpointError(
+        raise ModelLoadError(
             f"{base}: not a model folder (no {CONFIG}); --base names the Fun-ASR-Nano folder"
         )
     return base.resolve()
@@ -130,32 +139,41 @@ def check_decoder(conf: dict, base: Path, files: dict) -> None:
         trail = (section, "init_param_path")
         folder = files[trail][0] if trail in files else (Path(raw) if Path(raw).is_absolute() else base / raw)
         if not folder.is_dir() or not any((folder / name).is_file() for name in needed):
-            raise CheckpointError(
+            raise ModelLoadError(
                 f"{folder}: the {section}.init_param_path of {base / CONFIG} has no {' or '.join(needed)}; "
                 "the model folder lacks its decoder/tokenizer files: download the whole model folder again"
             )
 
 
-def expected_shapes(conf: dict, base: Path, files: dict) -> dict:
-    """The tensors (name -> shape) of the model config.yaml builds, built on the meta device (no
-    memory, no init); else those of the base folder's own model.pt."""
+class _BaseWeights:
+    """The base folder's own weights standing in for its model where FunASR cannot build it."""
+
+    def __init__(self, weights: dict):
+        self.weights = weights
+
+    def state_dict(self) -> dict:
+        return self.weights
+
+
+def expected_model(conf: dict, base: Path, files: dict):
+    """What the weights must fit: the model config.yaml builds, on the meta device (no memory, no
+    init); else the base folder's own model.pt."""
     built = copy.deepcopy(conf)
     for trail, (path, _name) in files.items():
         _set(built, trail, str(path))
     try:
-        return _built_shapes(built)
+        return _meta_model(built)
     except Exception as exc:  # any model FunASR cannot build this way: fall back to the base's weights
         print(
             f"ftenv export: could not build {base / CONFIG}'s model to check the weights against "
             f"({type(exc).__name__}: {exc}); checking against {base / WEIGHTS} instead",
             file=sys.stderr,
         )
-        weights = export_checkpoint.read_weights(base / WEIGHTS)
-        return {k: tuple(v.shape) for k, v in weights.items()}
+        return _BaseWeights(checkpoints.read_weights(base / WEIGHTS))
 
 
-def _built_shapes(conf: dict) -> dict:
-    """name -> shape of the model conf builds, on the meta device (no memory, no initialisation)."""
+def _meta_model(conf: dict):
+    """The model conf builds, on the meta device (no memory, no initialisation)."""
     import torch
 
     # funasr's import and build print optional-module errors and progress: not this command's output.
@@ -165,8 +183,7 @@ def _built_shapes(conf: dict) -> dict:
 
         frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
         with torch.device("meta"):
-            model = tables.model_classes.get(conf["model"])(input_size=frontend.output_size(), **conf)
-    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+            return tables.model_classes.get(conf["model"])(input_size=frontend.output_size(), **conf)
 
 
 def _copy(path: Path, target: Path) -> None:
@@ -185,11 +202,11 @@ def base_configuration(base: Path) -> dict:
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(
+        raise ModelLoadError(
             f"{source}: not readable JSON ({type(exc).__name__}); fix or remove it"
         ) from None
     if not isinstance(data, dict):
-        raise CheckpointError(f"{source}: not a JSON object; fix or remove it")
+        raise ModelLoadError(f"{source}: not a JSON object; fix or remove it")
     return data
 
 
@@ -222,28 +239,31 @@ def configuration(base_data: dict, files: dict) -> dict:
 def check_out_folder(options: ExportOptions) -> None:
     out = options.out
     if out.exists() and not out.is_dir():
-        raise CheckpointError(f"{out}: exists and is not a folder; choose another OUT")
+        raise ModelLoadError(f"{out}: exists and is not a folder; choose another OUT")
     if out.is_dir() and any(out.iterdir()) and not options.force:
-        raise CheckpointError(
+        raise ModelLoadError(
             f"{out}: exists and is not empty; choose another OUT or add --force to replace it"
         )
 
 
 def export(options: ExportOptions) -> Exported:
-    """Write the folder; CheckpointError (nothing written) for any input that cannot make one."""
+    """Write the folder; ModelLoadError (nothing written) for any input that cannot make one."""
     import torch
     import yaml
 
     os.environ.update(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
     check_out_folder(options)
-    checkpoint = export_checkpoint.resolve(options.source).resolve()
+    checkpoint = checkpoints.export_choice(options.source).resolve()
     base = base_folder(options, checkpoint)
     conf = _yaml(base / CONFIG)
     files = model_files(conf, base)
     base_data = base_configuration(base)
     check_decoder(conf, base, files)
-    weights = export_checkpoint.read_weights(checkpoint)
-    export_checkpoint.check_fits(weights, expected_shapes(conf, base, files), checkpoint, base)
+    weights = checkpoints.read_weights(checkpoint)
+    try:
+        checkpoints.check_fit(expected_model(conf, base, files), weights, checkpoint)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{exc}; {base} was taken as that folder: --base names another") from None
     summary = card.read_summary(options.eval_dir) if options.eval_dir else None
 
     out = options.out.resolve()
@@ -274,14 +294,14 @@ def export(options: ExportOptions) -> Exported:
             weights_sha256=digest,
             weights_bytes=(tmp / WEIGHTS).stat().st_size,
             tensors=len(weights),
-            data=card.read_data(checkpoint.parent),
+            data=card.read_data(run_folder(checkpoint)),
             summary=summary,
             eval_dir=options.eval_dir,
         )
         (tmp / card.NAME).write_text(card.render(facts), encoding="utf-8")
         _replace(tmp, out)
     except OSError as exc:  # a full disk, a folder not writable: OUT's place, not the checkpoint
-        raise CheckpointError(f"{out}: could not be written ({exc}); nothing was written there") from None
+        raise ModelLoadError(f"{out}: could not be written ({exc}); nothing was written there") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)

@@ -17,8 +17,8 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.evaluate import card, export, export_checkpoint
-from ftenv.evaluate.export_checkpoint import CheckpointError
+from ftenv.evaluate import card, checkpoints, export
+from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.outcome import UNUSABLE
 from ftenv.selfcheck import tinymodel
 
@@ -113,6 +113,23 @@ def test_exported_folder_loads_alone_and_transcribes_as_its_checkpoint(run, tmp_
     assert _greedy(loaded, run["wav"]) == reference
 
 
+def test_ftenv_transcribe_reads_the_exported_folder_as_the_checkpoint(run, tmp_path, monkeypatch, capsys):
+    """`ftenv transcribe OUT AUDIO` (how a user checks the folder) prints what it prints for the
+    checkpoint on its base folder, from a working folder that is neither."""
+    out = tmp_path / "out"
+    assert cli.main(["export", str(run["run"]), str(out)]) == 0
+    capsys.readouterr()
+    monkeypatch.chdir(run["base"])
+    wav = str(run["wav"])
+    best = str(run["run"] / "model.pt.best")
+    assert cli.main(["transcribe", best, wav, "--base", str(run["base"]), "--max-new-tokens", "12"]) == 0
+    reference = capsys.readouterr().out
+    shutil.rmtree(run["base"])
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["transcribe", str(out), wav, "--max-new-tokens", "12"]) == 0
+    assert capsys.readouterr().out == reference != f"{wav}\t\n"
+
+
 def test_exported_weights_hold_no_trainer_state(run, tmp_path):
     out = tmp_path / "out"
     done = export.export(export.ExportOptions(source=run["run"] / "model.pt.ep2", out=out))
@@ -175,13 +192,13 @@ def test_a_model_that_cannot_be_built_is_checked_against_the_base_weights(run, t
     def unbuildable(conf):
         raise RuntimeError("meta tensors not supported")
 
-    monkeypatch.setattr(export, "_built_shapes", unbuildable)
+    monkeypatch.setattr(export, "_meta_model", unbuildable)
     assert cli.main(["export", str(run["run"]), str(tmp_path / "out")]) == 0
     assert f"checking against {run['base'] / 'model.pt'} instead" in capsys.readouterr().err
     shrunk = {k: v for k, v in run["best"].items() if not k.startswith("audio_adaptor.")}
     torch.save({"state_dict": shrunk}, run["run"] / "model.pt.ep4")
     argv = ["export", str(run["run"] / "model.pt.ep4"), str(tmp_path / "out2")]
-    _refused(capsys, argv, tmp_path / "out2", "missing audio_adaptor.")
+    _refused(capsys, argv, tmp_path / "out2", "tensors missing (e.g. audio_adaptor.")
 
 
 def test_the_base_configuration_json_is_kept_and_its_files_copied(run, tmp_path):
@@ -219,7 +236,9 @@ def test_a_checkpoint_that_does_not_load_is_refused(run, tmp_path, capsys):
     broken = run["run"] / "model.pt.ep3"
     broken.write_bytes(b"PK\x03\x04 half a file")
     out = tmp_path / "out"
-    _refused(capsys, ["export", str(broken), str(out)], out, str(broken), "not a loadable PyTorch checkpoint")
+    _refused(
+        capsys, ["export", str(broken), str(out)], out, str(broken), "does not load as a PyTorch checkpoint"
+    )
 
 
 def test_weights_of_another_model_are_refused(run, tmp_path, capsys):
@@ -227,7 +246,9 @@ def test_weights_of_another_model_are_refused(run, tmp_path, capsys):
     torch.save({"state_dict": shrunk}, run["run"] / "model.pt.ep4")
     out = tmp_path / "out"
     argv = ["export", str(run["run"] / "model.pt.ep4"), str(out)]
-    _refused(capsys, argv, out, str(run["run"] / "model.pt.ep4"), "missing audio_adaptor.", "--base")
+    _refused(
+        capsys, argv, out, str(run["run"] / "model.pt.ep4"), "tensors missing (e.g. audio_adaptor.", "--base"
+    )
 
 
 def test_a_model_folder_without_its_decoder_files_is_refused(run, tmp_path, capsys):
@@ -275,19 +296,19 @@ def test_a_run_folder_means_its_best_checkpoint(tmp_path):
     run = _files(
         tmp_path / "run", "model.pt", "model.pt.ep1", "model.pt.ep12", "model.pt.best", "model.pt.ep12.9"
     )
-    assert export_checkpoint.resolve(run) == run / "model.pt.best"
+    assert checkpoints.export_choice(run) == run / "model.pt.best"
 
 
 def test_without_a_best_the_newest_epoch_and_never_a_step_checkpoint(tmp_path):
     run = _files(tmp_path / "run", "model.pt", "model.pt.ep2", "model.pt.ep10", "model.pt.ep11.500")
-    assert export_checkpoint.resolve(run) == run / "model.pt.ep10"
-    assert export_checkpoint.resolve(run / "model.pt.ep11.500") == run / "model.pt.ep11.500"
+    assert checkpoints.export_choice(run) == run / "model.pt.ep10"
+    assert checkpoints.export_choice(run / "model.pt.ep11.500") == run / "model.pt.ep11.500"
 
 
 def test_a_stopped_run_with_step_checkpoints_only_names_them(tmp_path):
     run = _files(tmp_path / "run", "model.pt", "model.pt.ep0.300")
-    with pytest.raises(CheckpointError, match=r"model\.pt\.ep0\.300; name one"):
-        export_checkpoint.resolve(run)
+    with pytest.raises(ModelLoadError, match=r"model\.pt\.ep0\.300; name one"):
+        checkpoints.export_choice(run)
 
 
 def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch, capsys):
@@ -325,5 +346,5 @@ def test_a_summary_with_its_normalization_is_shown_with_it(tmp_path):
 @pytest.mark.parametrize("text", ["", "{not json", "[]", '{"rows": "base 9.5"}', "[1, 2]"])
 def test_a_summary_without_a_table_is_refused_with_its_path(tmp_path, text):
     (tmp_path / "summary.json").write_text(text)
-    with pytest.raises(CheckpointError, match=f"{tmp_path / 'summary.json'}: .*run `ftenv eval` again"):
+    with pytest.raises(ModelLoadError, match=f"{tmp_path / 'summary.json'}: .*run `ftenv eval` again"):
         card.read_summary(tmp_path)
