@@ -41,6 +41,8 @@ WATCH = "FTENV_WATCH"
 WATCH_SILENCE_FACTOR = "FTENV_WATCH_SILENCE_FACTOR"
 WATCH_SILENCE_MIN_S = "FTENV_WATCH_SILENCE_MIN_S"
 WATCH_HANG_LIMIT_S = "FTENV_WATCH_HANG_LIMIT_S"
+WATCH_PID = "FTENV_WATCH_PID"
+WATCH_STACKS_DIR = "FTENV_WATCH_STACKS_DIR"
 # --- fine-tuning ----------------------------------------------------------------------------------
 COMPILE = "FTENV_COMPILE"
 BUCKETS = "FTENV_BUCKETS"
@@ -99,6 +101,18 @@ REGISTRY = (
         WATCH_HANG_LIMIT_S,
         "1800",
         "end the run (exit 6) after this many seconds without a trainer line; `0`: never",
+    ),
+    Variable(
+        WATCH_PID,
+        UNSET,
+        "set by `ftenv watch` for its command: the trainer's processes let this process (and the py-spy "
+        "it starts) read their stacks (PR_SET_PTRACER), which Yama's ptrace_scope 1 allows then",
+    ),
+    Variable(
+        WATCH_STACKS_DIR,
+        UNSET,
+        "set by `ftenv watch` for its command: where each trainer process dumps every thread's stack "
+        "on SIGWINCH (Python's faulthandler: no ptrace, no capability)",
     ),
     Variable(
         COMPILE,

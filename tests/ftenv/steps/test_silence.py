@@ -8,6 +8,7 @@ short thresholds set through the documented settings."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -262,3 +263,38 @@ def test_the_stacks_go_to_the_trainers_output_folder(tmp_path, monkeypatch):
     assert output_folder(["torchrun", "train.py", "++output_dir=/out/run1", "++x=1"]) == Path("/out/run1")
     assert output_folder(["python", "train.py", "output_dir=/o"]) == Path("/o")
     assert output_folder(["python", "train.py"]) == tmp_path
+
+
+STOP = (
+    "ftenv finetune: stopped on SIGUSR1 at epoch 0 step 40 (batches done in that epoch); saved to "
+    "/out/nano/model.pt (and model.pt.ep0.40); run the same command again to continue (exit 75)"
+)
+
+
+@pytest.mark.parametrize("says_where", [True, False], ids=["stop-line-seen", "rank-0-elsewhere"])
+def test_a_saved_stop_closes_as_stopped_and_saved_never_failed(tmp_path, says_where):
+    """Exit 75 (outcome.STOPPED): where it was saved and how to go on, from the run's stop line, or
+    (rank 0 on another node) the output folder; the verdict labelled as before the stop."""
+    fake = shlex.join([*FAKE, "--fixed", "--steps", "40"])
+    echo = f"echo {shlex.quote(STOP)} >&2; " if says_where else ""
+    r = subprocess.run(
+        [*WATCH, "--output-dir", str(tmp_path / "run"), "--", "sh", "-c", f"{fake}; {echo}exit 75"],
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    text = (r.stdout + r.stderr).decode()
+    assert r.returncode == outcome.STOPPED, text[-3000:]
+    marked = _marked(r.stdout.decode())
+    saved = (
+        "stopped on SIGUSR1 at epoch 0 step 40, saved to /out/nano/model.pt (and model.pt.ep0.40)"
+        if says_where
+        else f"rank 0 saved where the run was in its output folder ({tmp_path / 'run'})"
+    )
+    assert marked[0] == (
+        "[ftenv-watch] the training command STOPPED on a signal and SAVED (exit code 75, not a failure) "
+        f"after step 40: {saved}; run the same command again to continue (the examples' schedulers "
+        "requeue or retry it)"
+    ), marked
+    label = "[ftenv-watch] step-time verdict on the steps before the stop: "
+    assert any(line.startswith(label) for line in marked), marked
+    assert not any("FAILED" in line or line.startswith("[ftenv-watch] verdict:") for line in marked), marked

@@ -14,8 +14,10 @@ from ftenv.outcome import STOPPED
 from ftenv.train.runlife import record
 
 
-def _stopped(run_id: str, failures=None) -> dict | None:
-    rec = record.read_stop(os.environ.get(variables.OUTPUT_DIR), run_id)
+def _stopped(run_id: str, started: float, failures=None) -> dict | None:
+    """This launch's stop: its record (rank 0 may run on another node: any record written since this
+    node's launch began counts), else every failed worker exited STOPPED."""
+    rec = record.read_stop(os.environ.get(variables.OUTPUT_DIR), run_id, since=started)
     if rec is not None:
         return rec
     codes = {getattr(f, "exitcode", None) for f in (failures or {}).values()}
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # a private module: without it, a signal to torchrun reads as a crash
         SignalException = ()  # type: ignore[assignment]
 
+    started = time.time()
     run_id = f"{os.getpid()}-{time.time_ns()}"
     os.environ[variables.RUN_ID] = run_id
     sys.argv[0] = "torchrun"
@@ -72,11 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run.main(argv if argv is not None else sys.argv[1:])
     except ChildFailedError as exc:
-        rec = _stopped(run_id, exc.failures)
+        rec = _stopped(run_id, started, exc.failures)
         if rec is None:
             raise
     except SignalException as exc:  # type: ignore[misc]
-        rec = _stopped(run_id)
+        rec = _stopped(run_id, started)
         if rec is None:
             print(f"torchrun: {exc}", file=sys.stderr)
             return 128 + int(getattr(exc, "sigval", 15))
