@@ -11,7 +11,8 @@ What differs from a GPU cluster, and why:
   `python -m ftenv.train.funasr_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
   funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/train/funasr_cpu_shim.py),
   with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
-Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
+The cluster also has a partition of higher PriorityTier with PreemptMode=REQUEUE, whose jobs preempt
+the example's (a real preemption). Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
 printing the start-up report on each node and reading SLURM_* (node rank, node count, first host as
 master), torchrun per node, DDP across the two nodes, the recipe's overrides, the watchdog,
 checkpoints in OUT_DIR.
@@ -117,6 +118,9 @@ ReturnToService=2
 NodeName={self.host} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={d1} CPUs=2 State=UNKNOWN
 NodeName={self.other} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={d2} CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes={self.host},{self.other} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=urgent Nodes={self.host},{self.other} PriorityTier=10 MaxTime=INFINITE State=UP
 """
         )
         subprocess.run([_exe("slurmctld"), "-f", str(self.conf), "-i"], check=True, env=self.env)
@@ -279,18 +283,26 @@ def job_state(cluster: Cluster, job: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.split() if "=" in item)
 
 
-@pytest.mark.parametrize(
-    "scancel",
-    [
-        pytest.param(["--signal=USR1"], id="USR1-to-the-steps-as-before-the-time-limit"),
-        pytest.param(["--full", "--signal=TERM"], id="TERM-to-the-whole-job-as-a-preemption"),
-    ],
-)
-def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path, scancel):
-    """The example stopped mid-epoch on both nodes at once (Slurm signals every process of the steps;
-    with --full the batch shell and srun too, as a preemption's SIGTERM): the job ends requeued
+#: How the job is stopped mid-epoch: the signal before the time limit (`--signal=USR1@300` sends it
+#: to every process of the job's steps, as `scancel --signal=USR1` does), and a real preemption (a job
+#: of a partition with a higher PriorityTier needs the nodes; PreemptMode=REQUEUE: Slurm sends SIGTERM
+#: to the steps, then to the batch step and srun, SIGKILL KillWait later, and requeues the job).
+STOPS = {
+    "USR1-before-the-time-limit": (["scancel", "--signal=USR1"], "SIGUSR1"),
+    "preempted-PreemptMode-REQUEUE": (
+        ["sbatch", "-p", "urgent", "--nodes=2", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 1"],
+        "SIGTERM",
+    ),
+}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path, stop):
+    """The example stopped mid-epoch on both nodes at once (Slurm signals every process of the steps:
+    the watchdog, torchrun and the ranks, and the watchdog forwards it again): the job ends requeued
     (same id), the requeued job resumes where the stop saved, and it completes with exit 0:0; each
     step of the epoch trained once on each rank, across the stop."""
+    how, signal_name = STOPS[stop]
     script = tmp_path / "job.sbatch"
     script.write_text(runnable_example(EXAMPLE.read_text(), batch_size=150))
     out_dir = tmp_path / "run"
@@ -320,16 +332,16 @@ def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path
 
     # Mid-epoch: both ranks past their second step.
     wait(lambda: all(len(steps_of(text(), r)) >= 2 for r in (0, 1)), 240)
-    subprocess.run(["scancel", *scancel, job], env=cluster.env, check=True)
+    subprocess.run([*how, *([job] if how[0] == "scancel" else [])], env=cluster.env, check=True)
     wait(lambda: job_state(cluster, job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), 300)
     state, logs = job_state(cluster, job), text()
     tail = f"{state}\n{logs[-8000:]}"
     assert (state["JobState"], state["ExitCode"], state["Restarts"]) == ("COMPLETED", "0:0", "1"), tail
-    stop = re.search(r"stopped on (SIG\w+) at epoch 0 step (\d+)", logs)
-    assert stop and f"resuming from model.pt: epoch 0, step {stop.group(2)} (saved " in logs, tail
-    assert stop.group(1) == f"SIG{scancel[-1].split('=')[1]}", tail
+    saved = re.search(r"stopped on (SIG\w+) at epoch 0 step (\d+)", logs)
+    assert saved and f"resuming from model.pt: epoch 0, step {saved.group(2)} (saved " in logs, tail
+    assert saved.group(1) == signal_name, tail
     n = epoch_length(logs)
-    assert 0 < int(stop.group(2)) < n, tail  # mid-epoch
+    assert 0 < int(saved.group(2)) < n, tail  # mid-epoch
     for rank in (0, 1):
         assert steps_of(logs, rank) == list(range(1, n + 1)), (rank, tail)
     # Every node stopped cleanly: no task was ended from outside.
