@@ -27,6 +27,7 @@ class Variable:
 
 # --- the image ------------------------------------------------------------------------------------
 IMAGE = "FTENV_IMAGE"
+IMAGE_REVISION = "FTENV_IMAGE_REVISION"
 VARIANT = "FTENV_VARIANT"
 MIN_DRIVER = "FTENV_MIN_DRIVER"
 STANDIN_BASE = "FTENV_STANDIN_BASE"
@@ -70,6 +71,12 @@ SLURM_LOCALID = "SLURM_LOCALID"
 
 REGISTRY = (
     Variable(IMAGE, UNSET, "the image's reference, set by the image (the report names it)"),
+    Variable(
+        IMAGE_REVISION,
+        UNSET,
+        "the git commit the image was built from, set by the image: the report names the build's "
+        "immutable `<stack>-<commit>` tag with it",
+    ),
     Variable(VARIANT, UNSET, "the image's variant (`cu130`...), set by the image"),
     Variable(MIN_DRIVER, UNSET, "the oldest NVIDIA driver the image's CUDA runs on, set by the image"),
     Variable(
