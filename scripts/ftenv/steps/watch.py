@@ -398,7 +398,13 @@ def run_watched(argv: list[str], **options) -> int:
             os.execvp(argv[0], argv)
         except OSError as exc:
             return _cannot_start(argv, exc)
-    return watch(argv, **options)
+    code = watch(argv, **options)
+    # The command is gone and its code decided: a late signal (Slurm ends the other nodes' tasks
+    # when one exits first) must not turn this process's exit into 128+N while it shuts down.
+    if threading.current_thread() is threading.main_thread():
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_IGN)
+    return code
 
 
 @dataclass(frozen=True)

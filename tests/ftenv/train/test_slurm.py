@@ -12,10 +12,10 @@ What differs from a GPU cluster, and why:
   funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/train/funasr_cpu_shim.py),
   with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
 The cluster also has a partition of higher PriorityTier with PreemptMode=REQUEUE, whose jobs preempt
-the example's (a real preemption). Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
-printing the start-up report on each node and reading SLURM_* (node rank, node count, first host as
-master), torchrun per node, DDP across the two nodes, the recipe's overrides, the watchdog,
-checkpoints in OUT_DIR.
+the example's (a real preemption). Everything else is the example as users copy it: sbatch, one
+srun task per node, ftenv finetune printing the start-up report on each node and reading SLURM_*
+(node rank, node count, first host as master), torchrun per node, DDP across the two nodes, the
+recipe's overrides, the watchdog, checkpoints in OUT_DIR, the stop on a signal and the requeue.
 Needs root and `slurm-wlm munge` (installed by `make engine`, part of `make test`).
 """
 
@@ -335,7 +335,7 @@ def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path
     subprocess.run([*how, *([job] if how[0] == "scancel" else [])], env=cluster.env, check=True)
     wait(lambda: job_state(cluster, job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), 300)
     state, logs = job_state(cluster, job), text()
-    tail = f"{state}\n{logs[-8000:]}"
+    tail = f"{state}\n{logs[-8000:]}\n{cluster.logs()[-4000:]}"
     assert (state["JobState"], state["ExitCode"], state["Restarts"]) == ("COMPLETED", "0:0", "1"), tail
     saved = re.search(r"stopped on (SIG\w+) at epoch 0 step (\d+)", logs)
     assert saved and f"resuming from model.pt: epoch 0, step {saved.group(2)} (saved " in logs, tail
