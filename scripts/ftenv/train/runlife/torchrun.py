@@ -36,7 +36,8 @@ DEFAULT_GRACE_S = 300
 
 def _longer_grace_after_a_signal() -> str:
     """Only after torchrun itself was signalled: when a worker fails, torchrun's 30 s still apply
-    (the job must end soon). Private torch API: when it is not there, torchrun's 30 s stay."""
+    (the job must end soon); the first signal starts the stop, later ones do not interrupt it.
+    Private torch API: when it is not there, torchrun's 30 s stay."""
     try:
         grace = float(os.environ.get(variables.STOP_GRACE_S, DEFAULT_GRACE_S))
         from torch.distributed.elastic.multiprocessing import api
@@ -48,7 +49,11 @@ def _longer_grace_after_a_signal() -> str:
 
     def on_signal(signum, frame):
         signalled.append(signum)
-        handler(signum, frame)
+        if len(signalled) == 1:
+            handler(signum, frame)
+        # Later ones are not raised: under Slurm every process of the step gets the signal, the
+        # watchdog forwards it, srun and a preemption send more; each would cut torchrun's wait for
+        # the workers' save short, and it would exit before rank 0 has written the stop record.
 
     def close_after_signal(self, death_sig=None, timeout=30):
         return close(self, death_sig, max(timeout, grace) if signalled else timeout)
