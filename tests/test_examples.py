@@ -22,6 +22,8 @@ import pytest
 
 from ftenv import outcome, variables
 from ftenv.stack import versions
+from ftenv.steps.hang import HUNG_RECORD
+from ftenv.train.runlife.record import STOP_RECORD
 from imagetools import tags
 from support import ROOT
 from support.example_runs import SRUN_STANDIN, dry_run, finetune_args, record, shellcheck, split_docker_run
@@ -37,9 +39,17 @@ from support.manifests import (
     validate_job,
     validate_pytorchjob,
 )
-from support.retry_rules import restart_policies, restarts_in_place, retry_problems, sbatch_problems
+from support.retry_rules import (
+    documented_retries,
+    kube_retries,
+    restart_policies,
+    restarts_in_place,
+    retry_problems,
+    sbatch_problems,
+)
 
 VAR = variables.SDPA_DEPRIORITIZED
+FINETUNE_DOC = ROOT / "docs/finetune.md"
 IMAGE = tags.image_ref(versions.load(ROOT / "versions.toml").default)
 
 
@@ -377,24 +387,89 @@ def test_sbatch_examples_requeue_and_keep_their_folder(name, layout, tmp_path):
         text.replace("#SBATCH --signal=USR1@300\n", ""),
         text.replace("  --kill-on-bad-exit=1 \\\n", ""),
         text.replace("$SLURM_JOB_NAME", "nano-$SLURM_JOB_ID"),
+        re.sub(r"^trap .*\n", "", text, flags=re.M),
+        text.replace(STOP_RECORD, "stop.json"),
     ):
         assert sbatch_problems(bad), "the check must catch it"
-    # srun exiting 75 (stopped, saved): the script requeues the job and exits 75; 1 or 2: no requeue.
+
+
+#: What srun's stand-in leaves in OUT_DIR and returns for each ending: the record ftenv writes, and
+#: 143, srun's code when --kill-on-bad-exit ended another node's task (the highest of its tasks').
+SRUN_ENDINGS = {
+    outcome.STOPPED: ("stop", 143),
+    outcome.HUNG: ("hung", 143),
+    1: ("", 1),
+    outcome.UNUSABLE: ("", 2),
+}
+STANDIN_SRUN = f"""#!/bin/sh
+echo "srun $*" >> "$RECORD"
+case "$LEAVES" in
+  stop) echo '{{"signal": "SIGUSR1", "epoch": 0, "step": 3}}' > "$OUT_DIR/{STOP_RECORD}" ;;
+  hung) echo '{{"hung_after_s": 1800}}' > "$OUT_DIR/{HUNG_RECORD}" ;;
+esac
+exit "$SRUN_EXIT"
+"""
+
+
+def slurm_retries(name: str, layout: dict, tmp_path) -> dict[int, str]:
+    """What the batch script does with each ending, run with srun and scontrol stand-ins at restart
+    counts 0 to 5: "always", "never" or "at most N" (requeued while SLURM_RESTART_COUNT < N)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "srun").write_text(STANDIN_SRUN)
+    for tool in ("scontrol", "apptainer"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "$RECORD"\n')
     for tool in ("srun", "scontrol", "apptainer"):
-        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "$RECORD"\nexit ${{SRUN_EXIT:-0}}\n')
         (bin_dir / tool).chmod(0o755)
-    for code, requeued in ((outcome.STOPPED, True), (1, False), (outcome.UNUSABLE, False), (0, False)):
-        rec = tmp_path / f"calls-{code}"
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
-            **{k: str(v) for k, v in layout.items()},
-            "SLURM_JOB_ID": "41", "SLURM_JOB_NAME": "nano", "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "RECORD": str(rec), "SRUN_EXIT": str(code),
-        }  # fmt: skip
-        script = ["bash", str(EXAMPLES / name)]
-        proc = subprocess.run(script, capture_output=True, text=True, env=env, cwd=tmp_path)
-        calls = rec.read_text().splitlines()
-        assert proc.returncode == code, (code, proc.stderr)
-        assert ("scontrol requeue 41" in calls) == requeued, (code, calls)
+    found = {}
+    for code, (leaves, srun_exit) in SRUN_ENDINGS.items():
+        requeued = []
+        for restarts in range(6):
+            rec = tmp_path / f"calls-{code}-{restarts}"
+            env = {
+                **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
+                **{k: str(v) for k, v in layout.items()},
+                "SLURM_JOB_ID": "41", "SLURM_JOB_NAME": "nano", "SLURM_RESTART_COUNT": str(restarts),
+                "PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORD": str(rec), "LEAVES": leaves,
+                "SRUN_EXIT": str(srun_exit),
+            }  # fmt: skip
+            proc = subprocess.run(["bash", str(EXAMPLES / name)], capture_output=True, text=True, env=env)
+            calls = rec.read_text().splitlines()
+            again = "scontrol requeue 41" in calls
+            # Requeued: the script exits with the ending's own code; else srun's.
+            assert proc.returncode == (code if again else srun_exit), (code, restarts, proc.stderr)
+            requeued.append(again)
+        n = requeued.index(False) if False in requeued else None
+        found[code] = "always" if n is None else f"at most {n}" if n and not any(requeued[n:]) else "never"
+        assert found[code] != "never" or not any(requeued), (code, requeued)
+    return found
+
+
+@pytest.mark.parametrize("name", SBATCH)
+def test_sbatch_examples_requeue_what_the_docs_say(name, layout, tmp_path):
+    """A stop is requeued whichever node ended first (srun's 143), a hang at most HANG_RETRIES times,
+    a crash or a bad input never; as docs/finetune.md's table says."""
+    documented = {code: row["Slurm"] for code, row in documented_retries(FINETUNE_DOC.read_text()).items()}
+    assert slurm_retries(name, layout, tmp_path) == documented == {
+        outcome.STOPPED: "always", outcome.HUNG: "at most 3", 1: "never", outcome.UNUSABLE: "never",
+    }  # fmt: skip
+    # A record an earlier run left (a stop, then a crash now): not this run's, not requeued.
+    (layout["OUT_DIR"]).mkdir(parents=True, exist_ok=True)
+    (layout["OUT_DIR"] / STOP_RECORD).write_text("{}")
+    rec = tmp_path / "calls-stale"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
+        **{k: str(v) for k, v in layout.items()},
+        "SLURM_JOB_ID": "41", "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "RECORD": str(rec),
+        "LEAVES": "", "SRUN_EXIT": "1",
+    }  # fmt: skip
+    proc = subprocess.run(["bash", str(EXAMPLES / name)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and "scontrol requeue 41" not in rec.read_text(), proc.stderr
+
+
+@pytest.mark.parametrize("name", [n for n, _ in MANIFESTS])
+def test_manifests_retry_what_the_docs_say(name):
+    doc = load_yaml(name)[0]
+    launcher = "Kubernetes Job" if doc["kind"] == "Job" else "PyTorchJob"
+    documented = {code: row[launcher] for code, row in documented_retries(FINETUNE_DOC.read_text()).items()}
+    assert kube_retries(doc) == documented, launcher

@@ -6,6 +6,7 @@ launcher or a Kubernetes podFailurePolicy reads them, and a crash must never rea
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -26,6 +27,24 @@ HUNG = 6
 #: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
 #: 128 and 139 as permanent).
 STOPPED = 75
+
+#: The line a stopped run prints (rank 0, then `ftenv finetune`): written by ftenv.train.runlife,
+#: read back by the watchdog's closing lines and `ftenv analyze`, so that a saved stop never reads as
+#: a failure. Here, below both, so that the writer and the readers share one format.
+STOP_LINE = re.compile(
+    r"stopped on (?P<signal>\S+(?: signal)?) at epoch (?P<epoch>\S+) step (?P<step>\S+) "
+    r"\(batches done in that epoch\); saved to (?P<file>.+?); run the same command again to continue"
+)
+
+
+def stop_line(data: dict) -> str:
+    """The one line that says where a stopped run was saved and how to continue it."""
+    return (
+        f"stopped on {data.get('signal')} at epoch {data.get('epoch')} step {data.get('step')} "
+        f"(batches done in that epoch); saved to {data.get('file')}; run the same command again "
+        "to continue"
+    )
+
 
 #: The exit code of each verdict (`ftenv analyze`, `ftenv selfcheck`).
 EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: INCONCLUSIVE_CODE}

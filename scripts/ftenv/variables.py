@@ -29,6 +29,7 @@ class Variable:
 
 # --- the image ------------------------------------------------------------------------------------
 IMAGE = "FTENV_IMAGE"
+IMAGE_REVISION = "FTENV_IMAGE_REVISION"
 VARIANT = "FTENV_VARIANT"
 MIN_DRIVER = "FTENV_MIN_DRIVER"
 STANDIN_BASE = "FTENV_STANDIN_BASE"
@@ -43,6 +44,8 @@ WATCH = "FTENV_WATCH"
 WATCH_SILENCE_FACTOR = "FTENV_WATCH_SILENCE_FACTOR"
 WATCH_SILENCE_MIN_S = "FTENV_WATCH_SILENCE_MIN_S"
 WATCH_HANG_LIMIT_S = "FTENV_WATCH_HANG_LIMIT_S"
+WATCH_PID = "FTENV_WATCH_PID"
+WATCH_STACKS_DIR = "FTENV_WATCH_STACKS_DIR"
 # --- fine-tuning ----------------------------------------------------------------------------------
 COMPILE = "FTENV_COMPILE"
 BUCKETS = "FTENV_BUCKETS"
@@ -70,6 +73,12 @@ SLURM_LOCALID = "SLURM_LOCALID"
 
 REGISTRY = (
     Variable(IMAGE, UNSET, "the image's reference, set by the image (the report names it)"),
+    Variable(
+        IMAGE_REVISION,
+        UNSET,
+        "the git commit the image was built from, set by the image: the report names the build's "
+        "immutable `<stack>-<commit>` tag with it",
+    ),
     Variable(VARIANT, UNSET, "the image's variant (`cu130`...), set by the image"),
     Variable(MIN_DRIVER, UNSET, "the oldest NVIDIA driver the image's CUDA runs on, set by the image"),
     Variable(
@@ -101,6 +110,18 @@ REGISTRY = (
         WATCH_HANG_LIMIT_S,
         "1800",
         "end the run (exit 6) after this many seconds without a trainer line; `0`: never",
+    ),
+    Variable(
+        WATCH_PID,
+        UNSET,
+        "set by `ftenv watch` for its command: the trainer's processes let this process (and the py-spy "
+        "it starts) read their stacks (PR_SET_PTRACER), which Yama's ptrace_scope 1 allows then",
+    ),
+    Variable(
+        WATCH_STACKS_DIR,
+        UNSET,
+        "set by `ftenv watch` for its command: where each trainer process dumps every thread's stack "
+        "on SIGWINCH (Python's faulthandler: no ptrace, no capability)",
     ),
     Variable(
         COMPILE,

@@ -1,13 +1,16 @@
 """Whether the examples' schedulers retry what they should: a preempted or stopped run (exit STOPPED)
-is retried or requeued, a bad input (exit UNUSABLE) is not, and the stop has time to save. Read
-from the Kubernetes manifests and the Slurm batch scripts, so a wrong policy is caught before a
-cluster spends a night retrying it."""
+is retried or requeued, a hang (exit HUNG) a bounded number of times, a crash (also a rank that
+lost its peers) or a bad input (exit UNUSABLE) not, and the stop has time to save. Read from the
+Kubernetes manifests and the Slurm batch scripts, so a wrong policy is caught before a cluster
+spends a night retrying it; docs/finetune.md's table says the same (documented_retries)."""
 
 from __future__ import annotations
 
 import re
 
 from ftenv import outcome
+from ftenv.steps.hang import HUNG_RECORD
+from ftenv.train.runlife.record import STOP_RECORD
 from support.manifests import pod_specs
 
 
@@ -77,6 +80,54 @@ def sbatch_problems(text: str) -> list[str]:
         bad.append("no --signal before the time limit")
     if not re.search(r"^srun (.*\\\n)*\s*--kill-on-bad-exit=1 \\$", text, re.M):
         bad.append("srun without --kill-on-bad-exit=1")
+    if f'STOP_RECORD="$OUT_DIR/{STOP_RECORD}"' not in text or 'if [ -f "$STOP_RECORD" ]' not in text:
+        bad.append(f"the requeue does not follow the stop record ({STOP_RECORD}): srun's code cannot tell")
+    if f'HUNG_RECORD="$OUT_DIR/{HUNG_RECORD}"' not in text:
+        bad.append(f"a hang is not told from a task Slurm ended: no {HUNG_RECORD}")
+    if not re.search(r"^trap .*\bTERM\b.*\bUSR1\b", text, re.M):
+        bad.append("no trap for TERM and USR1: a signal to the whole job ends the batch shell first")
     if re.search(r"OUT_DIR=.*SLURM_JOB_ID", text):
         bad.append("OUT_DIR named after the job id: a resubmitted job starts over in a new folder")
     return bad
+
+
+#: The ways a run ends that the examples decide on, by exit code.
+ENDINGS = (outcome.STOPPED, outcome.HUNG, 1, outcome.UNUSABLE)
+LAUNCHERS = ("Slurm", "Kubernetes Job", "PyTorchJob")
+
+
+def kube_retries(doc: dict) -> dict[int, str]:
+    """What a manifest does with each ending: "never", "at most N" (N: its backoffLimit)."""
+    if doc["kind"] == "Job":
+        spec = doc["spec"]
+        limit = spec.get("backoffLimit", 6)
+        rules = spec.get("podFailurePolicy", {}).get("rules", [])
+        failing = {
+            code
+            for r in rules
+            if r["action"] == "FailJob" and r.get("onExitCodes", {}).get("operator") == "In"
+            for code in r["onExitCodes"]["values"]
+        }
+    else:
+        limit = doc["spec"]["runPolicy"].get("backoffLimit", 0)
+        policies = {r["restartPolicy"] for r in doc["spec"]["pytorchReplicaSpecs"].values()}
+        failing = KUBEFLOW_PERMANENT if policies == {"ExitCode"} else set(ENDINGS)
+    return {code: "never" if code in failing or limit < 1 else f"at most {limit}" for code in ENDINGS}
+
+
+def documented_retries(markdown: str) -> dict[int, dict[str, str]]:
+    """docs/finetune.md's "who retries what" table: per exit code, per launcher, "always", "never" or
+    "at most N" (a cell that says "not" is never; one that says "at most N" is bounded)."""
+    markdown = markdown[markdown.index("**Who retries what.**") :]
+    markdown = markdown[: markdown.index("\n\n", markdown.index("| code |"))]
+    rows = re.findall(r"^\| (\d+) \|[^|\n]*\|([^|\n]*)\|([^|\n]*)\|([^|\n]*)\|$", markdown, re.M)
+    found = {}
+    for code, *cells in rows:
+        words = []
+        for cell in cells:
+            bound = re.search(r"at most (\d+)", cell)
+            words.append(
+                f"at most {bound.group(1)}" if bound else "never" if " not " in f" {cell} " else "always"
+            )
+        found[int(code)] = dict(zip(LAUNCHERS, words, strict=True))
+    return found

@@ -103,6 +103,27 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+#: Hex digits of the commit in the immutable `<stack>-<commit>` tag (docs/releasing.md).
+COMMIT_TAG_LEN = 12
+
+
+def build_line(environ) -> str | None:
+    """Which build of the image this is, so that the nodes or pods of one job can be compared: the
+    build's immutable `<stack>-<commit>` tag, from the commit the image sets. The digest itself is
+    not visible from inside a container (it is a hash over the image's own config), nor passed in by
+    enroot, Apptainer or Kubernetes; the line says where to read it."""
+    ref, rev = environ.get(variables.IMAGE), environ.get(variables.IMAGE_REVISION)
+    if not ref or rev is None:
+        return None
+    where = (
+        "digest: not visible inside a container (`docker image inspect --format '{{.RepoDigests}}'`; "
+        "Kubernetes: the pod's status.containerStatuses[].imageID)"
+    )
+    if len(rev) < COMMIT_TAG_LEN or any(c not in "0123456789abcdef" for c in rev.lower()):
+        return f"build   commit {rev} (a local build: no immutable tag); {where}"
+    return f"build   {ref}-{rev[:COMMIT_TAG_LEN].lower()} (this build's immutable tag; commit {rev}); {where}"
+
+
 def render_text(
     f: facts_mod.Facts, a: Assessment, compile_line: str, network_lines: list[str] | None = None
 ) -> str:
@@ -121,6 +142,8 @@ def render_text(
     ]
     if standin := os.environ.get(variables.STANDIN_BASE):
         lines.insert(1, f"base    built on a stand-in base ({standin}): for tests, not for training")
+    if build := build_line(os.environ):
+        lines.insert(1, build)
     for g in f.gpus:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:

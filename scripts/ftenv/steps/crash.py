@@ -9,6 +9,8 @@ import re
 import signal
 import time
 
+from ftenv import outcome
+
 TRACEBACK = b"Traceback (most recent call last):"
 #: torchrun's `[rank3]: ` (or `[default0]:`) prefix on a worker's lines.
 _RANK_PREFIX = re.compile(rb"^\[[A-Za-z]*\d+\]:\s?")
@@ -16,6 +18,16 @@ _EXCEPTION = re.compile(rb"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit|Failu
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 #: The step-time verdict's label when the command failed.
 VERDICT_LABEL = "step-time verdict on the steps before the failure"
+#: ... and when it stopped on a signal with everything saved (outcome.STOPPED): not a failure.
+STOP_VERDICT_LABEL = "step-time verdict on the steps before the stop"
+#: Cheap test before matching outcome.STOP_LINE.
+STOP_MARK = b"stopped on "
+
+
+def read_stop(line: bytes) -> dict | None:
+    """The fields of a stop line (outcome.stop_line: signal, epoch, step, file), or None."""
+    m = outcome.STOP_LINE.search(line.decode("utf-8", "replace"))
+    return m.groupdict() if m else None
 
 
 def _strip(line: bytes) -> bytes:
@@ -113,3 +125,22 @@ def failure_line(
     where = f"after step {last_step}" if last_step is not None else "before its first step"
     error_text = f"last error: {error}" if error else "no Python exception in its output"
     return f"{prefix} {how} {where}; {error_text}".lstrip()
+
+
+def stopped_line(
+    stop: dict | None, last_step: int | None, folder: str | None = None, prefix: str = ""
+) -> str:
+    """The closing block's first line when the run stopped on a signal with everything saved (exit
+    outcome.STOPPED): where it was saved and how to go on, from the stop line the run printed (stop)
+    or, without one (rank 0 ran on another node), the output folder; never a failure."""
+    where = f"after step {last_step}" if last_step is not None else "before its first step"
+    if stop is not None:
+        saved = f"stopped on {stop['signal']} at epoch {stop['epoch']} step {stop['step']}, "
+        saved += f"saved to {stop['file']}"
+    else:
+        saved = f"rank 0 saved where the run was in its output folder{f' ({folder})' if folder else ''}"
+    return (
+        f"{prefix} the training command STOPPED on a signal and SAVED (exit code {outcome.STOPPED}, "
+        f"not a failure) {where}: {saved}; run the same command again to continue (the examples' "
+        "schedulers requeue or retry it)"
+    ).lstrip()

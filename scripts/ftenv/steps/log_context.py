@@ -23,6 +23,7 @@ class Context:
     error: str | None = None  # the exception line of a traceback after the last step
     tracebacks: int = 0
     network: NcclNetwork = field(default_factory=NcclNetwork)
+    stop: dict | None = None  # a stop line after the last step (crash.read_stop): stopped and saved
 
     def fix_facts(self) -> dict:
         """stats.summarize's keywords for the fix: what the report shows is in place."""
@@ -47,7 +48,12 @@ class Context:
                 "compiled": None if r.compiled is None else list(r.compiled),
                 "cudnn_first": r.cudnn_first(),
             }
-        return {"report": report, "crash": self.error, "nccl_network": self.network.to_dict()}
+        return {
+            "report": report,
+            "crash": None if self.stop else self.error,
+            "stop": self.stop,
+            "nccl_network": self.network.to_dict(),
+        }
 
     def report_line(self) -> str:
         if self.report is None:
@@ -62,25 +68,36 @@ def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, Conte
     """Scan the logs for steps, the start-up report (ftenv.report.logged) and tracebacks
     (ftenv.steps.crash)."""
     reader, tracebacks, seen, network = ReportReader(), crash.Tracebacks(), [0], NcclNetwork()
+    stops: list[tuple[int, dict]] = []  # (steps before it, the stop line's fields)
 
     def on_line(line: bytes, steps: int) -> None:
         seen[0] = steps
         if NCCL_MARK in line:
             network.observe(line)
+        if crash.STOP_MARK in line and (stop := crash.read_stop(line)) is not None:
+            stops.append((steps, stop))
         if reader.wants(line):
             reader.feed(line.decode("utf-8", "replace"))
         if tracebacks.wants(line):
             tracebacks.feed(line, steps)
 
     scan = funasr_log.scan_files(paths, time=time, on_line=on_line)
-    return scan, Context(reader.latest, tracebacks.crash(seen[0]), tracebacks.count, network)
+    # A stop followed by steps was resumed (a requeued job appends to the same log): not the end.
+    stop = stops[-1][1] if stops and stops[-1][0] == seen[0] else None
+    context = Context(reader.latest, tracebacks.crash(seen[0]), tracebacks.count, network=network, stop=stop)
+    return scan, context
 
 
 def closing_lines(s: Summary, ctx: Context, steps: list[Step]) -> list[str]:
     """The verdict and the fix; after a crash, the failure first and the verdict labelled as what
-    it is (never a bare `verdict: PASS` under a traceback)."""
+    it is (never a bare `verdict: PASS` under a traceback); after a saved stop, the stop first
+    (never a failure)."""
     out = []
-    if ctx.error is not None:
+    if ctx.stop is not None:  # a saved stop, even if a launcher printed a traceback on the signal
+        last = max((st.index for st in steps), default=None)
+        out.append(crash.stopped_line(ctx.stop, last))
+        out.append(f"{crash.STOP_VERDICT_LABEL}: {s.verdict}")
+    elif ctx.error is not None:
         last = max((st.index for st in steps), default=None)
         out.append(crash.failure_line(None, ctx.error, last))
         out.append(f"{crash.VERDICT_LABEL}: {s.verdict}")

@@ -58,6 +58,8 @@ class _Core:
         self.broken: str | None = None
         self.data = data_loss.DataLossTally()  # FunASR's silent substitutions and drops
         self.network = nccl_net.NcclNetwork()  # the network NCCL chose, from its INIT/NET lines
+        self.stop: dict | None = None  # the last stop line the run printed (crash.read_stop)
+        self.hung_note: str | None = None  # where the hang record went (hang.write_hung_record)
 
     def handle(self, line: bytes, out_fd: int) -> list[str]:
         if nccl_net.MARK in line:
@@ -141,6 +143,9 @@ class _Pump(threading.Thread):
                     if RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
                         with self.core.lock:
                             self.core.watcher.note_line(line)
+                    elif crash.STOP_MARK in line and (stop := crash.read_stop(line)) is not None:
+                        with self.core.lock:
+                            self.core.stop = stop
                     if look:  # the exception a crash ends with
                         tracebacks.feed(line, self.core.watcher.n_steps)
         except Exception as exc:  # never let the watching break the pass-through
@@ -235,6 +240,7 @@ def _wait(proc: subprocess.Popen, core: _Core, say, root_folder: Path, grace_s: 
     if not silence.limits.on:
         return proc.wait(), False
     poll = min(1.0, max(0.05, silence.limits.min_s / 4))
+    stacks_line = None
     while True:
         try:
             return proc.wait(timeout=poll), False
@@ -244,13 +250,15 @@ def _wait(proc: subprocess.Popen, core: _Core, say, root_folder: Path, grace_s: 
         with core.lock:
             due = silence.due(now)
         if due == "alarm":
-            stacks = hang.dump_stacks(proc.pid, root_folder, silence.silence(now))
+            stacks = stacks_line = hang.dump_stacks(proc.pid, root_folder, silence.silence(now))
             with core.lock:
                 say([silence.alarm_line(time.monotonic(), stacks)])
         elif due == "hang":
             with core.lock:
                 say([silence.hang_line(now, grace_s)])
-            return hang.stop_command(proc, grace_s), True
+            rc = hang.stop_command(proc, grace_s)
+            core.hung_note = hang.write_hung_record(root_folder, silence.silence(now), stacks_line)
+            return rc, True
 
 
 def watch(
@@ -273,8 +281,12 @@ def watch(
     when the silence alarm's hard limit stopped it). settings: a callable returning
     AttentionSettings (tests); default reads the live settings. silence: the alarm's limits
     (default: SilenceLimits(), the documented defaults)."""
+    folder = output_dir or output_folder(argv)
+    env = {**os.environ, **hang.command_env(folder)}  # the trainer entry lets us read its stacks
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0, env=env
+        )
     except OSError as exc:
         return _cannot_start(argv, exc)
 
@@ -307,7 +319,7 @@ def watch(
         _place(lines, pumps, hint_fd or core.last_step_fd or err_fd, out_fd, err_fd)
 
     try:
-        rc, hung = _wait(proc, core, say, output_dir or output_folder(argv), stop_grace_s)
+        rc, hung = _wait(proc, core, say, folder, stop_grace_s)
         exited = time.monotonic()
         # The command is gone; its output may still be in the pipes (or a leftover grandchild may
         # hold them open): drain until EOF, or until nothing came for drain_s seconds after the exit.
@@ -319,11 +331,17 @@ def watch(
         code = outcome.HUNG if hung else (128 - rc if rc < 0 else rc)
         with core.lock:  # a pump still draining a leftover's output may be counting
             data_failed = code == 0 and core.data.failed()  # the command's code, unless FunASR lost data
-            lines = _closing_lines(core, pumps, code, hung) if code else []
+            lines = _closing_lines(core, pumps, code, hung, folder) if code else []
             if summary and (
                 watcher.n_steps or watcher.val_lines or watcher.bad_lines or core.broken or data_failed
             ):
-                label = crash.VERDICT_LABEL if code else "verdict"
+                label = (
+                    crash.STOP_VERDICT_LABEL
+                    if code == outcome.STOPPED
+                    else crash.VERDICT_LABEL
+                    if code
+                    else "verdict"
+                )
                 lines += watcher.summary_lines(final=True, verdict_label=label)
                 lines += core.data.summary_lines(PREFIX)
                 if data_failed:
@@ -345,11 +363,14 @@ def watch(
     return 1 if data_failed else code
 
 
-def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool) -> list[str]:
-    """The first closing line when the command failed: how (its exit code, or the hang's stop),
-    after which step, and the exception it ended with."""
+def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool, folder: Path) -> list[str]:
+    """The first closing line when the command did not finish: stopped and saved (exit STOPPED), or
+    how it failed (its exit code, or the hang's stop), after which step, and the exception it ended
+    with."""
     watcher = core.watcher
     last_step = watcher.steps[-1][0] if watcher.steps else None
+    if code == outcome.STOPPED and not hung:
+        return [crash.stopped_line(core.stop, last_step, str(folder), prefix=PREFIX)]
     # stderr first: where Python and torchrun write an uncaught exception.
     crashes = (p.tracebacks.crash(watcher.n_steps, core.last_step_at, READ_SLACK_S) for p in reversed(pumps))
     error = next((e for e in crashes if e), None)
@@ -357,7 +378,10 @@ def _closing_lines(core: _Core, pumps: list[_Pump], code: int, hung: bool) -> li
         how = (
             f"the training command was STOPPED (no trainer line for the hard limit, a hang; exit code {code})"
         )
-        return [crash.failure_line(None, error, last_step, how=how, prefix=PREFIX)]
+        return [
+            crash.failure_line(None, error, last_step, how=how, prefix=PREFIX),
+            f"{PREFIX} {core.hung_note}",
+        ]
     return [crash.failure_line(code, error, last_step, prefix=PREFIX)]
 
 
@@ -378,7 +402,13 @@ def run_watched(argv: list[str], **options) -> int:
             os.execvp(argv[0], argv)
         except OSError as exc:
             return _cannot_start(argv, exc)
-    return watch(argv, **options)
+    code = watch(argv, **options)
+    # The command is gone and its code decided: a late signal (Slurm ends the other nodes' tasks
+    # when one exits first) must not turn this process's exit into 128+N while it shuts down.
+    if threading.current_thread() is threading.main_thread():
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_IGN)
+    return code
 
 
 @dataclass(frozen=True)

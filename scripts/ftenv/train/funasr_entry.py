@@ -14,6 +14,7 @@ from ftenv import variables
 from ftenv.data import runtime
 from ftenv.train import compile_setting, funasr_cpu_shim
 from ftenv.train.runlife import hooks as runlife_hooks
+from ftenv.train.runlife import selfdump
 
 SCRIPT = "funasr-train-ds"
 
@@ -43,6 +44,7 @@ def main() -> int:
     if bucketing is not None:
         notes.append(buckets.install_on_dataset(bucketing))
     notes += runlife_hooks.install()
+    notes += selfdump.install()
     if os.environ.get(variables.FUNASR_CPU_SHIM) == "1":
         notes += funasr_cpu_shim.apply()
     notes += runtime.install_from_env()  # FunASR's silent substitutions and drops, for ftenv watch

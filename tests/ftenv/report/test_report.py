@@ -307,3 +307,23 @@ def test_at_0_the_verdict_follows_the_rule(reports):
     assert (facts["live_order"][0] == sdpa.CUDNN) is expected
     assert (facts["padded_choice"] == sdpa.CUDNN) is expected
     assert reports["0"]["verdict"]["level"] == ("exposed" if expected else "ok")
+
+
+def test_the_report_names_the_build_by_its_immutable_tag(monkeypatch):
+    """Two nodes of one job on different builds of a moving `<stack>` tag show different lines; the
+    digest is said to be out of sight, with where to read it, never guessed."""
+    ref = "ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56"
+    monkeypatch.setenv(variables.IMAGE, ref)
+    monkeypatch.setenv(variables.IMAGE_REVISION, "3F2A9C81D0E4" + "7" * 28)
+    f = _facts()
+    lines = render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()
+    assert lines[1].startswith(
+        f"build   {ref}-3f2a9c81d0e4 (this build's immutable tag; commit 3F2A9C81D0E4{'7' * 28}); "
+        "digest: not visible inside a container ("
+    ), lines
+    monkeypatch.setenv(variables.IMAGE_REVISION, "unknown")
+    assert render.build_line(os.environ).startswith(
+        "build   commit unknown (a local build: no immutable tag); "
+    )
+    monkeypatch.delenv(variables.IMAGE_REVISION)
+    assert render.build_line(os.environ) is None  # an image built before it set the commit

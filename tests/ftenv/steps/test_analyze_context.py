@@ -157,3 +157,40 @@ def test_torchrun_prefixes_and_chained_tracebacks(tmp_path, capsys):
     ]
     rc, out = analyze(tmp_path, capsys, [*field_report_log(fixed=True)[0], *chained, *other])
     assert rc == 0 and "the run FAILED after step 382; last error: RuntimeError: the batch is empty" in out
+
+
+# --- a log that ends in a saved stop ----------------------------------------------------------
+
+STOP = (
+    "ftenv: stopped on SIGTERM at epoch 0 step 382 (batches done in that epoch); saved to /out/model.pt "
+    "(and model.pt.ep0.382); run the same command again to continue"
+)
+SIGNAL_TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "torch/distributed/elastic/multiprocessing/api.py", line 84, in _terminate_process_handler',
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7 got signal: 15",
+]
+
+
+def test_a_log_that_ends_in_a_saved_stop_says_stopped_and_saved(tmp_path, capsys):
+    """Even with a launcher's traceback about the signal after it: a stop is not a failure."""
+    fixed = field_report_log(fixed=True)[0]
+    rc, out = analyze(tmp_path, capsys, [*fixed, STOP, *SIGNAL_TRACEBACK])
+    lines = out.splitlines()
+    at = lines.index(
+        "the training command STOPPED on a signal and SAVED (exit code 75, not a failure) after step 382: "
+        "stopped on SIGTERM at epoch 0 step 382, saved to /out/model.pt (and model.pt.ep0.382); run the "
+        "same command again to continue (the examples' schedulers requeue or retry it)"
+    )
+    assert lines[at + 1] == "step-time verdict on the steps before the stop: PASS"
+    assert "FAILED" not in out and rc == 0
+    rc, out = analyze(tmp_path, capsys, [*fixed, STOP], "--json")
+    data = json.loads(out)
+    assert data["stop"]["signal"] == "SIGTERM" and data["crash"] is None
+
+
+def test_a_stop_with_steps_after_it_was_resumed(tmp_path, capsys):
+    """A requeued job appends to the same log: the stop in the middle is not how it ended."""
+    fixed = field_report_log(fixed=True)[0]
+    rc, out = analyze(tmp_path, capsys, [*fixed[:100], STOP, *fixed[100:]])
+    assert rc == 0 and "STOPPED" not in out and "verdict: PASS" in out.splitlines()

@@ -7,7 +7,10 @@ short thresholds set through the documented settings."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +21,7 @@ from ftenv import outcome, variables
 from ftenv.steps import hang
 from ftenv.steps.silence import STEP, VAL_LINE, Silence, SilenceLimits
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
-from support import ROOT
+from support import ROOT, child_env
 from support.child_output import read_until
 
 HERE = ROOT / "tests"  # where the support package is
@@ -29,12 +32,14 @@ HANGS_AFTER_30 = ["--steps", "60", "--scale", "0.01", "--pause-after", "30"]
 
 
 def _env(min_s: float, limit_s: float, factor: float = 5) -> dict[str, str]:
-    return {
-        **os.environ,
-        variables.WATCH_SILENCE_MIN_S: str(min_s),
-        variables.WATCH_HANG_LIMIT_S: str(limit_s),
-        variables.WATCH_SILENCE_FACTOR: str(factor),
-    }
+    """The silence limits; the children run this checkout's ftenv (they run in a temporary folder)."""
+    return child_env(
+        **{
+            variables.WATCH_SILENCE_MIN_S: str(min_s),
+            variables.WATCH_HANG_LIMIT_S: str(limit_s),
+            variables.WATCH_SILENCE_FACTOR: str(factor),
+        }
+    )
 
 
 def _marked(text: str) -> list[str]:
@@ -149,14 +154,24 @@ def test_no_alarm_on_a_multi_epoch_run_with_validation_and_checkpoints(tmp_path)
     assert "SILENCE" not in text and "HANG" not in text, "\n".join(_marked(text))
 
 
+#: The fake trainer with what the trainer entry installs in every training process (its own stack
+#: dump on the watchdog's signal, the watchdog named its ptracer).
+SELF_DUMPING = [
+    sys.executable, "-c",
+    "import runpy, sys; from ftenv.train.runlife import selfdump; selfdump.install(); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
+    *FAKE[1:],
+]  # fmt: skip
+
+
 def _hung_run(
-    tmp_path: Path, out: Path | None, env: dict[str, str] | None = None
+    tmp_path: Path, out: Path | None, env: dict[str, str] | None = None, trainer: list[str] = FAKE
 ) -> subprocess.CompletedProcess:
     """The fake trainer stops after step 30 and waits on a pipe that stays open: a hang."""
     read, write = os.pipe()
     try:
         return subprocess.run(
-            [*WATCH, *(["--output-dir", str(out)] if out else []), "--", *FAKE, *HANGS_AFTER_30],
+            [*WATCH, *(["--output-dir", str(out)] if out else []), "--", *trainer, *HANGS_AFTER_30],
             stdin=read,
             capture_output=True,
             env=env or _env(min_s=0.5, limit_s=1.5),
@@ -201,6 +216,52 @@ def test_the_stacks_of_a_silent_run_go_to_the_output_folder(tmp_path):
     assert str(files[0]) in alarm
     stacks = files[0].read_text()
     assert "fake_trainer.py" in stacks and "main (support/fake_trainer.py:" in stacks, stacks
+
+
+def test_a_trainer_under_the_watchdog_dumps_its_own_stacks_without_ptrace(tmp_path):
+    """Every thread of the stuck process, written by the process itself (faulthandler on the
+    watchdog's signal): no py-spy, no ptrace right needed; and the hang is recorded for a batch
+    script (srun's exit code cannot tell a hang from a task Slurm ended)."""
+    out = tmp_path / "out"
+    r = _hung_run(tmp_path, out, trainer=SELF_DUMPING)
+    text = (r.stdout + r.stderr).decode()
+    files = list(out.glob("ftenv-hang-stacks-*.txt"))
+    assert r.returncode == outcome.HUNG and len(files) == 1, text[-3000:]
+    stacks = files[0].read_text()
+    own_file = hang.stack_file(out / hang.STACKS_DIR, None, 0).with_name(
+        next(f.name for f in (out / hang.STACKS_DIR).iterdir())
+    )
+    own = stacks.split("--- its own dump (faulthandler, most recent call first)\n", 1)
+    assert len(own) == 2, stacks
+    assert re.search(r'File ".*fake_trainer\.py", line \d+ in main', own[1]), stacks
+    assert [f.name for f in (out / hang.STACKS_DIR).iterdir()] == [own_file.name], stacks
+    alarm = next(line for line in _marked(text) if "SILENCE" in line)
+    assert "own dumps" in alarm and str(files[0]) in alarm, alarm
+    record = json.loads((out / hang.HUNG_RECORD).read_text())
+    assert record["stacks"] and str(files[0]) in record["stacks"], record
+    assert f"[ftenv-watch] hang recorded in {out / hang.HUNG_RECORD}" in _marked(text), _marked(text)
+
+
+def test_a_rank_may_name_the_watchdog_its_ptracer(tmp_path, monkeypatch):
+    """Yama's scope 1 without CAP_SYS_PTRACE: refused, unless the process runs under this watchdog
+    (its trainer entry named it with PR_SET_PTRACER); scope 2 refuses anyway."""
+    yama = tmp_path / "ptrace_scope"
+    monkeypatch.setattr(hang, "_has_cap_sys_ptrace", lambda: False)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"],
+        env={**os.environ, **hang.command_env(tmp_path)},
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        yama.write_text("1\n")
+        assert hang.ptrace_blocker(child.pid, yama) is None
+        assert "CAP_SYS_PTRACE" in hang.ptrace_blocker(other.pid, yama)
+        yama.write_text("2\n")
+        assert "CAP_SYS_PTRACE" in hang.ptrace_blocker(child.pid, yama)
+    finally:
+        for p in (child, other):
+            p.kill()
+            p.wait()
 
 
 def test_without_py_spy_the_alarm_says_so(tmp_path):
@@ -262,3 +323,38 @@ def test_the_stacks_go_to_the_trainers_output_folder(tmp_path, monkeypatch):
     assert output_folder(["torchrun", "train.py", "++output_dir=/out/run1", "++x=1"]) == Path("/out/run1")
     assert output_folder(["python", "train.py", "output_dir=/o"]) == Path("/o")
     assert output_folder(["python", "train.py"]) == tmp_path
+
+
+STOP = (
+    "ftenv finetune: stopped on SIGUSR1 at epoch 0 step 40 (batches done in that epoch); saved to "
+    "/out/nano/model.pt (and model.pt.ep0.40); run the same command again to continue (exit 75)"
+)
+
+
+@pytest.mark.parametrize("says_where", [True, False], ids=["stop-line-seen", "rank-0-elsewhere"])
+def test_a_saved_stop_closes_as_stopped_and_saved_never_failed(tmp_path, says_where):
+    """Exit 75 (outcome.STOPPED): where it was saved and how to go on, from the run's stop line, or
+    (rank 0 on another node) the output folder; the verdict labelled as before the stop."""
+    fake = shlex.join([*FAKE, "--fixed", "--steps", "40"])
+    echo = f"echo {shlex.quote(STOP)} >&2; " if says_where else ""
+    r = subprocess.run(
+        [*WATCH, "--output-dir", str(tmp_path / "run"), "--", "sh", "-c", f"{fake}; {echo}exit 75"],
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    text = (r.stdout + r.stderr).decode()
+    assert r.returncode == outcome.STOPPED, text[-3000:]
+    marked = _marked(r.stdout.decode())
+    saved = (
+        "stopped on SIGUSR1 at epoch 0 step 40, saved to /out/nano/model.pt (and model.pt.ep0.40)"
+        if says_where
+        else f"rank 0 saved where the run was in its output folder ({tmp_path / 'run'})"
+    )
+    assert marked[0] == (
+        "[ftenv-watch] the training command STOPPED on a signal and SAVED (exit code 75, not a failure) "
+        f"after step 40: {saved}; run the same command again to continue (the examples' schedulers "
+        "requeue or retry it)"
+    ), marked
+    label = "[ftenv-watch] step-time verdict on the steps before the stop: "
+    assert any(line.startswith(label) for line in marked), marked
+    assert not any("FAILED" in line or line.startswith("[ftenv-watch] verdict:") for line in marked), marked

@@ -26,12 +26,9 @@ from ftenv.selfcheck import tinymodel
 from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
 from ftenv.train.runlife import atomic, folder, space
 from support import child_env
+from support.trained_steps import epoch_length, steps_of
 
 CPU_RUN = (*CPU_OVERRIDES, "++train_conf.max_epoch=1", "++dataset_conf.batch_size=300")
-STEP = re.compile(
-    r"train, rank: (\d+), epoch: (\d+)/\d+, data_slice: \d+/\d+, "
-    r"step_in_slice: \d+/(\d+), step_in_epoch: (\d+),"
-)
 
 
 def free_port() -> int:
@@ -85,16 +82,6 @@ class Run:
                 self.proc.kill()
             self.file.close()
         return rc, self.text()
-
-
-def steps_of(log: str, rank: int = 0) -> list[int]:
-    return [int(m.group(4)) for m in STEP.finditer(log) if int(m.group(1)) == rank]
-
-
-def epoch_length(log: str) -> int:
-    m = STEP.search(log)
-    assert m, log[-3000:]
-    return int(m.group(3))
 
 
 def saved(path: Path) -> dict:

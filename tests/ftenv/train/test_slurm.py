@@ -11,10 +11,11 @@ What differs from a GPU cluster, and why:
   `python -m ftenv.train.funasr_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
   funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/train/funasr_cpu_shim.py),
   with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
-Everything else is the example as users copy it: sbatch, one srun task per node, ftenv finetune
-printing the start-up report on each node and reading SLURM_* (node rank, node count, first host as
-master), torchrun per node, DDP across the two nodes, the recipe's overrides, the watchdog,
-checkpoints in OUT_DIR.
+The cluster also has a partition of higher PriorityTier with PreemptMode=REQUEUE, whose jobs preempt
+the example's (a real preemption). Everything else is the example as users copy it: sbatch, one
+srun task per node, ftenv finetune printing the start-up report on each node and reading SLURM_*
+(node rank, node count, first host as master), torchrun per node, DDP across the two nodes, the
+recipe's overrides, the watchdog, checkpoints in OUT_DIR, the stop on a signal and the requeue.
 Needs root and `slurm-wlm munge` (installed by `make engine`, part of `make test`).
 """
 
@@ -34,6 +35,7 @@ import pytest
 
 from ftenv import variables
 from support import ROOT
+from support.trained_steps import epoch_length, steps_of
 
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
@@ -116,6 +118,9 @@ ReturnToService=2
 NodeName={self.host} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={d1} CPUs=2 State=UNKNOWN
 NodeName={self.other} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={d2} CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes={self.host},{self.other} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=urgent Nodes={self.host},{self.other} PriorityTier=10 MaxTime=INFINITE State=UP
 """
         )
         subprocess.run([_exe("slurmctld"), "-f", str(self.conf), "-i"], check=True, env=self.env)
@@ -186,7 +191,7 @@ def tiny(tmp_path_factory):
     return tinymodel.build(out)
 
 
-def runnable_example(text: str) -> str:
+def runnable_example(text: str, batch_size: int = 400) -> str:
     """The pyxis example minus what this machine lacks (pyxis, GPUs), plus the CPU run's overrides
     (its trainer is the image's own entry, with FTENV_FUNASR_CPU_SHIM set by the job's environment)."""
     lines = []
@@ -202,17 +207,15 @@ def runnable_example(text: str) -> str:
     script = script.replace(
         "++train_conf.max_epoch=5",
         "++train_conf.max_epoch=5 ++train_conf.max_epoch=1 ++device=cpu ++backend=gloo "
-        "++dataset_conf.batch_size=400 ++dataset_conf.num_workers=0",
+        f"++dataset_conf.batch_size={batch_size} ++dataset_conf.num_workers=0",
     )
     assert "--container-image" not in script and "++backend=gloo" in script
     return script + "\n"
 
 
-def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
-    script = tmp_path / "job.sbatch"
-    script.write_text(runnable_example(EXAMPLE.read_text()))
-    out_dir = tmp_path / "run"
-    env = {
+def job_env(cluster: Cluster, tiny, out_dir: Path) -> dict[str, str]:
+    """The job's environment: the example's paths on the tiny model, one CPU rank per node."""
+    return {
         **cluster.env,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "MODEL_DIR": str(tiny.root),
@@ -222,7 +225,16 @@ def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
         "MASTER_PORT": str(_free_port()),
         "OMP_NUM_THREADS": "1",
         variables.FUNASR_CPU_SHIM: "1",
+        # The job runs in its own folder: this checkout's ftenv by its absolute path.
+        "PYTHONPATH": str(Path(variables.__file__).resolve().parents[1]),
     }
+
+
+def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
+    script = tmp_path / "job.sbatch"
+    script.write_text(runnable_example(EXAMPLE.read_text()))
+    out_dir = tmp_path / "run"
+    env = job_env(cluster, tiny, out_dir)
     if tiny.val_jsonl.name != "val.jsonl" or tiny.train_jsonl.name != "train.jsonl":
         pytest.fail(f"the example expects train.jsonl and val.jsonl, the tiny model has {tiny}")
     proc = subprocess.run(
@@ -261,3 +273,82 @@ def test_multi_node_launch_in_the_batch_script_is_refused(cluster, tiny, tmp_pat
     log = (tmp_path / "wrong.out").read_text()
     assert proc.returncode != 0, log
     assert "this Slurm job has 2 nodes but `ftenv finetune` runs in the batch script itself" in log, log
+
+
+def job_state(cluster: Cluster, job: str) -> dict[str, str]:
+    """`scontrol show job` as a dict (JobState, Restarts, ExitCode, ...)."""
+    out = subprocess.run(
+        ["scontrol", "-o", "show", "job", job], capture_output=True, text=True, env=cluster.env
+    ).stdout
+    return dict(item.split("=", 1) for item in out.split() if "=" in item)
+
+
+#: How the job is stopped mid-epoch: the signal before the time limit (`--signal=USR1@300` sends it
+#: to every process of the job's steps, as `scancel --signal=USR1` does), and a real preemption (a job
+#: of a partition with a higher PriorityTier needs the nodes; PreemptMode=REQUEUE: Slurm sends SIGTERM
+#: to the steps, then to the batch step and srun, SIGKILL KillWait later, and requeues the job).
+STOPS = {
+    "USR1-before-the-time-limit": (["scancel", "--signal=USR1"], "SIGUSR1"),
+    "preempted-PreemptMode-REQUEUE": (
+        ["sbatch", "-p", "urgent", "--nodes=2", "--exclusive", "-o", "/dev/null", "--wrap", "sleep 1"],
+        "SIGTERM",
+    ),
+}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path, stop):
+    """The example stopped mid-epoch on both nodes at once (Slurm signals every process of the steps:
+    the watchdog, torchrun and the ranks, and the watchdog forwards it again): the job ends requeued
+    (same id), the requeued job resumes where the stop saved, and it completes with exit 0:0; each
+    step of the epoch trained once on each rank, across the stop."""
+    how, signal_name = STOPS[stop]
+    script = tmp_path / "job.sbatch"
+    script.write_text(runnable_example(EXAMPLE.read_text(), batch_size=150))
+    out_dir = tmp_path / "run"
+    env = job_env(cluster, tiny, out_dir)
+    log = tmp_path / "job.out"
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--output", str(log), str(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
+    ).stdout.strip().split(";")[0]  # fmt: skip
+    started = time.monotonic()
+
+    def text() -> str:
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    def wait(what, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if what():
+                return
+            state = job_state(cluster, job)
+            nodes = subprocess.run(
+                ["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, env=cluster.env
+            ).stdout.split()
+            held = state.get("JobState") == "PENDING" and state.get("Reason") == "BeginTime"
+            if held and set(nodes) == {"idle"}:
+                # Slurm holds a requeued job for about two minutes (its BeginTime): not waited for here,
+                # once the nodes are done with its first run.
+                subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=cluster.env)
+            time.sleep(0.5)
+        subprocess.run(["scancel", job], env=cluster.env)
+        pytest.fail(f"timed out; job {job_state(cluster, job)}\n{text()[-6000:]}\n{cluster.logs()[-3000:]}")
+
+    # Mid-epoch: both ranks past their second step.
+    wait(lambda: all(len(steps_of(text(), r)) >= 2 for r in (0, 1)), 240)
+    subprocess.run([*how, *([job] if how[0] == "scancel" else [])], env=cluster.env, check=True)
+    wait(lambda: job_state(cluster, job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), 300)
+    state, logs = job_state(cluster, job), text()
+    tail = f"{state}\n{logs[-8000:]}\n{cluster.logs()[-4000:]}"
+    assert (state["JobState"], state["ExitCode"], state["Restarts"]) == ("COMPLETED", "0:0", "1"), tail
+    saved = re.search(r"stopped on (SIG\w+) at epoch 0 step (\d+)", logs)
+    assert saved and f"resuming from model.pt: epoch 0, step {saved.group(2)} (saved " in logs, tail
+    assert saved.group(1) == signal_name, tail
+    n = epoch_length(logs)
+    assert 0 < int(saved.group(2)) < n, tail  # mid-epoch
+    for rank in (0, 1):
+        assert steps_of(logs, rank) == list(range(1, n + 1)), (rank, tail)
+    # Every node stopped cleanly: no task was ended from outside.
+    assert logs.count("(exit 75)") == 2 and "FAILED" not in logs, tail
+    print(f"stop, requeue and resume under Slurm: {time.monotonic() - started:.0f} s")

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from ftenv import variables
+from ftenv import outcome, variables
 
 #: Set by `ftenv finetune` for torchrun and every rank: the run's output folder.
 #: Set by ftenv.train.runlife.torchrun for its workers: which launch a stop record belongs to.
@@ -40,23 +40,32 @@ def write_stop(output_dir: str | os.PathLike, data: dict) -> Path:
     return path
 
 
-def read_stop(output_dir: str | os.PathLike | None, run_id: str | None = None) -> dict | None:
-    """The stop record of this launch (run_id), or any when run_id is None; None if there is none."""
+def read_stop(
+    output_dir: str | os.PathLike | None, run_id: str | None = None, since: float | None = None
+) -> dict | None:
+    """The stop record of this launch, or None. Without run_id and since: any record. With them: one
+    written by this launch (run_id, this node's torchrun) or after `since` (a time.time() taken
+    when this node's launch began: the record rank 0 wrote on another node of the same launch, which
+    shares the output folder but not the run id)."""
     if not output_dir:
         return None
+    path = Path(output_dir) / STOP_RECORD
     try:
-        data = json.loads((Path(output_dir) / STOP_RECORD).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        written = path.stat().st_mtime
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or (run_id is not None and data.get("run_id") != run_id):
+    if not isinstance(data, dict):
         return None
-    return data
+    if run_id is None and since is None:
+        return data
+    if run_id is not None and data.get("run_id") == run_id:
+        return data
+    if since is not None and written >= since:
+        return data
+    return None
 
 
 def stop_line(data: dict) -> str:
-    """The one line that says what happened and what to do."""
-    return (
-        f"stopped on {data.get('signal')} at epoch {data.get('epoch')} step {data.get('step')} "
-        f"(batches done in that epoch); saved to {data.get('file')}; run the same command again "
-        "to continue"
-    )
+    """The one line that says what happened and what to do (its format: ftenv.outcome)."""
+    return outcome.stop_line(data)

@@ -14,8 +14,10 @@ from ftenv.outcome import STOPPED
 from ftenv.train.runlife import record
 
 
-def _stopped(run_id: str, failures=None) -> dict | None:
-    rec = record.read_stop(os.environ.get(variables.OUTPUT_DIR), run_id)
+def _stopped(run_id: str, started: float, failures=None) -> dict | None:
+    """This launch's stop: its record (rank 0 may run on another node: any record written since this
+    node's launch began counts), else every failed worker exited STOPPED."""
+    rec = record.read_stop(os.environ.get(variables.OUTPUT_DIR), run_id, since=started)
     if rec is not None:
         return rec
     codes = {getattr(f, "exitcode", None) for f in (failures or {}).values()}
@@ -34,7 +36,8 @@ DEFAULT_GRACE_S = 300
 
 def _longer_grace_after_a_signal() -> str:
     """Only after torchrun itself was signalled: when a worker fails, torchrun's 30 s still apply
-    (the job must end soon). Private torch API: when it is not there, torchrun's 30 s stay."""
+    (the job must end soon); the first signal starts the stop, later ones do not interrupt it.
+    Private torch API: when it is not there, torchrun's 30 s stay."""
     try:
         grace = float(os.environ.get(variables.STOP_GRACE_S, DEFAULT_GRACE_S))
         from torch.distributed.elastic.multiprocessing import api
@@ -46,7 +49,11 @@ def _longer_grace_after_a_signal() -> str:
 
     def on_signal(signum, frame):
         signalled.append(signum)
-        handler(signum, frame)
+        if len(signalled) == 1:
+            handler(signum, frame)
+        # Later ones are not raised: under Slurm every process of the step gets the signal, the
+        # watchdog forwards it, srun and a preemption send more; each would cut torchrun's wait for
+        # the workers' save short, and it would exit before rank 0 has written the stop record.
 
     def close_after_signal(self, death_sig=None, timeout=30):
         return close(self, death_sig, max(timeout, grace) if signalled else timeout)
@@ -65,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # a private module: without it, a signal to torchrun reads as a crash
         SignalException = ()  # type: ignore[assignment]
 
+    started = time.time()
     run_id = f"{os.getpid()}-{time.time_ns()}"
     os.environ[variables.RUN_ID] = run_id
     sys.argv[0] = "torchrun"
@@ -72,11 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run.main(argv if argv is not None else sys.argv[1:])
     except ChildFailedError as exc:
-        rec = _stopped(run_id, exc.failures)
+        rec = _stopped(run_id, started, exc.failures)
         if rec is None:
             raise
     except SignalException as exc:  # type: ignore[misc]
-        rec = _stopped(run_id)
+        rec = _stopped(run_id, started)
         if rec is None:
             print(f"torchrun: {exc}", file=sys.stderr)
             return 128 + int(getattr(exc, "sigval", 15))
