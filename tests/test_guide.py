@@ -21,7 +21,8 @@ from support.printed_lines import quoted_lines, unquoted_lines
 
 GUIDE = ROOT / "docs/cudnn-sdpa-guide.md"
 FINETUNE = ROOT / "docs/finetune.md"
-DOCS = [GUIDE, FINETUNE]
+EVALUATE = ROOT / "docs/evaluate.md"
+DOCS = [GUIDE, FINETUNE, EVALUATE]
 README_FIRST_SCREEN = 30  # lines
 
 

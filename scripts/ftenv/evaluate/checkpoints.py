@@ -95,6 +95,29 @@ def run_checkpoints(folder: Path) -> tuple[list[Path], list[Path]]:
     return chosen, [p for _, p in sorted(steps)]
 
 
+def export_choice(path: Path) -> Path:
+    """The one checkpoint `ftenv export` takes for RUN_OR_CHECKPOINT: a file (or DeepSpeed folder) is
+    itself; a run folder means its model.pt.best (the checkpoint FunASR ranked best on the validation
+    set), else its newest model.pt.epN. Step checkpoints (model.pt.epE.S: saved mid-epoch, never
+    validated) only when named."""
+    if path.is_file() or (path / DEEPSPEED_STATES).is_file():
+        return path
+    if not path.is_dir():
+        raise ModelLoadError(f"{path}: no such checkpoint file or run folder; name a model.pt.* file")
+    chosen, steps = run_checkpoints(path)
+    if (path / BEST).exists():
+        return path / BEST
+    epochs = [p for p in chosen if EPOCH.match(p.name)]
+    if epochs:
+        return epochs[-1]
+    hint = (
+        f" (step checkpoints there: {', '.join(p.name for p in steps)}; name one to export it)"
+        if steps
+        else ""
+    )
+    raise ModelLoadError(f"{path}: no {BEST} and no model.pt.epN in this run folder{hint}")
+
+
 def run_base(folder: Path) -> Path | None:
     """The base model folder a run started from, as FunASR's trainer recorded it (model_path in the
     run's config.yaml), when that folder is still there."""

@@ -51,8 +51,8 @@ def test_the_cli_assembles_one_module_per_command_from_the_commands_wing():
     names = [m.__name__ for m in cli.COMMANDS]
     assert all(n.startswith("ftenv.commands.") for n in names), names
     assert [n.rsplit(".", 1)[1] for n in names] == [
-        "report", "versions", "buildcheck", "data", "finetune", "eval", "transcribe", "watch", "analyze",
-        "selfcheck", "probe", "tinymodel",
+        "report", "versions", "buildcheck", "data", "finetune", "eval", "transcribe", "export", "watch",
+        "analyze", "selfcheck", "probe", "tinymodel",
     ]  # fmt: skip
     assert all(callable(m.add_parser) for m in cli.COMMANDS)
 

@@ -1,0 +1,180 @@
+"""The model card (README.md) of an exported folder: what it was fine-tuned from and on, how it
+scored, with which image and stack, and the sha256 of its weights, so that whoever receives the
+folder can tell what it is and check that it is whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftenv import __version__, variables
+from ftenv.attention.facts import package_version
+from ftenv.data.check import REPORT_NAME as DATA_CHECK_REPORT
+from ftenv.evaluate.checkpoints import ModelLoadError
+
+NAME = "README.md"
+#: `ftenv eval`'s table, read by `--eval DIR`.
+SUMMARY = "summary.json"
+#: Columns of the eval table in the card, in order: (header, the keys a summary.json row may use for
+#: it). A column no row has is left out; keys of a row not listed here get a column of their own,
+#: so a table written by another version of `ftenv eval` is shown whole rather than cut.
+COLUMNS = (
+    ("model", ("model", "label", "name")),
+    ("error rate", ("error_rate", "rate", "cer", "wer", "mer")),
+    ("sub", ("substitutions", "sub")),
+    ("del", ("deletions", "del")),
+    ("ins", ("insertions", "ins")),
+    ("ref tokens", ("reference_tokens", "ref_tokens", "tokens")),
+    ("utterances", ("utterances",)),
+    ("hours", ("hours",)),
+    ("decode s", ("decode_seconds", "decode_s", "seconds")),
+    ("RTF", ("rtf", "real_time_factor")),
+)
+#: Row keys the card does not show (the model's full path is long, the label names it).
+HIDDEN = {"path"}
+STACK = ("torch", "torchaudio", "funasr", "transformers")
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    name: str
+    checkpoint: Path
+    base: Path
+    model_class: str
+    weights_sha256: str
+    weights_bytes: int
+    tensors: int
+    data: list[str]
+    summary: dict | None
+    eval_dir: Path | None
+
+
+def read_summary(eval_dir: Path) -> dict:
+    """summary.json of an `ftenv eval` folder as {"rows": [...], "normalization": str|None}; a
+    missing or malformed file is refused with its path (the card never shows a half table)."""
+    path = Path(eval_dir) / SUMMARY
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelLoadError(
+            f"{path}: not found; --eval names the --out folder of an `ftenv eval` run"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(
+            f"{path}: not readable JSON ({type(exc).__name__}); run `ftenv eval` again"
+        ) from None
+    rows = data.get("rows") if isinstance(data, dict) else data
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise ModelLoadError(
+            f"{path}: holds no table (a list of rows, one per model); run `ftenv eval` again"
+        )
+    normalization = data.get("normalization") if isinstance(data, dict) else None
+    return {"rows": rows, "normalization": normalization if isinstance(normalization, str) else None}
+
+
+def read_data(run: Path) -> list[str]:
+    """The data the run trained on, from the data check `ftenv finetune` wrote into its folder."""
+    report = run / DATA_CHECK_REPORT
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+        files = data["files"]
+        lines = [
+            f"- {f['kind']} `{f['path']}`: {f['lines']} lines, {f['trained']} trained, "
+            f"{f['seconds'] / 3600:.2f} h of audio"
+            for f in files
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [
+            f"Not recorded: the run folder `{run}` has no readable `{DATA_CHECK_REPORT}` (`ftenv finetune` "
+            "writes it when it checks the data before training). Describe the data here."
+        ]
+    verdict = f"Data check verdict: {data.get('verdict', 'unknown')}, {data.get('errors', '?')} error(s)."
+    return [f"From `{report}`:", "", *lines, "", verdict]
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if value == value else "n/a"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _value(row: dict, keys: tuple):
+    return next((row[k] for k in keys if k in row), None)
+
+
+def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
+    rows = summary["rows"]
+    known = {k for _, keys in COLUMNS for k in keys}
+    columns = [(h, keys) for h, keys in COLUMNS if any(_value(r, keys) is not None for r in rows)]
+    extra = dict.fromkeys(k for r in rows for k in r if k not in known and k not in HIDDEN)
+    columns += [(k, (k,)) for k in extra]
+    lines = [
+        f"From `{Path(eval_dir).resolve() / SUMMARY}` (`ftenv eval`), as it wrote them." if eval_dir else ""
+    ]
+    if summary.get("normalization"):
+        lines += ["", f"Normalization: {summary['normalization']}"]
+    lines += ["", "| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(_value(r, keys)) for _, keys in columns) + " |" for r in rows]
+    return lines
+
+
+def versions() -> list[str]:
+    image = os.environ.get(variables.IMAGE) or f"not in the image ({variables.IMAGE} unset)"
+    out = [f"- image: {image}", f"- variant: {os.environ.get(variables.VARIANT) or 'unknown'}"]
+    out.append(f"- ftenv: {__version__}")
+    out += [f"- {name}: {package_version(name) or 'unknown'}" for name in STACK]
+    out.append(f"- python: {platform.python_version()}")
+    return out
+
+
+def render(facts: CardFacts) -> str:
+    lines = [
+        f"# {facts.name}",
+        "",
+        f"A fine-tuned {facts.model_class} (Fun-ASR-Nano) model folder, exported by `ftenv export`. It loads "
+        "as the released model folder does, with nothing outside this folder:",
+        "",
+        "```python",
+        "from funasr import AutoModel",
+        "",
+        f'model = AutoModel(model="path/to/{facts.name}", disable_update=True)',
+        "```",
+        "",
+        "## Fine-tuned from",
+        "",
+        f"- base model folder: `{facts.base}` (its `config.yaml`, with the decoder and tokenizer files it "
+        "names, is copied here)",
+        f"- checkpoint: `{facts.checkpoint}`",
+        "",
+        "## Fine-tuned on",
+        "",
+        *facts.data,
+        "",
+        "## Evaluation",
+        "",
+        *(
+            eval_table(facts.summary, facts.eval_dir)
+            if facts.summary
+            else ["Not evaluated (no `--eval DIR`)."]
+        ),
+        "",
+        "## Weights",
+        "",
+        f"`model.pt`: the model's {facts.tensors} tensors only (no optimizer, scheduler or scaler state), "
+        f"{facts.weights_bytes} bytes,",
+        "",
+        f"sha256 `{facts.weights_sha256}`",
+        "",
+        "Check it with `sha256sum model.pt`.",
+        "",
+        "## Made with",
+        "",
+        *versions(),
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,232 @@
+"""`ftenv export`: a fine-tuned checkpoint as a model folder that FunASR's `AutoModel(model=OUT)`
+loads as it loads the released Fun-ASR-Nano folder, with no path back to the base folder or the
+run: config, the weights alone, the decoder and tokenizer files, a model card. Written into a
+temporary folder beside OUT and renamed into place, so a failure leaves nothing half-written."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftenv.evaluate import card, checkpoints
+from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.evaluate.model_files import (
+    CONFIG,
+    CONFIGURATION,
+    WEIGHTS,
+    base_configuration,
+    check_decoder,
+    configuration,
+    listed_files,
+    model_files,
+    set_in,
+)
+from ftenv.train.recipe import OFFLINE_ENV
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    source: Path  # a checkpoint file or a run folder
+    out: Path
+    base: Path | None = None  # the model folder fine-tuned from; default: the run's config.yaml
+    eval_dir: Path | None = None  # an `ftenv eval` output folder with summary.json
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Exported:
+    out: Path
+    checkpoint: Path
+    base: Path
+    sha256: str
+
+
+def sha256_of(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _yaml(path: Path) -> dict:
+    """config.yaml as FunASR reads it: OmegaConf, interpolations resolved (the released config names
+    the tokenizer as `${llm_conf.init_param_path}`)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+    from yaml import YAMLError
+
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OSError, UnicodeDecodeError, YAMLError, OmegaConfBaseException) as exc:
+        raise ModelLoadError(
+            f"{path}: not readable as FunASR's YAML ({type(exc).__name__}: {exc}); fix or replace it"
+        ) from None
+    if not isinstance(data, dict):
+        raise ModelLoadError(f"{path}: not a YAML mapping; a FunASR config.yaml is one")
+    return data
+
+
+def run_folder(checkpoint: Path) -> Path:
+    """The run's output folder of a checkpoint file (or of a DeepSpeed checkpoint folder)."""
+    return checkpoint.parent.parent if checkpoint.is_dir() else checkpoint.parent
+
+
+def base_folder(options: ExportOptions, checkpoint: Path) -> Path:
+    """--base, else the model folder the run's config.yaml (written by FunASR's trainer) names:
+    its model_path, else its model (the folder `ftenv finetune` was given)."""
+    run = run_folder(checkpoint)
+    run_config = run / CONFIG
+    if options.base is not None:
+        base = options.base
+    elif recorded := checkpoints.run_base(run):
+        base = recorded
+    else:
+        model = _yaml(run_config).get("model") if run_config.is_file() else None
+        if not model or not Path(str(model)).is_dir():
+            raise ModelLoadError(
+                f"{checkpoint}: the model folder it was fine-tuned from is not recorded in {run_config} "
+                "as an existing folder; name it with --base MODEL_DIR"
+            )
+        base = Path(str(model))
+    if not (base / CONFIG).is_file():
+        raise ModelLoadError(
+            f"{base}: not a model folder (no {CONFIG}); --base names the Fun-ASR-Nano folder"
+        )
+    return base.resolve()
+
+
+class _BaseWeights:
+    """The base folder's own weights standing in for its model where FunASR cannot build it."""
+
+    def __init__(self, weights: dict):
+        self.weights = weights
+
+    def state_dict(self) -> dict:
+        return self.weights
+
+
+def expected_model(conf: dict, base: Path, files: dict):
+    """What the weights must fit: the model config.yaml builds, on the meta device (no memory, no
+    init); else the base folder's own model.pt."""
+    built = copy.deepcopy(conf)
+    for trail, (path, _name) in files.items():
+        set_in(built, trail, str(path))
+    try:
+        return _meta_model(built)
+    except Exception as exc:  # any model FunASR cannot build this way: fall back to the base's weights
+        print(
+            f"ftenv export: could not build {base / CONFIG}'s model to check the weights against "
+            f"({type(exc).__name__}: {exc}); checking against {base / WEIGHTS} instead",
+            file=sys.stderr,
+        )
+        return _BaseWeights(checkpoints.read_weights(base / WEIGHTS))
+
+
+def _meta_model(conf: dict):
+    """The model conf builds, on the meta device (no memory, no initialisation)."""
+    import torch
+
+    # funasr's import and build print optional-module errors and progress: not this command's output.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import funasr  # noqa: F401  (registers the model classes)
+        from funasr.register import tables
+
+        frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
+        with torch.device("meta"):
+            return tables.model_classes.get(conf["model"])(input_size=frontend.output_size(), **conf)
+
+
+def _copy(path: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        shutil.copytree(path, target, symlinks=False)
+    else:
+        shutil.copy2(path, target)
+
+
+def check_out_folder(options: ExportOptions) -> None:
+    out = options.out
+    if out.exists() and not out.is_dir():
+        raise ModelLoadError(f"{out}: exists and is not a folder; choose another OUT")
+    if out.is_dir() and any(out.iterdir()) and not options.force:
+        raise ModelLoadError(
+            f"{out}: exists and is not empty; choose another OUT or add --force to replace it"
+        )
+
+
+def export(options: ExportOptions) -> Exported:
+    """Write the folder; ModelLoadError (nothing written) for any input that cannot make one."""
+    import torch
+    import yaml
+
+    os.environ.update(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
+    check_out_folder(options)
+    checkpoint = checkpoints.export_choice(options.source).resolve()
+    base = base_folder(options, checkpoint)
+    conf = _yaml(base / CONFIG)
+    files = model_files(conf, base)
+    base_data = base_configuration(base)
+    check_decoder(conf, base, files)
+    weights = checkpoints.read_weights(checkpoint)
+    try:
+        checkpoints.check_fit(expected_model(conf, base, files), weights, checkpoint)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{exc}; {base} was taken as that folder: --base names another") from None
+    summary = card.read_summary(options.eval_dir) if options.eval_dir else None
+
+    out = options.out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.export-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        exported = copy.deepcopy(conf)
+        copied = set(files.values()) | listed_files(base_data.get("file_path_metas", {}), base)
+        for path, name in sorted(copied):  # a set: the LLM and tokenizer share a folder
+            _copy(path, tmp / name)
+        for trail, (_path, name) in files.items():
+            set_in(exported, trail, name)
+        (tmp / CONFIG).write_text(
+            yaml.safe_dump(exported, sort_keys=False, allow_unicode=True), encoding="utf-8"
+        )
+        (tmp / CONFIGURATION).write_text(
+            json.dumps(configuration(base_data, files), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        torch.save(weights, tmp / WEIGHTS)
+        digest = sha256_of(tmp / WEIGHTS)
+        facts = card.CardFacts(
+            name=out.name,
+            checkpoint=checkpoint,
+            base=base,
+            model_class=str(conf.get("model")),
+            weights_sha256=digest,
+            weights_bytes=(tmp / WEIGHTS).stat().st_size,
+            tensors=len(weights),
+            data=card.read_data(run_folder(checkpoint)),
+            summary=summary,
+            eval_dir=options.eval_dir,
+        )
+        (tmp / card.NAME).write_text(card.render(facts), encoding="utf-8")
+        _replace(tmp, out)
+    except OSError as exc:  # a full disk, a folder not writable: OUT's place, not the checkpoint
+        raise ModelLoadError(f"{out}: could not be written ({exc}); nothing was written there") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    """Rename tmp to out; an existing out (allowed by --force or empty) goes only once tmp is whole."""
+    if not out.exists():
+        tmp.rename(out)
+        return
+    old = out.parent / f".{out.name}.replaced-{os.getpid()}"
+    out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
