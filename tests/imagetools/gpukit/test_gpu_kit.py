@@ -36,6 +36,7 @@ GPU_STEPS = {
     "recipe-1",
     "recipe-0",
     "probe",
+    "batched-decode",
     "nccl-network",
     "selfcheck-compile",
 }
