@@ -27,6 +27,7 @@ from ftenv.train.runlife.record import STOP_RECORD
 from imagetools import tags
 from support import ROOT
 from support.example_runs import SRUN_STANDIN, dry_run, finetune_args, record, shellcheck, split_docker_run
+from support.image_refs import COMMIT_PLACEHOLDER, moving_refs
 from support.manifests import (
     EXAMPLES,
     first_container,
@@ -50,7 +51,12 @@ from support.retry_rules import (
 
 VAR = variables.SDPA_DEPRIORITIZED
 FINETUNE_DOC = ROOT / "docs/finetune.md"
-IMAGE = tags.image_ref(versions.load(ROOT / "versions.toml").default)
+VERSIONS = versions.load(ROOT / "versions.toml")
+IMAGE = tags.image_ref(VERSIONS.default)
+#: The image as the examples name it: the `<stack>-<commit>` tag, the commit left for the user to fill in.
+PINNED = f"{IMAGE}-{COMMIT_PLACEHOLDER}"
+#: A release's image, as a user sets IMAGE for the Docker scripts.
+RELEASE = {"IMAGE": f"{IMAGE}-3f2a9c81d0e4"}
 
 
 # --- Kubernetes ------------------------------------------------------------------------------
@@ -113,7 +119,8 @@ def test_manifests_follow_the_rules(name):
     doc = load_yaml(name)[0]
     for spec in pod_specs(doc):
         c = spec["containers"][0]
-        assert c["image"] == IMAGE, "pin the immutable tag from versions.toml"
+        assert c["image"] == PINNED, "the `<stack>-<commit>` tag, its stack from versions.toml"
+        assert c["imagePullPolicy"] == "IfNotPresent", "an immutable tag needs no registry check per pod"
         assert "command" not in c, "use args: command would skip the image's entrypoint"
         gpus = int(c["resources"]["limits"]["nvidia.com/gpu"])
         args = finetune_args(c["args"])
@@ -162,10 +169,46 @@ def test_shellcheck_catches_an_unquoted_path(tmp_path):
 
 
 def test_scripts_pin_the_image():
-    pyxis = IMAGE.replace("/", "#", 1)
+    enroot = PINNED.replace("/", "#", 1)
     for name in SCRIPTS:
         text = (EXAMPLES / name).read_text()
-        assert IMAGE in text or pyxis in text, name
+        assert PINNED in text or enroot in text, name
+
+
+EXAMPLE_FILES = sorted(p for p in EXAMPLES.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.relative_to(EXAMPLES).as_posix())
+def test_examples_name_the_image_by_something_immutable(path):
+    """One image per job: a moving `<stack>` tag with IfNotPresent, or pulled on each node, can give
+    two builds in one job or across a requeue. Only a digest look-up may name it."""
+    text = path.read_text()
+    assert moving_refs(text, VERSIONS) == []
+    assert "crane digest" in text, "say how to get the immutable name for a release"
+
+
+def test_the_immutable_image_check_catches_a_moving_tag():
+    enroot = IMAGE.replace("/", "#", 1)
+    repository = VERSIONS.default.image["repository"]
+    for old in (
+        f"          image: {IMAGE}\n",
+        f"IMAGE=${{IMAGE:-{IMAGE}}}\n",
+        f"IMAGE=${{IMAGE:-{enroot}}}\n",
+        f"#   apptainer pull /lustre/images/funasr-nano-cu130.sif docker://{IMAGE}\n",
+        f"#   enroot import -o x.sqsh 'docker://{enroot}'\n",
+        f"image: {repository}:cu130\n",
+        f"image: {repository}:latest\n",
+        f"image: {repository}\n",
+    ):
+        assert moving_refs(old, VERSIONS), old
+    for pinned in (
+        f"image: {PINNED}\n",
+        f"image: {IMAGE}-3f2a9c81d0e4\n",
+        f"image: {repository}@sha256:{'a' * 64}\n",
+        f"'docker://{PINNED.replace('/', '#', 1)}'",
+        f"#   crane digest {IMAGE}\n",
+    ):
+        assert not moving_refs(pinned, VERSIONS), pinned
 
 
 # --- running the scripts with recorders --------------------------------------------------------
@@ -176,10 +219,10 @@ DOCKER = ["docker/finetune-one-gpu.sh", "docker/finetune-all-gpus.sh", "docker/f
 
 @pytest.mark.parametrize("name", DOCKER)
 def test_docker_examples(name, layout, tmp_path):
-    calls = record(EXAMPLES / name, ["docker"], layout, tmp_path)
+    calls = record(EXAMPLES / name, ["docker"], {**layout, **RELEASE}, tmp_path)
     assert len(calls) == 1 and calls[0]["tool"] == "docker"
     opts, image, command = split_docker_run(calls[0]["argv"])
-    assert image == IMAGE
+    assert image == RELEASE["IMAGE"]
     assert "--gpus" in opts
     assert "--ipc=host" in opts or any(o.startswith("--shm-size") for o in opts)
     volumes = [opts[i + 1] for i, o in enumerate(opts) if o == "-v"]
@@ -208,16 +251,34 @@ def test_docker_examples_run_as_you_and_take_the_rootless_user(name, layout, tmp
         (run_dir / "bin").mkdir(parents=True)
         (run_dir / "bin/id").write_text("#!/bin/sh\necho 1234\n")  # the user running the script
         (run_dir / "bin/id").chmod(0o755)
-        call = record(EXAMPLES / name, ["docker"], {**layout, **env}, run_dir)[0]
+        call = record(EXAMPLES / name, ["docker"], {**layout, **RELEASE, **env}, run_dir)[0]
         opts, _, _ = split_docker_run(call["argv"])
         assert opts[opts.index("--user") + 1] == user
     assert "CONTAINER_USER=0:0" in (EXAMPLES / name).read_text(), "say when to use it"
 
 
+@pytest.mark.parametrize("name", DOCKER)
+def test_docker_examples_stop_until_the_commit_is_filled_in(name, layout, tmp_path):
+    """Unchanged, a script names no image that exists: it says what to fill in, exit 2, no docker call."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/docker").write_text('#!/bin/sh\ntouch "$0.called"\n')
+    (tmp_path / "bin/docker").chmod(0o755)
+    env = {
+        **os.environ,
+        **{k: str(v) for k, v in layout.items()},
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+    }
+    env.pop("IMAGE", None)
+    proc = subprocess.run(["bash", str(EXAMPLES / name)], capture_output=True, text=True, env=env)
+    assert proc.returncode == outcome.UNUSABLE, proc.stderr
+    assert f"IMAGE={PINNED}: put the release's commit in place of {COMMIT_PLACEHOLDER}" in proc.stderr
+    assert not (tmp_path / "bin/docker.called").exists()
+
+
 def test_docker_example_with_a_typo_fails(layout, tmp_path):
     bad = tmp_path / "bad.sh"
     bad.write_text((EXAMPLES / DOCKER[0]).read_text().replace("val.jsonl", "valid.jsonl"))
-    _, _, command = split_docker_run(record(bad, ["docker"], layout, tmp_path)[0]["argv"])
+    _, _, command = split_docker_run(record(bad, ["docker"], {**layout, **RELEASE}, tmp_path)[0]["argv"])
     proc = dry_run(command)
     assert proc.returncode == 2 and "valid data" in proc.stderr and "does not exist" in proc.stderr
 
@@ -245,7 +306,14 @@ def test_pyxis_example(layout, tmp_path):
         tmp_path / "own",
     )
     assert own[0]["mellanox"] == "none", "a site's own value stands"
-    assert any(o.startswith("--container-image=" + IMAGE.replace("/", "#", 1)) for o in opts)
+    # One image per job: every node reads the squashfs file imported once, before sbatch; pyxis reads a
+    # value as a file only when it starts with / or . (anything else is an image it imports per node).
+    sqsh = next(o for o in opts if o.startswith("--container-image=")).split("=", 1)[1]
+    assert sqsh.startswith("/") and sqsh.endswith(".sqsh"), sqsh
+    text = (EXAMPLES / "slurm/finetune-pyxis.sbatch").read_text()
+    assert f"enroot import -o {sqsh} 'docker://{PINNED.replace('/', '#', 1)}'" in text, (
+        "import where srun reads"
+    )
     mounts = next(o for o in opts if o.startswith("--container-mounts=")).split("=", 1)[1].split(",")
     for key in ("MODEL_DIR", "DATA_DIR", "OUT_DIR"):
         assert any(m.split(":")[:2] == [str(layout[key])] * 2 for m in mounts), key
@@ -272,6 +340,8 @@ def test_apptainer_example(layout, tmp_path):
         assert any(b.split(":")[:2] == [str(layout[key])] * 2 for b in binds), key
     # After the .sif, the command itself: `ftenv finetune` prints the report (`exec` skips the entrypoint).
     sif = next(a for a in argv if a.endswith(".sif"))
+    text = (EXAMPLES / "slurm/finetune-apptainer.sbatch").read_text()
+    assert f"apptainer pull {sif} 'docker://{PINNED}'" in text, "pull to where srun reads"
     inner = argv[argv.index(sif) + 1 :]
     assert inner[:2] == ["ftenv", "finetune"], inner
     proc = dry_run(inner)

@@ -9,7 +9,14 @@
 # `--device /dev/infiniband --ulimit memlock=-1` (docs/network.md).
 set -euo pipefail
 
-IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56}
+# One image per run: the image by its `<stack>-<commit>` tag, which never moves (docs/releasing.md),
+# so that a resumed run uses the same build. Put the release's commit (12 hex digits; its release
+# notes list the tag) in place of `<commit>`, or set IMAGE to the digest,
+# ghcr.io/funasr-nano-images/funasr-nano@sha256:<64 hex>, from
+#   crane digest ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56
+IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56-<commit>}
+[[ $IMAGE != *'<commit>'* ]] || { echo "IMAGE=$IMAGE: put the release's commit in place of <commit>" \
+  "(the lines above IMAGE= in $0 say how)" >&2; exit 2; }
 MODEL_DIR=${MODEL_DIR:-/srv/models/Fun-ASR-Nano-2512}  # local checkout: config.yaml, model.pt, Qwen3-0.6B/
 DATA_DIR=${DATA_DIR:-/srv/data/asr}                    # train.jsonl, val.jsonl and the audio they name
 OUT_DIR=${OUT_DIR:-/srv/runs/nano-all-gpus}            # checkpoints and logs (created, must be yours)
