@@ -1,5 +1,5 @@
 """Utterances per second: `ftenv eval`'s batched decoding against upstream's one-at-a-time path
-(funasr 1.4.16's FunASRNano.inference), both in one run on the same model and audio, hypotheses
+(the pinned funasr's FunASRNano.inference), both in one run on the same model and audio, hypotheses
 compared token for token.
 
     PYTHONPATH=scripts .venv/bin/python benchmarks/batched_decode.py [--model-dir DIR --test JSONL]

@@ -1,5 +1,5 @@
 """Fun-ASR-Nano transcripts, greedy and deterministic: upstream's path one utterance at a time (the
-reference: funasr 1.4.16's `FunASRNano.inference`, whose `inference_prepare` raises "batch decoding
+reference: the pinned funasr's `FunASRNano.inference`, whose `inference_prepare` raises "batch decoding
 is not implemented" for more than one input) and a batched path that gives the same hypotheses: the
 padded audio through the encoder and adaptor with its lengths, the prompts LEFT-padded with their
 attention mask, one `generate` for the batch.
