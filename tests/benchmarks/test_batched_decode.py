@@ -12,7 +12,7 @@ import time
 import torch
 
 from ftenv.selfcheck import tinymodel
-from imagetools.gpukit import gpu_run, gpu_steps
+from imagetools.gpukit import gpu_decode_step, gpu_run, gpu_steps
 from support import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "batched_decode.py"
@@ -63,7 +63,7 @@ def test_the_kit_step_asks_for_equal_hypotheses_and_a_gain(tmp_path, monkeypatch
     no_gpu = gpu_steps.dispatch(_kit_ctx(tmp_path, None), "batched-decode", None, tmp_path)
     assert no_gpu.got == gpu_run.NO_GPU
     stand_in = tmp_path / "stand_in.py"
-    monkeypatch.setattr(gpu_steps, "BATCHED_DECODE_SCRIPT", str(stand_in))
+    monkeypatch.setattr(gpu_decode_step, "BATCHED_DECODE_SCRIPT", str(stand_in))
     gpu = {"name": "GPU", "sm": [9, 0]}
     good = {"utterances": 32, "equal_hypotheses": 32, "speedup": 6.5, "llm_dtype": "bf16", "gpu": "GPU"}
     _stand_in(stand_in, good)

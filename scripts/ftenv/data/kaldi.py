@@ -10,10 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.data import paths
-from ftenv.data.rows import Rejected, Row, read_lines
+from ftenv.data.rows import Rejected, Row, read_lines, split_pair
 
-#: KEY, then any run of spaces or tabs, then the value (trailing spaces and tabs are not part of it).
-_PAIR = re.compile(r"^[ \t]*([^ \t]+)(?:[ \t]+(.*?))?[ \t]*$")
 #: A wav.scp value pointing into a Kaldi archive (`foo.ark:1234`): not audio a trainer can open.
 _ARCHIVE = re.compile(r"\.ark:\d+$")
 COMMAND_FLAG = "--run-commands"
@@ -54,10 +52,10 @@ def mapping(path: Path, rejected: list[Rejected], value_needed: bool = True) -> 
     """KEY -> (line, value) of a Kaldi list; a repeated key or a key without a value is rejected."""
     found: dict[str, tuple[int, str]] = {}
     for number, line in read_lines(path, rejected):
-        m = _PAIR.match(line)
-        if m is None:
+        pair = split_pair(line)
+        if pair is None:
             continue  # an empty line
-        key, value = m.group(1), m.group(2) or ""
+        key, value = pair
         if key in found:
             rejected.append(Rejected(str(path), number, key, f"key repeated (first on line {found[key][0]})"))
         elif value_needed and not value:

@@ -5,6 +5,7 @@ mark at the start taken off, CRLF or LF line ends), as other tools write them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,3 +53,15 @@ def read_lines(path: Path, rejected: list[Rejected]) -> Iterator[tuple[int, str]
                 rejected.append(Rejected(str(path), number, "", "not UTF-8: re-encode the file"))
                 continue
             yield number, text[1:] if number == 1 and text.startswith(BOM) else text
+
+
+#: KEY, then any run of spaces or tabs, then the value (trailing spaces and tabs are not part of it).
+_PAIR = re.compile(r"^[ \t]*([^ \t]+)(?:[ \t]+(.*?))?[ \t]*$")
+
+
+def split_pair(line: str) -> tuple[str, str] | None:
+    """KEY and value of one Kaldi-style line (any run of spaces or tabs between them, as Kaldi and the
+    scripts that write such lists mean it); None for a blank line. Every `key value` list ftenv reads
+    (the data folder's lists, the transcripts `ftenv eval score` scores) splits its lines here."""
+    m = _PAIR.match(line)
+    return None if m is None else (m.group(1), m.group(2) or "")

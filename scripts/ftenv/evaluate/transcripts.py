@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from ftenv.data.rows import split_pair
 from ftenv.train.runlife.record import temp_name
 
 _ONE_LINE = str.maketrans("\t\r\n", "   ")
@@ -36,16 +37,16 @@ def read_transcripts(path: Path) -> dict[str, str]:
     first_line: dict[str, int] = {}
     # Split on newlines only: str.splitlines would also split on separators inside a transcript.
     for number, line in enumerate(text.split("\n"), start=1):
-        fields = line.rstrip("\r").split(maxsplit=1)
-        if not fields:
+        pair = split_pair(line.rstrip("\r"))
+        if pair is None:
             continue
-        key = fields[0]
+        key, text = pair
         if key in found:
             raise TranscriptFileError(
                 f"{path}: line {number}: key {key!r} repeated (first on line {first_line[key]}): "
                 "keep one transcript per key"
             )
-        found[key] = fields[1].strip() if len(fields) > 1 else ""
+        found[key] = text
         first_line[key] = number
     if not found:
         raise TranscriptFileError(f"{path}: no transcript in the file: expected lines of key<TAB>text")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ftenv.attention import sdpa
+from imagetools.gpukit.gpu_decode_step import step_batched_decode
 from imagetools.gpukit.gpu_run import (
     COMPILED_BENCHMARK_GLOB,
     GPU_TEST_FILES,
@@ -31,21 +32,6 @@ from imagetools.gpukit.gpu_setup import step_environment, step_install, step_sta
 COMPILED_BENCHMARK_MARGIN_S = 40
 #: The call that starts NCCL on the GPU and says which network it picked.
 NCCL_NETWORK_SCRIPT = "benchmarks/nccl_network.py"
-#: The eval's batched decoding against upstream's one-at-a-time path, in one run. The kit carries the
-#: tiny model only (the real weights are far over what a GPU machine is lent to carry): this measures
-#: the code path's ratio and hypotheses on the GPU; the real model's target is in docs/benchmarks.md.
-BATCHED_DECODE_SCRIPT = "benchmarks/batched_decode.py"
-BATCHED_DECODE_ARGS = (
-    "--device",
-    "cuda",
-    "--utterances",
-    "32",
-    "--batch-size",
-    "16",
-    "--max-new-tokens",
-    "24",
-)
-
 # --- the steps ---------------------------------------------------------------------------------
 
 
@@ -172,25 +158,6 @@ def step_nccl_network(ctx: Context) -> Result:
     r.data = {
         k: data.get(k) for k in ("network", "ib_devices", "socket_interfaces", "ib_none", "nccl_net_lines")
     }
-    return r
-
-
-def step_batched_decode(ctx: Context) -> Result:
-    """`ftenv eval`'s batched decoding beside upstream's one-at-a-time path on the GPU, same utterances:
-    utterances per second of each and whether every hypothesis is the same, token for token."""
-    if not ctx.gpu:
-        return Result("batched-decode", NO_GPU, NO_GPU)
-    r = Result("batched-decode", "equal hypotheses on every utterance; batched faster than upstream's path")
-    cmd = [sys.executable, BATCHED_DECODE_SCRIPT, *BATCHED_DECODE_ARGS, "--json", "/dev/stdout"]
-    rc, output = run_logged(ctx, r.step, cmd, 150)
-    data = json_tail(output)
-    n, equal, speedup = data.get("utterances"), data.get("equal_hypotheses"), data.get("speedup")
-    r.ok = rc == 0 and n is not None and equal == n and isinstance(speedup, float) and speedup > 1
-    r.got = f"{speedup:.2f}x upstream, {equal}/{n} equal hypotheses" if n else ended(rc, output)
-    r.data = {
-        k: data.get(k)
-        for k in ("utterances", "equal_hypotheses", "speedup", "upstream_utt_per_s", "batched_utt_per_s")
-    } | {"llm_dtype": data.get("llm_dtype"), "gpu": data.get("gpu")}
     return r
 
 
