@@ -102,8 +102,11 @@ bake: ## regenerate docker/docker-bake.json from versions.toml
 
 # A version bump is one edit of versions.toml plus this: the locks, the bake file, and the versions
 # README.md and docs/ spell (scripts/imagetools/release/generated.py says which parts are generated).
-generate: lock bake ## after editing versions.toml: locks, bake file, versions in README.md and docs/
-	PYTHONPATH=scripts python3 -m imagetools.release.generated --write
+# The generated parts are rendered by the report's own code, which needs the lock (packaging, at
+# least): they run in the venv (`make venv` first), never on a distribution's bare python3.
+generate: lock bake ## after editing versions.toml (and `make venv`): locks, bake file, versions in README.md and docs/
+	@test -x $(PY) || { echo "make generate: $(PY) missing: run \`make venv\` first (the docs are rendered with the locked stack)" >&2; exit 2; }
+	PYTHONPATH=scripts $(PY) -m imagetools.release.generated --write
 
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
 LOCK_COMPILE ?= uvx --from uv==0.13.9 uv pip compile

@@ -68,7 +68,8 @@ def bump(repo: Path) -> dict[str, tuple[str, str]]:
 
 def regenerate(repo: Path) -> None:
     r = subprocess.run(
-        ["make", "-s", "-C", str(repo), "generate", f"LOCK_COMPILE={LOCK_STUB}"],
+        # PY: the venv's python renders the docs (the copy has no venv of its own).
+        ["make", "-s", "-C", str(repo), "generate", f"LOCK_COMPILE={LOCK_STUB}", f"PY={sys.executable}"],
         capture_output=True,
         text=True,
         timeout=300,
