@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ftenv.commands.options import add_decode_options
 from ftenv.data import normalize
-from ftenv.evaluate import decode, models, score_files
+from ftenv.evaluate import models, score_files
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv eval"
@@ -94,15 +95,7 @@ def models_parser() -> argparse.ArgumentParser:
     p.add_argument("test_set", type=Path, metavar="TEST.jsonl", help="the test set: ChatML JSONL")
     p.add_argument("models", nargs="+", metavar="MODEL", help="model folders, run folders, checkpoints")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the folder the results go to")
-    p.add_argument("--batch-size", type=int, default=16, metavar="N", help="utterances per batch (16)")
-    p.add_argument("--device", metavar="cpu|cuda", help="where to decode (default: cuda when there is one)")
-    p.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=decode.MAX_NEW_TOKENS,
-        metavar="N",
-        help=f"cap on each transcript's tokens (upstream's: {decode.MAX_NEW_TOKENS})",
-    )
+    add_decode_options(p, "utterances")
     p.add_argument("--base", metavar="DIR", help="the base model folder that checkpoints are built from")
     p.add_argument(
         "--one-by-one", action="store_true", help="upstream's path, one utterance at a time (the reference)"

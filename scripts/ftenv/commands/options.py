@@ -1,9 +1,11 @@
-"""The options `ftenv watch` and `ftenv analyze` share: one home, so both parsers read them alike."""
+"""The options several commands share (`ftenv watch` and `ftenv analyze`; `ftenv eval` and `ftenv
+transcribe`): one home, so their parsers read them alike."""
 
 from __future__ import annotations
 
 import argparse
 
+from ftenv.evaluate import decode
 from ftenv.steps.thresholds import SLOW_FACTOR
 
 
@@ -40,4 +42,23 @@ def add_time_option(p: argparse.ArgumentParser) -> None:
         default="phases",
         help="step time: data_load+forward+backward+optim (default; excludes validation and "
         "checkpoints done between steps) or FunASR's total_time",
+    )
+
+
+def add_decode_options(p: argparse.ArgumentParser, per_batch: str) -> None:
+    """--batch-size, --device and --max-new-tokens of the commands that decode (eval, transcribe)."""
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=decode.BATCH_SIZE,
+        metavar="N",
+        help=f"{per_batch} per batch ({decode.BATCH_SIZE})",
+    )
+    p.add_argument("--device", metavar="cpu|cuda", help="where to decode (default: cuda when there is one)")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=decode.MAX_NEW_TOKENS,
+        metavar="N",
+        help=f"cap on each transcript's tokens (upstream's: {decode.MAX_NEW_TOKENS})",
     )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ftenv.evaluate import decode, transcribe
+from ftenv.commands.options import add_decode_options
+from ftenv.evaluate import transcribe
 
 
 def add_parser(sub) -> None:
@@ -18,15 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("model", metavar="MODEL", help="a model folder or a checkpoint file")
     p.add_argument("audio", nargs="+", metavar="AUDIO", help="audio files (wav, flac, ...)")
     p.add_argument("--base", metavar="DIR", help="the base model folder a checkpoint is built from")
-    p.add_argument("--device", metavar="cpu|cuda", help="where to decode (default: cuda when there is one)")
-    p.add_argument("--batch-size", type=int, default=16, metavar="N", help="files per batch (16)")
-    p.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=decode.MAX_NEW_TOKENS,
-        metavar="N",
-        help=f"cap on each transcript's tokens (upstream's: {decode.MAX_NEW_TOKENS})",
-    )
+    add_decode_options(p, "files")
     p.set_defaults(func=run)
 
 

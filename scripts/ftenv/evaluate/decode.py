@@ -27,6 +27,8 @@ from ftenv.evaluate.checkpoints import ModelLoadError
 
 #: Upstream's cap on generated tokens (its `max_length` default in inference_llm).
 MAX_NEW_TOKENS = 512
+#: Utterances decoded together by default (`ftenv eval`, `ftenv transcribe`).
+BATCH_SIZE = 16
 #: Greedy, stated rather than inherited from a generation_config.
 GREEDY = {"do_sample": False, "num_beams": 1}
 
@@ -357,7 +359,7 @@ def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int
 def decode_batched(
     loaded: Loaded,
     utterances: Sequence[Utterance],
-    batch_size: int = 16,
+    batch_size: int = BATCH_SIZE,
     max_new_tokens: int = MAX_NEW_TOKENS,
     progress: Callable[[int], None] | None = None,
 ) -> Decoded:

@@ -46,7 +46,7 @@ class EvalOptions:
     models: tuple[str, ...]
     out: Path
     rules: Normalization
-    batch_size: int = 16
+    batch_size: int = decode.BATCH_SIZE
     device: str | None = None
     base: str | None = None
     one_by_one: bool = False

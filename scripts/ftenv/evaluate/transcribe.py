@@ -21,7 +21,7 @@ class TranscribeOptions:
     audio: tuple[str, ...]
     base: str | None = None
     device: str | None = None
-    batch_size: int = 16
+    batch_size: int = decode.BATCH_SIZE
     max_new_tokens: int = decode.MAX_NEW_TOKENS
 
 
