@@ -6,13 +6,13 @@ On a GPU nearly every ATen op that runs eager is one or more kernel launches, an
 step (FunASR issue #3704: about 8,080 kernels a step on a B200) is paced by how many there are and
 by how often the host waits for the device. Neither count depends on the layers' widths, so this
 builds FunASRNano with Fun-ASR-Nano's depth (28 Qwen3 layers, 1 + 49 + 20 SAN-M blocks, the 2-layer
-adaptor), the real vocabulary (151,936) and narrow widths, on the CPU, and counts with a
-TorchDispatchMode over training steps (forward and backward; the optimizer counted apart):
+adaptor), the real vocabulary (151,936) and narrow widths, on the CPU, and counts per training
+step by the one definition the matrix's floor counts by too (benchmarks.matrix.stepcount.count_arm;
+docs/benchmarks.md, "what a step's syncs and ops are"):
 
-- ops: every ATen op dispatched outside compiled regions (and the non-view ones). The compiled
-  regions run with the mode set aside (with a TorchDispatchMode active, Dynamo would run them
-  eager), their forward and backward graphs through AOTAutograd with the eager ATen graph
-  (`region_backend`): on a GPU Inductor turns each into a few fused kernels, not counted here;
+- ops: every ATen op of the forward and backward dispatched outside compiled regions (and the
+  non-view ones); on a GPU Inductor turns each compiled region into a few fused kernels, not
+  counted here; the update (clip, AdamW, zero_grad) counted apart;
 - host syncs: ops whose result the host must read (`_local_scalar_dense`, i.e. `.item()` and
   tensor-bounded slices; `nonzero`; `masked_select`; indexing with a boolean mask) and
   `Tensor.tolist` calls;
@@ -34,16 +34,18 @@ A proxy, not a speed: record it in docs/benchmarks.md beside upstream's 8,080 ke
 from __future__ import annotations
 
 import argparse
-import collections
-import contextlib
-import importlib.util
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "scripts"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # run by its path: the benchmarks package, ftenv
+
+from benchmarks.matrix.arms import Arm  # noqa: E402
+from benchmarks.matrix.model import build_model, random_batches, tiny_items  # noqa: E402
+from benchmarks.matrix.stepcount import count_arm  # noqa: E402
+from ftenv import outcome  # noqa: E402
 
 #: Narrow widths at Fun-ASR-Nano's depth and vocabulary (op counts do not depend on widths).
 NARROW_LLM = {
@@ -63,10 +65,6 @@ NARROW_ENCODER = {
     "tp_blocks": 20,
 }
 NARROW_ADAPTOR = {"downsample_rate": 1, "ffn_dim": 128, "n_layer": 2}
-#: Ops the host waits on: their result's value or size is read on the CPU.
-SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::repeat_interleave")
-#: Indexing with a boolean mask turns the mask into indices first (a nonzero: a sync on a GPU).
-MASK_INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put")
 #: The arms counted: the matrix's candidates and the eager-side levers alone.
 ARMS = {
     "eager": (),
@@ -81,155 +79,9 @@ ARMS = {
 }
 
 
-def region_backend():
-    """AOTAutograd over the eager ATen graphs, forward and backward run with the counting mode set
-    aside: a compiled region's ops are not counted (private modules: the caller guards)."""
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.aot_autograd import make_boxed_func
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    def compiler(gm, _example_inputs):
-        def run(*args):
-            with _disable_current_modes():
-                return gm(*args)
-
-        return make_boxed_func(run)
-
-    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
-
-
-def set_mode_aside(switch) -> None:
-    """Enter the switch's compiled forward with the counting mode set aside (Dynamo compiles and
-    runs a frame only with no TorchDispatchMode active)."""
-    from torch.utils._python_dispatch import _disable_current_modes
-
-    compiled = switch.compiled
-
-    def run(*args, **kwargs):
-        with _disable_current_modes():
-            return compiled(*args, **kwargs)
-
-    switch.compiled = run
-
-
-def _load_matrix():
-    spec = importlib.util.spec_from_file_location("compile_speedup", HERE / "compile_speedup.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def _is_sync(func, args) -> bool:
-    import torch
-
-    name = func._schema.name
-    if name in SYNC_OPS:
-        return name != "aten::repeat_interleave" or any(torch.is_tensor(a) for a in args[1:2])
-    if name in MASK_INDEX_OPS and len(args) > 1:
-        return any(torch.is_tensor(i) and i.dtype == torch.bool for i in (args[1] or []) if i is not None)
-    return False
-
-
-def op_counter():
-    """A context manager factory: a TorchDispatchMode that counts ops and syncs, and counts
-    `Tensor.tolist` calls (they read the data without dispatching an op)."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Counter(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.n = collections.Counter()
-            self.sync_names = collections.Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.n["ops"] += 1
-            if not func.is_view:
-                self.n["non_view_ops"] += 1
-            if _is_sync(func, args):
-                self.n["syncs"] += 1
-                self.sync_names[func._schema.name] += 1
-            return func(*args, **(kwargs or {}))
-
-    @contextlib.contextmanager
-    def counting():
-        counter = Counter()
-        original = torch.Tensor.tolist
-
-        def tolist(self):
-            counter.n["syncs"] += 1
-            counter.sync_names["Tensor.tolist"] += 1
-            return original(self)
-
-        torch.Tensor.tolist = tolist
-        try:
-            with counter:
-                yield counter
-        finally:
-            torch.Tensor.tolist = original
-
-    return counting
-
-
-def count_arm(model, initial, parts, batches, warm: int = 1) -> dict:
-    """Per training step: ops and syncs (forward + backward), the optimizer's apart, graph breaks."""
-    import torch
-
-    from ftenv.train.fastpath import labelled_head
-    from ftenv.train.fastpath.parts import apply, remove
-
-    matrix_dynamo = torch._dynamo
-    model.load_state_dict(initial)
-    matrix_dynamo.reset()
-    matrix_dynamo.utils.counters.clear()
-    done = apply(model, parts, None, devices=("cpu",), backend=region_backend())
-    for switch in done["switches"]:
-        set_mode_aside(switch)
-    counting = op_counter()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=2e-4, foreach=True)
-    step = collections.Counter()
-    opt = collections.Counter()
-    syncs = collections.Counter()
-    model.train()
-    try:
-        for i, batch in enumerate(batches):
-            fresh = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}
-            if "lmhead" in parts:
-                fresh = labelled_head.add_label_index(fresh)
-            counted = i >= warm  # the first step (lazy initialisations) is not counted
-            with counting() if counted else contextlib.nullcontext() as c:
-                loss, _stats, _w = model(**fresh)
-                loss.backward()
-            with counting() if counted else contextlib.nullcontext() as o:
-                optim.step()
-                optim.zero_grad(set_to_none=True)
-            if counted:
-                step.update(c.n)
-                syncs.update(c.sync_names)
-                opt.update(o.n)
-    finally:
-        remove(model, done)
-    n = max(len(batches) - warm, 1)
-    try:  # private: "unknown" when gone
-        breaks = sum(matrix_dynamo.utils.counters["graph_break"].values())
-    except Exception:
-        breaks = "unknown"
-    return {
-        "parts": list(parts),
-        "steps": n,
-        "rows": [int(b["input_ids"].shape[0]) for b in batches[warm:]],
-        "compiled_calls": sum(s.calls["compiled"] for s in done["switches"]),
-        "regions_per_step": sum(s.calls["compiled"] for s in done["switches"]) / len(batches),
-        "ops_per_step": step["ops"] / n,
-        "non_view_ops_per_step": step["non_view_ops"] / n,
-        "host_syncs_per_step": step["syncs"] / n,
-        "sync_ops": {k: v / n for k, v in syncs.items()},
-        "optimizer_ops_per_step": opt["ops"] / n,
-        "optimizer_syncs_per_step": opt["syncs"] / n,
-        "graph_breaks": breaks,
-    }
+def count(model, initial, name: str, batches) -> dict:
+    """The arm's counts per step by the one definition (benchmarks.matrix.stepcount)."""
+    return count_arm(model, initial, Arm(name, ARMS[name]), batches)
 
 
 def main(argv=None) -> int:
@@ -251,32 +103,35 @@ def main(argv=None) -> int:
 
     from ftenv.selfcheck import tinymodel
 
-    matrix = _load_matrix()
     with tempfile.TemporaryDirectory(prefix="ftenv-proxy-") as tmp:
         work = Path(tmp)
         tiny = tinymodel.build(work / "tiny", n_train=64)
-        dataset, items = matrix.tiny_items(tiny)
-        batches = matrix.random_batches(dataset, items, args.steps + 1, 0, args.min_batch, args.max_batch)
+        dataset, items = tiny_items(tiny)
+        batches = random_batches(dataset, items, args.steps + 1, 0, args.min_batch, args.max_batch)
         llm = {**NARROW_LLM, "num_hidden_layers": args.llm_layers}
         sizes = (None, None, None) if args.tiny_model else (llm, NARROW_ENCODER, NARROW_ADAPTOR)
-        model = matrix.build_model(tiny, work / "model", *sizes, "fp32")
+        model = build_model(tiny, work / "model", *sizes, "fp32")
         initial = copy.deepcopy(model.state_dict())
         depth = f"{args.llm_layers} decoder layers, 70 encoder blocks, narrow widths"
         out = {"model": "tiny" if args.tiny_model else depth, "arms": {}}
         for name in args.arms:
             print(f"dispatch_proxy: {name} ...", file=sys.stderr, flush=True)
-            out["arms"][name] = count_arm(model, initial, ARMS[name], batches)
+            out["arms"][name] = count(model, initial, name, batches)
             say(name, out["arms"][name])
             if args.json:  # complete after every arm: a killed run keeps what ran
                 Path(args.json).write_text(json.dumps(out, indent=2))
-    return 0
+    return outcome.EXIT[outcome.PASS]
 
 
 def say(name: str, r: dict) -> None:
+    if "counts" in r:  # the private modules the count needs are gone
+        print(f"{name}: counts {r['counts']}", flush=True)
+        return
+    breaks = "unknown" if r["graph_breaks"] is None else r["graph_breaks"]
     print(
         f"{name}: {r['ops_per_step']:.0f} ATen ops outside compiled regions per step "
         f"({r['non_view_ops_per_step']:.0f} not views), {r['host_syncs_per_step']:.1f} host syncs, "
-        f"{r['graph_breaks']} graph breaks, {r['regions_per_step']:.0f} compiled regions per step; "
+        f"{breaks} graph breaks, {r['regions_per_step']:.0f} compiled regions per step; "
         f"optimizer {r['optimizer_ops_per_step']:.0f} ops, {r['optimizer_syncs_per_step']:.0f} syncs; "
         f"rows {r['rows']}; syncs {r['sync_ops']}",
         flush=True,

@@ -13,25 +13,18 @@ waste on any machine.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "scripts"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # run by its path: the benchmarks package, ftenv
+
+from benchmarks.matrix.model import random_batches, tiny_items  # noqa: E402
 
 #: Bucket specs measured by default: `--buckets 64`, the matrix's finer one, and two between.
 SPECS = ("64", "32", "32:8,12,16,24,32", "16:8,12,16,20,24,28,32")
-
-
-def _load_matrix():
-    spec = importlib.util.spec_from_file_location("compile_speedup", HERE / "compile_speedup.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def main(argv=None) -> int:
@@ -45,11 +38,10 @@ def main(argv=None) -> int:
     from ftenv.selfcheck import tinymodel
     from ftenv.train.fastpath import buckets
 
-    matrix = _load_matrix()
     with tempfile.TemporaryDirectory(prefix="ftenv-padding-") as tmp:
         tiny = tinymodel.build(Path(tmp) / "tiny", n_train=256)
-        dataset, items = matrix.tiny_items(tiny)
-        batches = matrix.random_batches(dataset, items, args.steps, 0, args.min_batch, args.max_batch)
+        dataset, items = tiny_items(tiny)
+        batches = random_batches(dataset, items, args.steps, 0, args.min_batch, args.max_batch)
     shapes = [tuple(b["input_ids"].shape) for b in batches]
     rows = []
     for spec in [None, *args.specs]:

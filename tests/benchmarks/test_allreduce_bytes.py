@@ -1,28 +1,15 @@
-"""benchmarks/allreduce_bytes.py on the tiny model: what it counts is the recipe's trainable part
+"""benchmarks/bench.py on the tiny model: what it counts is the recipe's trainable part
 (the LLM, in its bf16), whatever the folder's own freeze settings say, and the ring all-reduce's
 arithmetic. The guide's numbers for the real model come from the same code (docs/network.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 
 import pytest
 import yaml
 
-from support import ROOT
-
-SCRIPT = ROOT / "benchmarks" / "allreduce_bytes.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("allreduce_bytes", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import allreduce_bytes as bench
 
 
 def _llm_params(llm_dir) -> int:
@@ -34,7 +21,7 @@ def _llm_params(llm_dir) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def test_counts_the_llm_in_bf16_as_the_recipe_trains_it(bench, tiny, tmp_path):
+def test_counts_the_llm_in_bf16_as_the_recipe_trains_it(tiny, tmp_path):
     folder = tmp_path / "model"
     shutil.copytree(tiny, folder, ignore=shutil.ignore_patterns("data", "model.pt"))
     conf = yaml.safe_load((folder / "config.yaml").read_text())
@@ -51,7 +38,7 @@ def test_counts_the_llm_in_bf16_as_the_recipe_trains_it(bench, tiny, tmp_path):
     assert result["parts"]["audio_adaptor"]["trainable"] == 0
 
 
-def test_ring_arithmetic(bench):
+def test_ring_arithmetic():
     assert bench.ring_seconds(10**9, 1, 400) == 0
     assert bench.ring_seconds(10**9, 2, 100) == pytest.approx(10**9 / 12.5e9)  # 2(n-1)/n = 1
     assert bench.ring_seconds(10**9, 4, 400) == pytest.approx(1.5 * 10**9 / 50e9)
@@ -60,6 +47,6 @@ def test_ring_arithmetic(bench):
     assert rows[0]["samples_per_s_vs_one_node"] == pytest.approx(4 * 0.1 / 0.13)
 
 
-def test_main_refuses_a_folder_without_config(bench, tmp_path, capsys):
+def test_main_refuses_a_folder_without_config(tmp_path, capsys):
     assert bench.main([str(tmp_path)]) == 2
     assert f"{tmp_path}/config.yaml not found" in capsys.readouterr().err

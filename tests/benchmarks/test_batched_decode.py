@@ -3,27 +3,15 @@ measurement): both paths run, their hypotheses are compared, the JSON is complet
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import time
 
 import torch
 
+from benchmarks import batched_decode
 from ftenv.selfcheck import tinymodel
 from imagetools.gpukit import gpu_decode_step, gpu_run, gpu_steps
-from support import ROOT
-
-SCRIPT = ROOT / "benchmarks" / "batched_decode.py"
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("batched_decode", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_benchmark_runs_both_paths_and_compares_them(tiny, tmp_path, capsys):
@@ -32,7 +20,7 @@ def test_the_benchmark_runs_both_paths_and_compares_them(tiny, tmp_path, capsys)
     p = tinymodel.paths(tiny)
     argv = ["--model-dir", str(p.root), "--test", str(p.train_jsonl), "--utterances", "3"]
     try:
-        rc = _benchmark().main(
+        rc = batched_decode.main(
             [*argv, "--batch-size", "2", "--max-new-tokens", "6", "--device", "cpu", "--json", str(out)]
         )
     finally:

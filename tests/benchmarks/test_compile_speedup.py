@@ -7,7 +7,6 @@ docs/benchmarks.md's, measured on a GPU only."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,18 +14,11 @@ import sys
 
 import pytest
 import torch
+from benchmarks.matrix import arms
 
 from support import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "compile_speedup.py"
-
-
-def _matrix():
-    spec = importlib.util.spec_from_file_location("compile_speedup", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _env() -> dict:
@@ -46,38 +38,36 @@ def _arm(name, steady, first, parts=("regional",), **extra) -> dict:
 
 
 def test_the_best_arm_is_ranked_on_the_steady_step_not_on_the_mean_with_the_compile():
-    m = _matrix()
     eager = _arm("eager", 0.100, 0.2, parts=()) | {"mean_step_s": 0.1}
     # Started on another arm's caches: short first step, a mean that looks good, a slow steady step.
     cached = _arm("cached", 0.090, 2.0) | {"mean_step_s": 0.135}
     # Cold: a long compile in its mean, the fastest steady step.
     cold = _arm("cold", 0.050, 90.0) | {"mean_step_s": 2.3}
-    best = m.best_arm([eager, cached, cold])
+    best = arms.best_arm([eager, cached, cold])
     assert best["arm"] == "cold"
     assert best["x_eager"] == pytest.approx(0.5)
     assert best["break_even_steps"] is None or best["break_even_steps"] > 0
-    assert m.break_even_steps(cold, eager) == 1 + -(-(90.0 - 0.2) // 0.05)
-    assert m.break_even_steps(_arm("slow", 0.2, 1.0), eager) is None
+    assert arms.break_even_steps(cold, eager) == 1 + -(-(90.0 - 0.2) // 0.05)
+    assert arms.break_even_steps(_arm("slow", 0.2, 1.0), eager) is None
     # An arm off eager's losses never wins.
-    assert m.best_arm([eager, cold | {"loss_max_rel_diff": 0.5}, cached])["arm"] == "cached"
+    assert arms.best_arm([eager, cold | {"loss_max_rel_diff": 0.5}, cached])["arm"] == "cached"
 
 
 def test_the_gate_lets_a_warm_start_run_after_a_long_cold_compile():
-    m = _matrix()
-    arms = {a.name: a for a in m.ARMS}
+    by_name = {a.name: a for a in arms.ARMS}
     done = {
         "eager": _arm("eager", 0.100, 0.3, parts=()),
-        "best-guess": _arm("best-guess", 0.060, 180.0, parts=m.BEST_GUESS),
+        "best-guess": _arm("best-guess", 0.060, 180.0, parts=arms.BEST_GUESS),
     }
     left = 60.0  # a 180 s cold compile ran; a minute is left
-    assert m.refusal(arms["warm"], done, 40, left, start_s=15.0) is None
-    assert m.refusal(arms["regional+audio"], done, 40, left) is None
-    assert m.refusal(arms["floor-best"], done, 40, left) is None
+    assert arms.refusal(by_name["warm"], done, 40, left, start_s=15.0) is None
+    assert arms.refusal(by_name["regional+audio"], done, 40, left) is None
+    assert arms.refusal(by_name["floor-best"], done, 40, left) is None
     # A cold arm whose compile does not fit is refused, and says why.
-    why = m.refusal(arms["decoder"], done, 40, left)
+    why = arms.refusal(by_name["decoder"], done, 40, left)
     assert why and why.startswith("not run: needs about")
     # A measured cold compile of the same parts replaces the prior.
-    assert m.compile_estimate(m.Arm("again", m.BEST_GUESS), done) == pytest.approx(180.0 - 0.06)
+    assert arms.compile_estimate(arms.Arm("again", arms.BEST_GUESS), done) == pytest.approx(180.0 - 0.06)
 
 
 def test_the_matrix_runs_its_arms_on_a_cpu(tmp_path):

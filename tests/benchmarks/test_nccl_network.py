@@ -1,21 +1,18 @@
-"""benchmarks/nccl_network.py, the GPU kit's NCCL call, on the CPU: what it reads from NCCL's
+"""benchmarks/bench.py, the GPU kit's NCCL call, on the CPU: what it reads from NCCL's
 INIT/NET lines (sockets vs IB), what it says without a GPU, and the kit's step around it with a
 stand-in for the GPU run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import time
 
 import pytest
 
+from benchmarks import nccl_network as bench
 from imagetools.gpukit import gpu_run, gpu_steps
-from support import ROOT
 
-SCRIPT = ROOT / "benchmarks" / "nccl_network.py"
 HOST = "gpu1:811:811 [0] NCCL INFO "
 IB = [
     HOST + "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/RoCE [RO]; OOB ibp26s0:10.1.0.7<0>",
@@ -28,16 +25,7 @@ SOCKETS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("nccl_network", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_ib_and_sockets_read_from_nccls_lines(bench):
+def test_ib_and_sockets_read_from_nccls_lines():
     ib = bench.summarize("\n".join(["noise", *IB, "nccl 2.28.9 all_reduce 1.0"]), 0)
     assert ib["network"] == "IB" and ib["ib_devices"] == "[0]mlx5_0:1/IB [1]mlx5_3:1/RoCE"
     assert ib["transport"].startswith("NCCL network: InfiniBand/RoCE") and len(ib["nccl_net_lines"]) == 2
@@ -50,12 +38,12 @@ def test_ib_and_sockets_read_from_nccls_lines(bench):
     assert bench.summarize("Traceback ...", 1)["network"] is None
 
 
-def test_only_nccls_init_and_net_lines_are_asked_for(bench):
+def test_only_nccls_init_and_net_lines_are_asked_for():
     assert bench.NCCL_ENV == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
     assert 'dist.init_process_group("nccl"' in bench.CHILD and "world_size=1" in bench.CHILD
 
 
-def test_without_a_gpu_it_says_so_and_exits_0(bench, capsys, tmp_path):
+def test_without_a_gpu_it_says_so_and_exits_0(capsys, tmp_path):
     if __import__("torch").cuda.is_available():
         pytest.skip("a GPU is here")
     assert bench.main(["--json", str(tmp_path / "r.json")]) == 0
@@ -69,7 +57,7 @@ def _ctx(tmp_path, gpu):
     return ctx
 
 
-def test_the_kit_step_records_the_network(bench, tmp_path, monkeypatch):
+def test_the_kit_step_records_the_network(tmp_path, monkeypatch):
     assert "nccl-network" in gpu_steps.STEPS
     assert gpu_steps.dispatch(_ctx(tmp_path, None), "nccl-network", None, tmp_path).got == gpu_run.NO_GPU
     stand_in = tmp_path / "stand_in.py"  # prints what the script prints on a GPU machine with sockets
