@@ -9,9 +9,9 @@ import copy
 from argparse import Namespace
 
 import pytest
-from benchmarks.matrix import arms, model, runners
 
 from benchmarks import dispatch_proxy
+from benchmarks.matrix import arms, model, runners
 from ftenv.selfcheck import tinymodel
 
 #: What both report a step to be: forward and backward apart from the update, and the batches.

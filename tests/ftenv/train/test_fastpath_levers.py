@@ -3,7 +3,7 @@
 - `nosync` (ftenv.train.fastpath.sync_free): FunASRNano's forward without host syncs gives FunASR's
   loss, accuracy and every logged statistic, trains to the same losses, and makes no host sync
   where FunASR's makes about three per batch row plus its statistics' (counted with
-  benchmarks/dispatch_proxy.py's TorchDispatchMode);
+  benchmarks.matrix.stepcount's TorchDispatchMode, the one the benchmarks count by);
 - `lmhead` (ftenv.train.fastpath.labelled_head): the LM head and the loss over labelled positions
   only give FunASR's loss and accuracy;
 - no KV cache in validation: train steps, a validation pass (eval mode, no_grad, as FunASR's
@@ -14,24 +14,15 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 
 import pytest
 import torch
 
+from benchmarks.matrix import measure, stepcount
+from benchmarks.matrix.model import build_model
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.loop import prepare, train
 from ftenv.train.fastpath import compiled_audio, compiled_decoder, labelled_head, sync_free
-from support import ROOT
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +68,10 @@ def test_sync_free_forward_trains_to_eagers_losses(prepared):
 
 
 def test_sync_free_forward_makes_no_host_sync(prepared):
-    proxy = _load("dispatch_proxy")
     model = copy.deepcopy(prepared.model)
     batch = max(prepared.batches, key=lambda b: b["input_ids"].shape[0])
     rows = int(batch["input_ids"].shape[0])
-    counting = proxy.op_counter()
+    counting = stepcount.op_counter()
     with counting() as funasr:
         _forward(model, batch)[0].backward()
     sync_free.install(model)
@@ -130,14 +120,13 @@ def test_sync_free_leaves_a_remote_code_model_as_it_is(prepared):
 def test_validation_does_not_recompile_the_regional_decoder(tiny, tmp_path):
     """Train, validate (eval, no_grad) and train again: the layers' graphs are reused, the
     validation pass adds its eval graph, nothing recompiles per layer."""
-    matrix = _load("compile_speedup")
-    model = matrix.build_model(tinymodel.paths(tiny), tmp_path, {"num_hidden_layers": 4}, None, None, "fp32")
+    model = build_model(tinymodel.paths(tiny), tmp_path, {"num_hidden_layers": 4}, None, None, "fp32")
     batches = prepare(tiny, "cpu", 4, 1, 0, "fp32").batches
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     compiled_decoder.install_regional(model, devices=("cpu",), backend="eager")
     try:
-        t = matrix.train_steps(model, batches[:6], "cpu", val=batches[6:8], val_at=3)
+        t = measure.train_steps(model, batches[:6], "cpu", val=batches[6:8], val_at=3)
     finally:
         compiled_decoder.uninstall(model)
     counted = None not in t.graphs and None not in t.graphs_around_validation
