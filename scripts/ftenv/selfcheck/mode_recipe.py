@@ -24,9 +24,9 @@ from ftenv.selfcheck.base import (
     tiny_dir,
 )
 from ftenv.steps import funasr_log
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
+from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900
@@ -65,7 +65,7 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_
         f"--master_port={_free_port()}",
     ]
     if use_entry:
-        program = ["-m", "ftenv.train.funasr_entry"]
+        program = ["-m", "ftenv.trainer.funasr_entry"]
     else:
         script = shutil.which("funasr-train-ds")
         if not script:

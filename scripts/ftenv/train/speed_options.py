@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.train import compile_cache, compile_setting
-from ftenv.train.fastpath import buckets
+from ftenv.train import compile_cache
 from ftenv.train.inputs import InputError
+from ftenv.trainer import compile_setting
+from ftenv.trainer.fastpath import buckets
 
 FUSED_ADAMW = ("optim_conf.fused", "true")
 #: FunASR's gradient accumulation setting (trainer_ds.Trainer: accum_grad, default 1).

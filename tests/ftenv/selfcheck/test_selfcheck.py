@@ -204,7 +204,7 @@ def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
     assert rc == 0
     cmd = r["command"]
-    assert "-m" in cmd and "ftenv.train.funasr_entry" in cmd  # the CPU shim, named
+    assert "-m" in cmd and "ftenv.trainer.funasr_entry" in cmd  # the CPU shim, named
     for override in ("++audio_encoder_conf.freeze=true", "++llm_conf.freeze=false", "++disable_update=true"):
         assert override in cmd
     s = r["summary"]

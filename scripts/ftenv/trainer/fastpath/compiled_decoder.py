@@ -49,7 +49,7 @@ class Switch:
     """Callable that stands in for a forward: compiled or eager, per call.
 
     `graphs_when(lead)`, when given, picks the calls that run the CUDA-graph variant of the same
-    compile (`mode="reduce-overhead"`): the bucketed shapes (ftenv.train.fastpath.buckets), so that the
+    compile (`mode="reduce-overhead"`): the bucketed shapes (ftenv.trainer.fastpath.buckets), so that the
     graphs recorded stay as few as the buckets. Other shapes run compiled without graphs."""
 
     def __init__(

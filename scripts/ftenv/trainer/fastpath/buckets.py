@@ -19,7 +19,7 @@ softmax row is NaN, and NaN reaches the gradients through the backward), no audi
 tokens is unchanged: it is the mean over labels != -100.
 
 Padding the frames beyond the longest utterance needs the adaptor's device-side mask
-(ftenv.train.fastpath.compiled_audio.install_adaptor_forward): FunASR's own mask is as long as the
+(ftenv.trainer.fastpath.compiled_audio.install_adaptor_forward): FunASR's own mask is as long as the
 longest length, not the padded one. `install_on_dataset` and the trainer entry take care of it.
 """
 

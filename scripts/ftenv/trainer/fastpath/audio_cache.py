@@ -25,7 +25,7 @@ import hashlib
 
 import torch
 
-from ftenv.train.fastpath.sync_free import AUDIO_CACHE, SPEECH_KEYS
+from ftenv.trainer.fastpath.sync_free import AUDIO_CACHE, SPEECH_KEYS
 
 #: The most bytes of encoder outputs kept on the device: 4 GiB holds about 2 million encoder frames
 #: of Fun-ASR-Nano (512 fp32 values, 60 ms of audio each), about 30 hours of audio.
