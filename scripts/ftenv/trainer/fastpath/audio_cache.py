@@ -20,11 +20,11 @@ copy and no host sync), up to CACHE_BYTES, least recently used first out.
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 
 import torch
 
+from ftenv.trainer.fastpath import collator
 from ftenv.trainer.fastpath.sync_free import AUDIO_CACHE, SPEECH_KEYS
 
 #: The most bytes of encoder outputs kept on the device: 4 GiB holds about 2 million encoder frames
@@ -134,19 +134,6 @@ def remove(model) -> None:
 def install_on_dataset(dataset: str = "FunASR") -> str:
     """Add SPEECH_KEYS to every batch FunASR's dataset class collates in this process (and its
     DataLoader workers). Returns a line for the log."""
-    from funasr.register import tables
-
-    cls = tables.dataset_classes.get(dataset)
-    if cls is None:
-        raise ValueError(f"FunASR has no dataset class {dataset!r}: audiocache is for Fun-ASR-Nano's dataset")
-    original = cls.collator
-    if getattr(original, "ftenv_speech_keys", False):
+    if not collator.hook(dataset, "ftenv_speech_keys", True, add_speech_keys, "audiocache"):
         return "speech fingerprints already added by the collator"
-
-    @functools.wraps(original)
-    def collator(self, samples=None):
-        return add_speech_keys(original(self, samples))
-
-    collator.ftenv_speech_keys = True
-    cls.collator = collator
     return f"audiocache: the {dataset} collator adds each row's speech fingerprint ({SPEECH_KEYS})"

@@ -25,8 +25,9 @@ longest length, not the padded one. `install_on_dataset` and the trainer entry t
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+
+from ftenv.trainer.fastpath import collator
 
 #: FunASR's collator pads ints with this (datasets/fun_asr_datasets, int_pad_value).
 INT_PAD = -1
@@ -148,19 +149,8 @@ def padding_share(batches, buckets: Buckets | None = None) -> dict:
 def install_on_dataset(buckets: Buckets, dataset: str = DATASET) -> str:
     """Pad every batch FunASR's dataset class `dataset` collates in this process (and in its
     DataLoader workers, which fork from it) to its bucket. Returns a line for the log."""
-    from funasr.register import tables
-
-    cls = tables.dataset_classes.get(dataset)
-    if cls is None:
-        raise ValueError(f"FunASR has no dataset class {dataset!r}: bucketing is for Fun-ASR-Nano's dataset")
-    original = cls.collator
-    if getattr(original, "ftenv_buckets", None) is not None:
+    if not collator.hook(
+        dataset, "ftenv_buckets", buckets, lambda batch: pad_batch(batch, buckets), "bucketing"
+    ):
         return f"buckets already installed on {dataset}.collator"
-
-    @functools.wraps(original)
-    def collator(self, samples=None):
-        return pad_batch(original(self, samples), buckets)
-
-    collator.ftenv_buckets = buckets
-    cls.collator = collator
     return f"buckets {buckets.spec()}: every batch of the {dataset} dataset padded to its bucket"

@@ -16,9 +16,9 @@ picks them on the device, one sync.
 
 from __future__ import annotations
 
-import functools
-
 import torch
+
+from ftenv.trainer.fastpath import collator
 
 #: The batch key the collator adds: flat indices of the positions whose next token is labelled.
 LABEL_INDEX = "ftenv_label_index"
@@ -43,21 +43,8 @@ def add_label_index(batch: dict) -> dict:
 def install_on_dataset(dataset: str = "FunASR") -> str:
     """Add LABEL_INDEX to every batch FunASR's dataset class collates in this process (and its
     DataLoader workers). Returns a line for the log."""
-    from funasr.register import tables
-
-    cls = tables.dataset_classes.get(dataset)
-    if cls is None:
-        raise ValueError(f"FunASR has no dataset class {dataset!r}: lmhead is for Fun-ASR-Nano's dataset")
-    original = cls.collator
-    if getattr(original, "ftenv_label_index", False):
+    if not collator.hook(dataset, "ftenv_label_index", True, add_label_index, "lmhead"):
         return "label positions already added by the collator"
-
-    @functools.wraps(original)
-    def collator(self, samples=None):
-        return add_label_index(original(self, samples))
-
-    collator.ftenv_label_index = True
-    cls.collator = collator
     return f"lmhead: the {dataset} collator adds each batch's labelled positions ({LABEL_INDEX})"
 
 
