@@ -30,19 +30,16 @@ def main() -> int:
     ep = entry_point()
     notes = []
     try:
-        parts = compile_setting.compile_parts()
-        spec = os.environ.get(variables.BUCKETS)
-        from ftenv.trainer.fastpath import buckets
-
-        bucketing = buckets.parse(spec) if spec else None
+        parts, bucketing = compile_setting.read()
     except ValueError as exc:
         raise SystemExit(f"ftenv.trainer.funasr_entry: {exc}") from None
     if parts or bucketing is not None:
         from ftenv.trainer.fastpath.parts import install_on_build
 
         notes.append(install_on_build(parts, bucketing))
-    if bucketing is not None:
-        notes.append(buckets.install_on_dataset(bucketing))
+        from ftenv.trainer.fastpath import collator
+
+        notes += collator.install(parts, bucketing)
     notes += runlife_hooks.install()
     notes += selfdump.install()
     if os.environ.get(variables.FUNASR_CPU_SHIM) == "1":

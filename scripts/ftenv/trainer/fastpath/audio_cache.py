@@ -24,7 +24,6 @@ import hashlib
 
 import torch
 
-from ftenv.trainer.fastpath import collator
 from ftenv.trainer.fastpath.sync_free import AUDIO_CACHE, SPEECH_KEYS
 
 #: The most bytes of encoder outputs kept on the device: 4 GiB holds about 2 million encoder frames
@@ -129,11 +128,3 @@ def install(model, limit: int = CACHE_BYTES) -> EncoderCache:
 
 def remove(model) -> None:
     model.__dict__.pop(AUDIO_CACHE, None)
-
-
-def install_on_dataset(dataset: str = "FunASR") -> str:
-    """Add SPEECH_KEYS to every batch FunASR's dataset class collates in this process (and its
-    DataLoader workers). Returns a line for the log."""
-    if not collator.hook(dataset, "ftenv_speech_keys", True, add_speech_keys, "audiocache"):
-        return "speech fingerprints already added by the collator"
-    return f"audiocache: the {dataset} collator adds each row's speech fingerprint ({SPEECH_KEYS})"

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ftenv.trainer.fastpath import collator
-
 #: FunASR's collator pads ints with this (datasets/fun_asr_datasets, int_pad_value).
 INT_PAD = -1
 #: Batch sizes padded to when the spec names none.
@@ -36,8 +34,6 @@ DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: The token-dimension keys of a collated Fun-ASR-Nano batch, and the per-row audio-turn keys.
 TOKEN_KEYS = ("input_ids", "attention_mask", "labels_ids")
 TURN_KEYS = ("fbank_beg", "fbank_mask", "fake_token_len")
-#: The dataset class whose collator gets the padding: the one Fun-ASR-Nano's config names.
-DATASET = "FunASR"
 
 
 @dataclass(frozen=True)
@@ -144,13 +140,3 @@ def padding_share(batches, buckets: Buckets | None = None) -> dict:
         "padded_token_share": 1 - real_tokens / tokens if tokens else None,
         "padded_frame_share": 1 - real_frames / frames if frames else None,
     }
-
-
-def install_on_dataset(buckets: Buckets, dataset: str = DATASET) -> str:
-    """Pad every batch FunASR's dataset class `dataset` collates in this process (and in its
-    DataLoader workers, which fork from it) to its bucket. Returns a line for the log."""
-    if not collator.hook(
-        dataset, "ftenv_buckets", buckets, lambda batch: pad_batch(batch, buckets), "bucketing"
-    ):
-        return f"buckets already installed on {dataset}.collator"
-    return f"buckets {buckets.spec()}: every batch of the {dataset} dataset padded to its bucket"

@@ -1,10 +1,16 @@
-"""One way to change every batch FunASR's dataset collates, for the parts that add to a batch on the
-CPU (label positions, speech fingerprints, bucket padding), so that each installs once per process.
+"""What the fast path adds to every batch FunASR's dataset collates, on the CPU before the batch
+moves (lmhead's label positions, audiocache's speech fingerprints, the buckets' padding), through
+one hook that installs each once per process.
 """
 
 from __future__ import annotations
 
 import functools
+
+from ftenv.trainer.fastpath import audio_cache, buckets, labelled_head
+
+#: The dataset class whose collator is changed: the one Fun-ASR-Nano's config names.
+DATASET = "FunASR"
 
 
 def hook(dataset: str, mark: str, value, change, part: str, classes=None) -> bool:
@@ -29,3 +35,33 @@ def hook(dataset: str, mark: str, value, change, part: str, classes=None) -> boo
     setattr(collator, mark, value)
     cls.collator = collator
     return True
+
+
+def install(parts, bucketing: buckets.Buckets | None = None, dataset: str = DATASET) -> list[str]:
+    """The additions the compile parts and the buckets need, in this order; lines for the log."""
+    notes = []
+    if "lmhead" in parts:
+        added = hook(dataset, "ftenv_label_index", True, labelled_head.add_label_index, "lmhead")
+        notes.append(
+            f"lmhead: the {dataset} collator adds each batch's labelled positions "
+            f"({labelled_head.LABEL_INDEX})"
+            if added
+            else "label positions already added by the collator"
+        )
+    if "audiocache" in parts:
+        added = hook(dataset, "ftenv_speech_keys", True, audio_cache.add_speech_keys, "audiocache")
+        notes.append(
+            f"audiocache: the {dataset} collator adds each row's speech fingerprint "
+            f"({audio_cache.SPEECH_KEYS})"
+            if added
+            else "speech fingerprints already added by the collator"
+        )
+    if bucketing is not None:
+        pad = functools.partial(buckets.pad_batch, buckets=bucketing)
+        added = hook(dataset, "ftenv_buckets", bucketing, pad, "bucketing")
+        notes.append(
+            f"buckets {bucketing.spec()}: every batch of the {dataset} dataset padded to its bucket"
+            if added
+            else f"buckets already installed on {dataset}.collator"
+        )
+    return notes

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import torch
 
-from ftenv.trainer.fastpath import collator
-
 #: The batch key the collator adds: flat indices of the positions whose next token is labelled.
 LABEL_INDEX = "ftenv_label_index"
 #: Labels FunASR's collator pads with (-1) and the loss ignores (-100).
@@ -38,14 +36,6 @@ def add_label_index(batch: dict) -> dict:
     if "labels_ids" in batch:
         batch[LABEL_INDEX] = label_index(batch["labels_ids"])
     return batch
-
-
-def install_on_dataset(dataset: str = "FunASR") -> str:
-    """Add LABEL_INDEX to every batch FunASR's dataset class collates in this process (and its
-    DataLoader workers). Returns a line for the log."""
-    if not collator.hook(dataset, "ftenv_label_index", True, add_label_index, "lmhead"):
-        return "label positions already added by the collator"
-    return f"lmhead: the {dataset} collator adds each batch's labelled positions ({LABEL_INDEX})"
 
 
 def loss_and_accuracy(llm, inputs_embeds, attention_mask, labels, index=None):

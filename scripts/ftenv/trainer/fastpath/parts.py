@@ -26,7 +26,7 @@ import functools
 import sys
 
 from ftenv import variables
-from ftenv.trainer.fastpath import audio_cache, compiled_audio, compiled_decoder, labelled_head, sync_free
+from ftenv.trainer.fastpath import audio_cache, compiled_audio, compiled_decoder, sync_free
 from ftenv.trainer.fastpath.compiled_decoder import TRAIN_DEVICES
 
 
@@ -159,10 +159,6 @@ def install_on_build(parts, buckets=None, devices=TRAIN_DEVICES) -> str:
     logs = (
         "with recompile log lines" if compiled_decoder.log_recompiles() else "recompile log lines unavailable"
     )
-    if "lmhead" in parts:
-        print(f"ftenv: {labelled_head.install_on_dataset()}", file=sys.stderr, flush=True)
-    if "audiocache" in parts:
-        print(f"ftenv: {audio_cache.install_on_dataset()}", file=sys.stderr, flush=True)
     if not parts:
         return "bucketing: the model to be built gets the adaptor's device-side padding mask"
     return f"{variables.COMPILE}={','.join(parts)}: the model to be built gets the compiled parts ({logs})"
