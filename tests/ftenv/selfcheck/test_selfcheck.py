@@ -199,6 +199,17 @@ def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
         raise RuntimeError("an error passes as it is")
 
 
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tmp_path, device):
+    """On a GPU too the check starts `ftenv finetune`'s trainer entry, not the bare script."""
+    from ftenv.selfcheck import mode_recipe, tinymodel
+    from ftenv.train.torchrun_command import ENTRY_MODULE  # what ftenv finetune starts
+
+    cmd = mode_recipe.command(tinymodel.paths(tmp_path / "tiny"), tmp_path, device, 2)
+    assert ["-m", ENTRY_MODULE] in [cmd[i : i + 2] for i in range(len(cmd))]
+    assert not any(part.endswith("funasr-train-ds") for part in cmd)
+
+
 def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     rc, r = _selfcheck(capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path))
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
