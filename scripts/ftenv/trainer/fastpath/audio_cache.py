@@ -1,20 +1,6 @@
-"""The frozen audio encoder's outputs cached across epochs (`--compile-parts ...,audiocache`, opt-in).
-
-Fun-ASR-Nano's recipe trains about 50 epochs over the same audio through a frozen SenseVoice
-encoder: from the second epoch on, its forward recomputes what it computed before. This keeps each
-utterance's encoder output (its valid frames) and serves later epochs from it; the adaptor, which
-trains, runs every step as before.
-
-What changes: the encoder runs as in inference, in eval mode under no_grad, so WITHOUT dropout.
-The recipe's trainer calls model.train(), which turns the frozen encoder's dropout back on, so its
-outputs differ from epoch to epoch there; here every epoch sees the one deterministic output.
-Frames past an utterance's length are zeros (FunASR's encoder leaves them as the padding made them).
-
-Each row is keyed by a fingerprint of its speech features, computed on the CPU by the collator
-(`SPEECH_KEYS`): a BLAKE2b hash of the valid frames' bytes, their shape and dtype, so a changed
-input never reuses a stale entry. Without the keys (another collator) the forward computes them,
-one host copy of the batch. Entries stay on the device the encoder ran on (a hit then costs no
-copy and no host sync), up to CACHE_BYTES, least recently used first out.
+"""The frozen audio encoder's outputs cached across epochs (`--compile-parts ...,audiocache`, opt-in),
+because the recipe's ~50 epochs recompute the same frozen outputs; the encoder then runs in eval
+mode (no dropout), which is what changes (docs/finetune.md).
 """
 
 from __future__ import annotations

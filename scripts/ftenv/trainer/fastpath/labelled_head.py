@@ -1,17 +1,6 @@
-"""The LM head and the loss over labelled positions only (`--compile-parts ...,lmhead`).
-
-FunASRNano's loss is Qwen3ForCausalLM's: the LM head (1,024 x 151,936 in Fun-ASR-Nano) over every
-position of every row, fp32 logits of the whole (batch, tokens, vocabulary), then a cross entropy
-that ignores all positions but the labelled ones (the transcript: about a fifth of the sequence).
-The head is about a quarter of the decoder's FLOPs and its logits the largest memory traffic of
-the step. Here the decoder stack runs as before, and the head, the loss and the accuracy run over
-the positions whose next token is labelled only: the same mean cross entropy and the same accuracy
-(FunASR's compute_accuracy counts exactly those positions).
-
-Picking the positions on the device would need a `nonzero` (a host sync: its size is data), so the
-collator adds them to each batch on the CPU (`LABEL_INDEX`, flat indices into (batch, tokens - 1));
-the trainer moves them to the device with the batch. Without them (another collator) the forward
-picks them on the device, one sync.
+"""The LM head and the loss over labelled positions only (`--compile-parts ...,lmhead`), because the
+head over every position is about a quarter of the decoder's FLOPs for a loss that reads about a
+fifth of them; the collator picks the positions on the CPU so the device needs no sync.
 """
 
 from __future__ import annotations

@@ -1,22 +1,5 @@
-"""What FTENV_COMPILE and FTENV_BUCKETS do in the trainer's process (ftenv.trainer.funasr_entry), and
-in the benchmark: the compile parts (ftenv.trainer.compile_setting.PARTS) put on one model.
-
-- `decoder`: ftenv.trainer.fastpath.compiled_decoder.install (FunASR PR #3705's whole-stack compile);
-- `regional`: ftenv.trainer.fastpath.compiled_decoder.install_regional (one Qwen3 layer's graph for all);
-- `audio`: ftenv.trainer.fastpath.compiled_audio.install (encoder blocks and adaptor);
-- `audiowhole`: ftenv.trainer.fastpath.compiled_audio.install_whole (encoder and adaptor, one region,
-  called by the sync-free forward);
-- `cudagraphs`: the same compiles with a CUDA-graph variant for the bucketed shapes only, and a
-  `torch.compiler.cudagraph_mark_step_begin()` before each model forward (a training step's
-  outputs of the last step are dead by then). Without a CUDA GPU, or outside the buckets, the
-  calls run compiled without graphs.
-- `nosync`: FunASRNano's forward without host syncs (ftenv.trainer.fastpath.sync_free), eager;
-- `lmhead`: that forward with the LM head and loss over labelled positions only
-  (ftenv.trainer.fastpath.labelled_head; `install_on_build` makes the collator add the positions);
-- `audiocache`: the frozen encoder's outputs cached across epochs, used by the sync-free forward
-  (ftenv.trainer.fastpath.audio_cache; `install_on_build` makes the collator add the fingerprints);
-- bucketing (FTENV_BUCKETS, ftenv.trainer.fastpath.buckets) pads the batches FunASR's dataset collates, and
-  gives the adaptor the device-side mask it needs for frames padded beyond the longest.
+"""What FTENV_COMPILE and FTENV_BUCKETS put on one model, in the trainer's process and in the
+benchmark, so that both apply the compile parts (ftenv.trainer.compile_setting.PARTS) the same way.
 """
 
 from __future__ import annotations
