@@ -27,7 +27,7 @@ from ftenv.selfcheck.base import (
 from ftenv.steps import funasr_log
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
-from ftenv.train.torchrun_command import ENTRY_MODULE
+from ftenv.trainer import ENTRY_MODULE
 from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES
 
 BATCH_TOKENS = 500
