@@ -5,8 +5,9 @@ class is refused with the part's name."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-from ftenv.trainer.fastpath import collator
+from ftenv.trainer.fastpath import buckets, collator, labelled_head
 
 
 class Dataset:
@@ -40,3 +41,23 @@ def test_the_change_runs_on_every_batch_once(registered):
 def test_an_unknown_dataset_class_names_the_part():
     with pytest.raises(ValueError, match="no dataset class 'Nowhere': test part is for Fun-ASR-Nano's"):
         collator.hook("Nowhere", "ftenv_test_mark", True, add_count, "test part", CLASSES)
+
+
+class ChatDataset:
+    def collator(self, samples=None):
+        labels = torch.tensor([[-1, -1, 5, 6, 7], [-1, -1, -1, 8, 9]])
+        return {"input_ids": torch.zeros(2, 5, dtype=torch.long), "attention_mask": labels.ne(-1).long(),
+                "labels_ids": labels}  # fmt: skip
+
+
+def test_the_label_positions_index_the_padded_batch(monkeypatch):
+    """With lmhead and buckets, the positions are those of the batch the model sees (padded)."""
+    monkeypatch.setattr(ChatDataset, "collator", ChatDataset.collator)
+    notes = collator.install(("lmhead",), buckets.parse("8:2"), "Chat", {"Chat": ChatDataset})
+    assert len(notes) == 2
+    batch = ChatDataset().collator([])
+    assert batch["labels_ids"].shape == (2, 8)
+    assert (
+        batch[labelled_head.LABEL_INDEX].tolist() == labelled_head.label_index(batch["labels_ids"]).tolist()
+    )
+    assert batch[labelled_head.LABEL_INDEX].tolist() == [1, 2, 3, 9, 10]

@@ -37,11 +37,22 @@ def hook(dataset: str, mark: str, value, change, part: str, classes=None) -> boo
     return True
 
 
-def install(parts, bucketing: buckets.Buckets | None = None, dataset: str = DATASET) -> list[str]:
-    """The additions the compile parts and the buckets need, in this order; lines for the log."""
+def install(
+    parts, bucketing: buckets.Buckets | None = None, dataset: str = DATASET, classes=None
+) -> list[str]:
+    """The additions the compile parts and the buckets need; lines for the log. The padding comes
+    first: the label positions are flat indices into the padded batch the model sees."""
     notes = []
+    if bucketing is not None:
+        pad = functools.partial(buckets.pad_batch, buckets=bucketing)
+        added = hook(dataset, "ftenv_buckets", bucketing, pad, "bucketing", classes)
+        notes.append(
+            f"buckets {bucketing.spec()}: every batch of the {dataset} dataset padded to its bucket"
+            if added
+            else f"buckets already installed on {dataset}.collator"
+        )
     if "lmhead" in parts:
-        added = hook(dataset, "ftenv_label_index", True, labelled_head.add_label_index, "lmhead")
+        added = hook(dataset, "ftenv_label_index", True, labelled_head.add_label_index, "lmhead", classes)
         notes.append(
             f"lmhead: the {dataset} collator adds each batch's labelled positions "
             f"({labelled_head.LABEL_INDEX})"
@@ -49,19 +60,11 @@ def install(parts, bucketing: buckets.Buckets | None = None, dataset: str = DATA
             else "label positions already added by the collator"
         )
     if "audiocache" in parts:
-        added = hook(dataset, "ftenv_speech_keys", True, audio_cache.add_speech_keys, "audiocache")
+        added = hook(dataset, "ftenv_speech_keys", True, audio_cache.add_speech_keys, "audiocache", classes)
         notes.append(
             f"audiocache: the {dataset} collator adds each row's speech fingerprint "
             f"({audio_cache.SPEECH_KEYS})"
             if added
             else "speech fingerprints already added by the collator"
-        )
-    if bucketing is not None:
-        pad = functools.partial(buckets.pad_batch, buckets=bucketing)
-        added = hook(dataset, "ftenv_buckets", bucketing, pad, "bucketing")
-        notes.append(
-            f"buckets {bucketing.spec()}: every batch of the {dataset} dataset padded to its bucket"
-            if added
-            else f"buckets already installed on {dataset}.collator"
         )
     return notes
