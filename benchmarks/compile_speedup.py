@@ -387,7 +387,7 @@ def train_steps(
     every statistic; a validation pass (not timed) after step `val_at`. Stops at the deadline."""
     import torch
 
-    from ftenv.train.fastpath.compiled_decoder import graphs_compiled
+    from ftenv.trainer.fastpath.compiled_decoder import graphs_compiled
 
     torch.manual_seed(0)
     torch.backends.cudnn.deterministic = True
@@ -460,8 +460,8 @@ def profile_steps(model, batches, device: str, fused: bool) -> dict:
 def prepared(arm: Arm, batches: list[dict]) -> list[dict]:
     """The batches as the arm's collator gives them: padded to its buckets, with the labelled
     positions for `lmhead` and the speech fingerprints for `audiocache` (FunASR's collator adds
-    them in training, ftenv.train.fastpath)."""
-    from ftenv.train.fastpath import audio_cache, buckets, labelled_head
+    them in training, ftenv.trainer.fastpath)."""
+    from ftenv.trainer.fastpath import audio_cache, buckets, labelled_head
 
     if arm.buckets:
         spec = buckets.parse(arm.buckets)
@@ -477,9 +477,9 @@ def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, dead
     """Train the arm's steps with a validation pass half-way; its numbers (not its ranking)."""
     import torch
 
-    from ftenv.train.fastpath import buckets
-    from ftenv.train.fastpath.parts import apply as apply_parts
-    from ftenv.train.fastpath.parts import remove as remove_parts
+    from ftenv.trainer.fastpath import buckets
+    from ftenv.trainer.fastpath.parts import apply as apply_parts
+    from ftenv.trainer.fastpath.parts import remove as remove_parts
 
     result = {"arm": arm.name, **asdict(arm), "parts": list(arm.parts)}
     model.load_state_dict(initial)
@@ -547,9 +547,9 @@ def run_profile(model, initial, arm: Arm, of: Arm, batches, args, cache_root: Pa
     """The profiler pass over arm `of` (its caches warm): the floor's numbers."""
     import torch
 
-    from ftenv.train.fastpath import buckets
-    from ftenv.train.fastpath.parts import apply as apply_parts
-    from ftenv.train.fastpath.parts import remove as remove_parts
+    from ftenv.trainer.fastpath import buckets
+    from ftenv.trainer.fastpath.parts import apply as apply_parts
+    from ftenv.trainer.fastpath.parts import remove as remove_parts
 
     model.load_state_dict(initial)
     cache = cache_root / (of.cache_of or of.name)
@@ -698,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     from ftenv.selfcheck import tinymodel
-    from ftenv.train.fastpath import buckets
+    from ftenv.trainer.fastpath import buckets
 
     start = time.monotonic()
     deadline = start + args.budget_s

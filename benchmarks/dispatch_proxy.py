@@ -176,8 +176,8 @@ def count_arm(model, initial, parts, batches, warm: int = 1) -> dict:
     """Per training step: ops and syncs (forward + backward), the optimizer's apart, graph breaks."""
     import torch
 
-    from ftenv.train.fastpath import labelled_head
-    from ftenv.train.fastpath.parts import apply, remove
+    from ftenv.trainer.fastpath import labelled_head
+    from ftenv.trainer.fastpath.parts import apply, remove
 
     matrix_dynamo = torch._dynamo
     model.load_state_dict(initial)

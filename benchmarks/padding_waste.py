@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     p.add_argument("--json")
     args = p.parse_args(argv)
     from ftenv.selfcheck import tinymodel
-    from ftenv.train.fastpath import buckets
+    from ftenv.trainer.fastpath import buckets
 
     matrix = _load_matrix()
     with tempfile.TemporaryDirectory(prefix="ftenv-padding-") as tmp:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES  # noqa: E402
+from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES  # noqa: E402
 
 CPU_RUN = (*CPU_OVERRIDES, "++train_conf.max_epoch=1", "++dataset_conf.batch_size=300")
 STEP = re.compile(rb"step_in_epoch: (\d+),")

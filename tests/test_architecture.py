@@ -21,7 +21,18 @@ MAX_FLOORS = 5  # modules in the longest import chain below the CLI
 MAX_LINES = 300
 LONG_REASON = "Long because"
 #: The wings, lowest first: a module may import its own wing and the ones before it.
-WINGS = ("stack", "attention", "report", "steps", "data", "train", "evaluate", "selfcheck", "commands")
+WINGS = (
+    "stack",
+    "attention",
+    "report",
+    "steps",
+    "data",
+    "trainer",
+    "train",
+    "evaluate",
+    "selfcheck",
+    "commands",
+)
 #: Floor-0 modules every wing may import (they import nothing of ftenv but ftenv.text).
 SHARED = {"ftenv", "ftenv.text", "ftenv.variables", "ftenv.outcome"}
 
@@ -73,6 +84,30 @@ def test_imports_run_one_way_between_the_wings():
     # The rule sees the package: every wing is there, and lower wings are imported from above.
     assert {wing_of(m) for m in EDGES} >= set(WINGS)
     assert any(wing_of(m) == "steps" and wing_of(t) == "report" for m in EDGES for t in EDGES[m])
+
+
+def trainer_imports_of_train(edges: dict[str, set[str]]) -> list[str]:
+    """What each training process runs (ftenv.trainer) importing what runs before torchrun
+    (ftenv.train): every rank would carry the launcher, and the two could not be told apart."""
+    return [
+        f"{name} imports {target}"
+        for name in sorted(edges)
+        for target in sorted(edges[name])
+        if wing_of(name) == "trainer" and wing_of(target) == "train"
+    ]
+
+
+def test_the_trainer_never_imports_the_launcher():
+    assert trainer_imports_of_train(EDGES) == []
+    # The rule sees the two wings: the launcher imports the trainer's side, not the reverse.
+    assert any(wing_of(m) == "train" and wing_of(t) == "trainer" for m in EDGES for t in EDGES[m])
+
+
+def test_a_planted_trainer_import_of_the_launcher_is_found(copy):
+    plant(copy, "trainer/runlife/hooks.py", "from ftenv.train.runlife import folder")
+    assert trainer_imports_of_train(graph(copy)[0]) == [
+        "ftenv.trainer.runlife.hooks imports ftenv.train.runlife.folder"
+    ]
 
 
 def test_the_shared_modules_stay_on_floor_zero():
@@ -140,13 +175,18 @@ def test_a_planted_long_chain_is_found(tmp_path):
     [
         (
             "attention/sdpa.py",
-            "from ftenv.train import stall",
-            "ftenv.attention.sdpa (attention) imports ftenv.train.stall",
+            "from ftenv.trainer import stall",
+            "ftenv.attention.sdpa (attention) imports ftenv.trainer.stall",
         ),
         (
             "steps/stats.py",
             "import ftenv.train.finetune",
             "ftenv.steps.stats (steps) imports ftenv.train.finetune",
+        ),
+        (
+            "trainer/funasr_entry.py",
+            "from ftenv.train import torchrun_command",
+            "ftenv.trainer.funasr_entry (trainer) imports ftenv.train.torchrun_command",
         ),
         ("stack/versions.py", "from ftenv.attention import facts", "ftenv.stack.versions (stack) imports"),
         ("steps/timer.py", "from ftenv import cli", "ftenv.steps.timer imports ftenv.cli"),
@@ -226,7 +266,7 @@ TOOLS = ROOT / "scripts/imagetools"
 TOOLS_MAY_IMPORT = {
     "imagetools": {"stack", "variables", "outcome"},
     "imagetools.gpukit": {"stack", "variables", "outcome", "attention"},
-    "imagetools.release.generated": {"stack", "variables", "outcome", "attention", "report", "train"},
+    "imagetools.release.generated": {"stack", "variables", "outcome", "attention", "report", "trainer"},
 }
 #: The jobs' subpackages: each imports the top and itself, never another job.
 TOOL_JOBS = ("release", "local", "gpukit")

@@ -28,7 +28,7 @@ HUNG = 6
 #: 128 and 139 as permanent).
 STOPPED = 75
 
-#: The line a stopped run prints (rank 0, then `ftenv finetune`): written by ftenv.train.runlife,
+#: The line a stopped run prints (rank 0, then `ftenv finetune`): written by ftenv.trainer.runlife,
 #: read back by the watchdog's closing lines and `ftenv analyze`, so that a saved stop never reads as
 #: a failure. Here, below both, so that the writer and the readers share one format.
 STOP_LINE = re.compile(

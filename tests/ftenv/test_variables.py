@@ -92,7 +92,8 @@ def test_every_ftenv_name_the_docs_and_the_image_spell_is_registered():
 def test_the_registry_states_the_defaults_the_code_applies():
     from ftenv.report import startup
     from ftenv.steps import thresholds
-    from ftenv.train.runlife import failfast, torchrun
+    from ftenv.train.runlife import torchrun
+    from ftenv.trainer.runlife import failfast
 
     default = {v.name: v.default for v in variables.REGISTRY}
     applied = {

@@ -13,7 +13,7 @@ from ftenv.report import render
 from ftenv.stack import versions
 from ftenv.steps import step as step_types
 from ftenv.steps import watcher
-from ftenv.train import compile_setting
+from ftenv.trainer import compile_setting
 from support import ROOT
 
 #: The torch the images pin, as the rule reads it (the guide's sample lines are for this stack).

@@ -1,4 +1,4 @@
-"""`ftenv report`: its parser; the report is ftenv.report's, its compile line ftenv.train's."""
+"""`ftenv report`: its parser; the report is ftenv.report's, its compile line ftenv.trainer's."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import argparse
 import os
 
 from ftenv.report import report
-from ftenv.train import compile_setting, node_count
+from ftenv.train import node_count
+from ftenv.trainer import compile_setting
 
 
 def add_parser(sub) -> None:

@@ -22,7 +22,7 @@ class ReportOptions:
 def run(
     options: ReportOptions, compile_line: str, nodes: int | None = None, launcher: str | None = None
 ) -> int:
-    """Print the report; `compile_line` is the faster-training line (ftenv.train.compile_setting),
+    """Print the report; `compile_line` is the faster-training line (ftenv.trainer.compile_setting),
     `nodes` and `launcher` where the job runs (ftenv.train.cluster_env; None: unknown)."""
     f = facts.collect(live=options.gpu_probe)
     a = assess(f)

@@ -22,7 +22,7 @@ from ftenv.selfcheck.base import (
 )
 from ftenv.selfcheck.loop import prepare, timed_steps, train
 from ftenv.steps import fixes
-from ftenv.train.fastpath import compiled_decoder
+from ftenv.trainer.fastpath import compiled_decoder
 
 #: Recompiles allowed after the first compile, over the new shapes of the schedule.
 MAX_RECOMPILES = 2

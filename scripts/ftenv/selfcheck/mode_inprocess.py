@@ -24,7 +24,7 @@ def run_inprocess(options: SelfcheckOptions, workdir: Path) -> Measured:
     device = pick_device(options.device)
     undo = None
     if options.inject_stall:
-        from ftenv.train import stall
+        from ftenv.trainer import stall
 
         undo = stall.install(options.inject_stall)
     try:

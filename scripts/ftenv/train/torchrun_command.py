@@ -15,14 +15,14 @@ from ftenv.train import cluster_env, nccl_debug, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
-from ftenv.train.runlife import failfast
+from ftenv.trainer import ENTRY_MODULE
+from ftenv.trainer.runlife import failfast
 
 #: torchrun forwards these to its workers (its default lacks SIGUSR1/SIGUSR2, which Slurm's
 #: `--signal` sends: torchrun would die of them and leave its workers running).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
 #: torchrun, in-process, with the stop's exit code (ftenv.train.runlife.torchrun).
 TORCHRUN_MODULE = "ftenv.train.runlife.torchrun"
-ENTRY_MODULE = "ftenv.train.funasr_entry"
 
 
 @dataclass(frozen=True)

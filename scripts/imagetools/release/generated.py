@@ -60,7 +60,7 @@ def report_sample(v: versions.Versions) -> str:
     """`ftenv report` as the default image prints it on one H200, by the report's own code."""
     from ftenv.attention import facts
     from ftenv.report import render
-    from ftenv.train import compile_setting
+    from ftenv.trainer import compile_setting
 
     var = v.default
     torch_version = var.torch if versions.public(var.torch) != var.torch else f"{var.torch}+{var.cuda_short}"

@@ -204,7 +204,7 @@ def test_the_cu126_builds_with_their_cudnn_9_10_are_not_first(torch):
 def test_the_report_renders_the_newer_stacks_from_injected_facts(torch, cudnn):
     from ftenv.attention.facts import Facts, Gpu, Stack
     from ftenv.report import render
-    from ftenv.train import compile_setting
+    from ftenv.trainer import compile_setting
 
     f = Facts(stack=Stack(torch, cudnn), gpus=[Gpu(0, "NVIDIA H200", H100, 141 * 2**30)])
     text = render.render_text(f, render.assess(f), compile_setting.report_line())

@@ -14,7 +14,7 @@ from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
-from ftenv.train import compile_setting
+from ftenv.trainer import compile_setting
 
 GIB = 2**30
 

@@ -199,12 +199,23 @@ def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
         raise RuntimeError("an error passes as it is")
 
 
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tmp_path, device):
+    """On a GPU too the check starts `ftenv finetune`'s trainer entry, not the bare script."""
+    from ftenv.selfcheck import mode_recipe, tinymodel
+    from ftenv.trainer import ENTRY_MODULE  # what ftenv finetune starts (ftenv.train.torchrun_command)
+
+    cmd = mode_recipe.command(tinymodel.paths(tmp_path / "tiny"), tmp_path, device, 2)
+    assert ["-m", ENTRY_MODULE] in [cmd[i : i + 2] for i in range(len(cmd))]
+    assert not any(part.endswith("funasr-train-ds") for part in cmd)
+
+
 def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     rc, r = _selfcheck(capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path))
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
     assert rc == 0
     cmd = r["command"]
-    assert "-m" in cmd and "ftenv.train.funasr_entry" in cmd  # the CPU shim, named
+    assert "-m" in cmd and "ftenv.trainer.funasr_entry" in cmd  # the CPU shim, named
     for override in ("++audio_encoder_conf.freeze=true", "++llm_conf.freeze=false", "++disable_update=true"):
         assert override in cmd
     s = r["summary"]

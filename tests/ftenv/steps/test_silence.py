@@ -158,7 +158,7 @@ def test_no_alarm_on_a_multi_epoch_run_with_validation_and_checkpoints(tmp_path)
 #: dump on the watchdog's signal, the watchdog named its ptracer).
 SELF_DUMPING = [
     sys.executable, "-c",
-    "import runpy, sys; from ftenv.train.runlife import selfdump; selfdump.install(); "
+    "import runpy, sys; from ftenv.trainer.runlife import selfdump; selfdump.install(); "
     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
     *FAKE[1:],
 ]  # fmt: skip

@@ -1,7 +1,7 @@
 """`ftenv watch` around the real FunASR trainer (funasr-train-ds through torchrun, the self-check's
 tiny model, on the CPU): the lines it parses are the trainer's own, not generated ones.
 
-The slow steps are made with the self-check's test aid (ftenv.train.stall: attention sleeps 0.5 s the
+The slow steps are made with the self-check's test aid (ftenv.trainer.stall: attention sleeps 0.5 s the
 first time it sees a shape), which imitates cuDNN's per-shape plan build on any machine. This is a
 CPU run with an injected stall: it shows the watchdog reads the real trainer's output and tells the
 two cases apart, not how a GPU behaves. About 45 s (tiny model build, two short runs)."""

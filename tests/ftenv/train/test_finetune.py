@@ -32,7 +32,7 @@ def test_single_node_command_is_upstreams_recipe(work):
         "--master_addr", "127.0.0.1", "--master_port", "26669",
     ]  # fmt: skip
     assert argv[13] == "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
-    assert argv[14:16] == ["-m", "ftenv.train.funasr_entry"]  # every run: the run's life is installed
+    assert argv[14:16] == ["-m", "ftenv.trainer.funasr_entry"]  # every run: the run's life is installed
     assert overrides_of(p) == [
         f"++model={work}/model",
         "++trust_remote_code=false",

@@ -23,8 +23,9 @@ import torch
 
 from ftenv.outcome import STOPPED, UNUSABLE
 from ftenv.selfcheck import tinymodel
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
-from ftenv.train.runlife import atomic, folder, space
+from ftenv.train.runlife import folder, space
+from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES
+from ftenv.trainer.runlife import atomic
 from support import child_env
 from support.trained_steps import epoch_length, steps_of
 

@@ -8,8 +8,8 @@ What differs from a GPU cluster, and why:
 - no pyxis/enroot here (not in Debian): the `--container-*` options are removed from the srun line
   and the job runs the host's ftenv, torch and funasr (the image's locked stack, in the venv);
 - no GPUs: the `#SBATCH --gpus-per-node` line is removed, GPUS_PER_NODE=1, and the trainer is
-  `python -m ftenv.train.funasr_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
-  funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/train/funasr_cpu_shim.py),
+  `python -m ftenv.trainer.funasr_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
+  funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/trainer/funasr_cpu_shim.py),
   with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
 The cluster also has a partition of higher PriorityTier with PreemptMode=REQUEUE, whose jobs preempt
 the example's (a real preemption). Everything else is the example as users copy it: sbatch, one

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ftenv import variables
-from ftenv.train import compile_cache, compile_setting
+from ftenv.train import compile_cache
 from ftenv.train.inputs import InputError
+from ftenv.trainer import compile_setting
 from support.finetune_launch import overrides_of, work_out
 
-ENTRY = "ftenv.train.funasr_entry"
+ENTRY = "ftenv.trainer.funasr_entry"
 
 
 def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(work):

@@ -11,7 +11,7 @@ import time
 
 from ftenv import variables
 from ftenv.outcome import STOPPED
-from ftenv.train.runlife import record
+from ftenv.trainer.runlife import record
 
 
 def _stopped(run_id: str, started: float, failures=None) -> dict | None:

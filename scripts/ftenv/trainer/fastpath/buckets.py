@@ -1,31 +1,10 @@
-"""Bucketing (`ftenv finetune --buckets SPEC`, FTENV_BUCKETS): few (batch, length) shapes a run.
-
-FunASR's recipe batches by tokens (batch_size 6000, sort_size 1024) and its collator pads to the
-longest item, so (batch, padded length) changes almost every step: every new shape is a new cuDNN
-plan (FunASR issue #3704), a guard check or recompile for a compiled graph, a new CUDA graph. This
-pads each collated batch further, to a small set of shapes:
-
-- lengths (the LLM's tokens and the audio's frames) up to the next multiple of one number (`64`)
-  or the next of a list (`256,512,1024,2048`; longer batches keep their length: outside the
-  buckets, they run compiled without CUDA graphs);
-- the batch up to the next of a list of sizes (default powers of two: 1, 2, 4, ... 256).
-
-Padding follows the collator's own conventions and keeps padded rows and positions out of the
-loss: ids, attention mask and labels padded with FunASR's int pad value (-1; the model turns
-labels of -1 into -100, ignored, and masks of -1 into 0), speech with 0.0; a padded row gets one
-real key (attention mask 1 at position 0) so that no attention row is fully masked (a fully masked
-softmax row is NaN, and NaN reaches the gradients through the backward), no audio turn
-(fbank_beg 0), and a padded speech row a length of 1 for the same reason. The loss over the real
-tokens is unchanged: it is the mean over labels != -100.
-
-Padding the frames beyond the longest utterance needs the adaptor's device-side mask
-(ftenv.train.fastpath.compiled_audio.install_adaptor_forward): FunASR's own mask is as long as the
-longest length, not the padded one. `install_on_dataset` and the trainer entry take care of it.
+"""Bucketing (`ftenv finetune --buckets SPEC`, FTENV_BUCKETS): each collated batch padded to one of
+few (batch, length) shapes, because every new shape is a new cuDNN plan, a recompile and a new CUDA
+graph (FunASR issue #3704); padded rows and positions stay out of the loss (docs/finetune.md).
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 #: FunASR's collator pads ints with this (datasets/fun_asr_datasets, int_pad_value).
@@ -35,8 +14,6 @@ DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: The token-dimension keys of a collated Fun-ASR-Nano batch, and the per-row audio-turn keys.
 TOKEN_KEYS = ("input_ids", "attention_mask", "labels_ids")
 TURN_KEYS = ("fbank_beg", "fbank_mask", "fake_token_len")
-#: The dataset class whose collator gets the padding: the one Fun-ASR-Nano's config names.
-DATASET = "FunASR"
 
 
 @dataclass(frozen=True)
@@ -143,24 +120,3 @@ def padding_share(batches, buckets: Buckets | None = None) -> dict:
         "padded_token_share": 1 - real_tokens / tokens if tokens else None,
         "padded_frame_share": 1 - real_frames / frames if frames else None,
     }
-
-
-def install_on_dataset(buckets: Buckets, dataset: str = DATASET) -> str:
-    """Pad every batch FunASR's dataset class `dataset` collates in this process (and in its
-    DataLoader workers, which fork from it) to its bucket. Returns a line for the log."""
-    from funasr.register import tables
-
-    cls = tables.dataset_classes.get(dataset)
-    if cls is None:
-        raise ValueError(f"FunASR has no dataset class {dataset!r}: bucketing is for Fun-ASR-Nano's dataset")
-    original = cls.collator
-    if getattr(original, "ftenv_buckets", None) is not None:
-        return f"buckets already installed on {dataset}.collator"
-
-    @functools.wraps(original)
-    def collator(self, samples=None):
-        return pad_batch(original(self, samples), buckets)
-
-    collator.ftenv_buckets = buckets
-    cls.collator = collator
-    return f"buckets {buckets.spec()}: every batch of the {dataset} dataset padded to its bucket"

@@ -1,4 +1,4 @@
-"""Finer buckets and the padding they waste (ftenv.train.fastpath.buckets): the matrix's finer spec
+"""Finer buckets and the padding they waste (ftenv.trainer.fastpath.buckets): the matrix's finer spec
 (lengths to multiples of 32, batch sizes 8, 12, 16, 24, 32) pads to those shapes, and
 `padding_share` counts FunASR's pads (-1 in the attention mask) as padding, the real speech frames
 by their lengths. benchmarks/padding_waste.py records the shares on the matrix's batches."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ftenv.train.fastpath import buckets
+from ftenv.trainer.fastpath import buckets
 
 FINE = "32:8,12,16,24,32"
 

@@ -1,36 +1,14 @@
-"""The opt-in compiled audio side of Fun-ASR-Nano (`ftenv finetune --compile-parts audio`).
-
-The frozen SenseVoice-Small encoder (1 + 49 + 20 SAN-M blocks, hand-written masked attention) and
-the Transformer adaptor run eager under the compiled decoder: about 2,000 small kernel launches a
-step, forward only, by a count of the code. This compiles them without touching site-packages:
-
-- regional compilation: each encoder block's forward gets a `Switch` (ftenv.train.fastpath.compiled_decoder);
-  the blocks share one code object, so Dynamo compiles one graph for the 69 blocks of width 512
-  and one for the first block (its input is 560 wide), whatever the number of blocks;
-- the encoder's own forward stays eager: its in-place `xs_pad *= sqrt(d)` on the batch tensor
-  (an input mutation, which also keeps CUDA graphs off) is outside every compiled region;
-- the adaptor's forward is replaced, on that instance, by `adaptor_forward`: the same linear
-  projection and blocks, with the padding mask built on the device from the lengths tensor.
-  FunASR's `make_pad_mask` calls `lengths.tolist()` (a host sync, and a graph break that makes the
-  mask length data-dependent) and builds the mask on the CPU before copying it over. The mask's
-  length here is the padded length of the adaptor's input, which equals FunASR's (the longest
-  length) whenever the batch is padded to its longest, and stays right when the batch is padded
-  further (bucketing, ftenv.train.fastpath.buckets).
-
-`install_whole` (`--compile-parts audiowhole`) compiles the audio side as ONE region instead: the
-encoder's whole forward and the adaptor in one function (`audio_side`), called by the sync-free
-forward (ftenv.train.fastpath.sync_free) in place of `encode` + `audio_adaptor`, so that a step has
-one audio graph (one CUDA-graph replay with `cudagraphs`) instead of 71. The speech is copied
-inside the region, so the encoder's in-place scaling mutates an intermediate, not an input (an
-input mutation would keep CUDA graphs off).
+"""The compiled audio side of Fun-ASR-Nano (`--compile-parts audio` per block, `audiowhole` as one
+region), because the frozen encoder and the adaptor launch about 2,000 small kernels a step eager;
+the adaptor gets a padding mask built on the device, without FunASR's host sync (docs/finetune.md).
 """
 
 from __future__ import annotations
 
 import torch
 
-from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES, Switch
-from ftenv.train.fastpath.sync_free import AUDIO_SIDE
+from ftenv.trainer.fastpath.compiled_decoder import TRAIN_DEVICES, Switch
+from ftenv.trainer.fastpath.sync_free import AUDIO_SIDE
 
 
 def encoder_blocks(model) -> list:

@@ -1,27 +1,6 @@
-"""FunASRNano's training forward without host syncs (`ftenv finetune --compile-parts ...,nosync`).
-
-The pinned funasr's `FunASRNano.forward` (funasr/models/fun_asr_nano/model.py) splices the audio
-embeddings into the text embeddings row by row: `fbank_beg[b, t].item()` per batch row and turn,
-and slices bounded by a 0-dim `fake_token_len` tensor (two more scalar reads each); its statistics
-call `.item()` four times and `masked_select` twice (the accuracy). Each of these makes the CPU wait
-for the GPU queue to drain between the forward and the backward; once the decoder is compiled, they
-set the pace of a launch-bound step (FunASR issue #3704).
-
-`forward` here is the same computation with no host sync: the splice is one gather and one
-`torch.where` per audio turn over positions computed on the device (the audio rows are numbered in
-the same row-major order), the masked fills are out-of-place `clamp`/`where`, the statistics stay
-tensors (FunASR's `force_gatherable` makes every statistic a 1-element tensor anyway, and the
-trainer reads them with `.item()` when it logs, after the step), and the accuracy is a masked sum.
-Loss, accuracy and every logged number are those of FunASR's forward
-(tests/ftenv/train/test_fastpath_levers.py compares them). Where FunASR's splice falls back to
-the adaptor's lengths (an audio turn longer than the encoder output or the text), this does the
-same; where FunASR's fallback would raise, this
-clips the turn to the text and the encoder output instead. With `audiowhole` the encoder and the
-adaptor run as one compiled region (ftenv.train.fastpath.compiled_audio.install_whole); with
-`audiocache` the encoder's outputs come from a cache (ftenv.train.fastpath.audio_cache).
-
-`install` puts it on one model instance, only when that model's forward is the packaged
-FunASRNano.forward it was written against: a remote-code model (`trust_remote_code`) keeps its own.
+"""FunASRNano's training forward without host syncs (`--compile-parts ...,nosync`): the same loss,
+accuracy and logged numbers, because each `.item()` of FunASR's forward makes the CPU wait for the
+GPU between the forward and the backward and sets the pace of a launch-bound step (docs/finetune.md).
 """
 
 from __future__ import annotations
@@ -30,7 +9,7 @@ import types
 
 import torch
 
-from ftenv.train.fastpath import labelled_head
+from ftenv.trainer.fastpath import labelled_head
 
 #: Marks the installed forward (install is idempotent, remove finds it).
 MARK = "ftenv_sync_free"
@@ -38,7 +17,7 @@ MARK = "ftenv_sync_free"
 HEAD_MARK = "ftenv_labelled_head"
 #: Where a model instance keeps its whole audio side region (compiled_audio.install_whole).
 AUDIO_SIDE = "ftenv_audio_side"
-#: Where a model instance keeps its encoder output cache (ftenv.train.fastpath.audio_cache).
+#: Where a model instance keeps its encoder output cache (ftenv.trainer.fastpath.audio_cache).
 AUDIO_CACHE = "ftenv_audio_cache"
 #: The batch key its collator adds: one speech fingerprint per row.
 SPEECH_KEYS = "ftenv_speech_keys"
@@ -167,7 +146,7 @@ setattr(forward, MARK, True)
 
 def install(model, labelled: bool = False) -> str | None:
     """Give this model instance the sync-free forward, with the LM head over labelled positions
-    only when `labelled` (ftenv.train.fastpath.labelled_head); returns why not (None: installed)."""
+    only when `labelled` (ftenv.trainer.fastpath.labelled_head); returns why not (None: installed)."""
     original = packaged_forward()
     if labelled:
         model.__dict__[HEAD_MARK] = True

@@ -26,8 +26,8 @@ import torch
 
 from ftenv import cli, variables
 from ftenv.steps import fixes
-from ftenv.train import compile_setting
-from ftenv.train.fastpath import compiled_decoder
+from ftenv.trainer import compile_setting
+from ftenv.trainer.fastpath import compiled_decoder
 from support import ROOT, child_env, finetune_tiny
 
 HERE = ROOT / "tests"  # where the support package is
@@ -102,7 +102,7 @@ def test_a_junk_value_is_an_error_that_names_the_fix():
 def test_finetune_compile_dry_run_goes_through_the_entry_with_the_variable(tiny, tmp_path):
     r = finetune_tiny(tiny, tmp_path / "out", "--compile", "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert "-m ftenv.train.funasr_entry" in r.stdout
+    assert "-m ftenv.trainer.funasr_entry" in r.stdout
     assert "FTENV_COMPILE=1" in r.stderr
     plain = finetune_tiny(tiny, tmp_path / "out", "--dry-run")
     assert "FTENV_COMPILE" not in plain.stderr and "FTENV_COMPILE" not in plain.stdout

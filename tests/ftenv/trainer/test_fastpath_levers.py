@@ -1,10 +1,10 @@
 """The fast path's levers past upstream, on the CPU with the tiny Fun-ASR-Nano:
 
-- `nosync` (ftenv.train.fastpath.sync_free): FunASRNano's forward without host syncs gives FunASR's
+- `nosync` (ftenv.trainer.fastpath.sync_free): FunASRNano's forward without host syncs gives FunASR's
   loss, accuracy and every logged statistic, trains to the same losses, and makes no host sync
   where FunASR's makes about three per batch row plus its statistics' (counted with
   benchmarks/dispatch_proxy.py's TorchDispatchMode);
-- `lmhead` (ftenv.train.fastpath.labelled_head): the LM head and the loss over labelled positions
+- `lmhead` (ftenv.trainer.fastpath.labelled_head): the LM head and the loss over labelled positions
   only give FunASR's loss and accuracy;
 - no KV cache in validation: train steps, a validation pass (eval mode, no_grad, as FunASR's
   trainer validates) and train steps again under the regional decoder with Dynamo's test backend
@@ -22,7 +22,7 @@ import torch
 
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.loop import prepare, train
-from ftenv.train.fastpath import compiled_audio, compiled_decoder, labelled_head, sync_free
+from ftenv.trainer.fastpath import compiled_audio, compiled_decoder, labelled_head, sync_free
 from support import ROOT
 
 

@@ -1,4 +1,4 @@
-"""`python -m ftenv.train.funasr_entry ++key=value ...`: FunASR's `funasr-train-ds` in this process,
+"""`python -m ftenv.trainer.funasr_entry ++key=value ...`: FunASR's `funasr-train-ds` in this process,
 so that every training process gets the run's life, the faster path and the data counts without
 touching site-packages.
 """
@@ -12,9 +12,9 @@ from importlib import metadata
 
 from ftenv import variables
 from ftenv.data import runtime
-from ftenv.train import compile_setting, funasr_cpu_shim
-from ftenv.train.runlife import hooks as runlife_hooks
-from ftenv.train.runlife import selfdump
+from ftenv.trainer import compile_setting, funasr_cpu_shim
+from ftenv.trainer.runlife import hooks as runlife_hooks
+from ftenv.trainer.runlife import selfdump
 
 SCRIPT = "funasr-train-ds"
 
@@ -30,30 +30,27 @@ def main() -> int:
     ep = entry_point()
     notes = []
     try:
-        parts = compile_setting.compile_parts()
-        spec = os.environ.get(variables.BUCKETS)
-        from ftenv.train.fastpath import buckets
-
-        bucketing = buckets.parse(spec) if spec else None
+        parts, bucketing = compile_setting.read()
     except ValueError as exc:
-        raise SystemExit(f"ftenv.train.funasr_entry: {exc}") from None
+        raise SystemExit(f"ftenv.trainer.funasr_entry: {exc}") from None
     if parts or bucketing is not None:
-        from ftenv.train.fastpath.parts import install_on_build
+        from ftenv.trainer.fastpath.parts import install_on_build
 
         notes.append(install_on_build(parts, bucketing))
-    if bucketing is not None:
-        notes.append(buckets.install_on_dataset(bucketing))
+        from ftenv.trainer.fastpath import collator
+
+        notes += collator.install(parts, bucketing)
     notes += runlife_hooks.install()
     notes += selfdump.install()
     if os.environ.get(variables.FUNASR_CPU_SHIM) == "1":
         notes += funasr_cpu_shim.apply()
     notes += runtime.install_from_env()  # FunASR's silent substitutions and drops, for ftenv watch
-    from ftenv.train import stall
+    from ftenv.trainer import stall
 
     if stall.install_from_env() is not None:
         notes.append(f"TEST AID: SDPA stall of {os.environ[variables.TEST_SDPA_STALL_S]} s per new shape")
     for note in notes:
-        print(f"ftenv.train.funasr_entry: {note}", file=sys.stderr)
+        print(f"ftenv.trainer.funasr_entry: {note}", file=sys.stderr)
     sys.argv[0] = SCRIPT
     logging.getLogger(__name__).debug("running %s (%s)", SCRIPT, ep.value)
     result = ep.load()()

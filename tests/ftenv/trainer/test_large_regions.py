@@ -22,8 +22,8 @@ import torch
 
 from ftenv import variables
 from ftenv.selfcheck.loop import prepare, train
-from ftenv.train import compile_setting
-from ftenv.train.fastpath import compiled_audio, compiled_decoder, parts, sync_free
+from ftenv.trainer import compile_setting
+from ftenv.trainer.fastpath import compiled_audio, compiled_decoder, parts, sync_free
 
 CPU = ("cpu",)
 

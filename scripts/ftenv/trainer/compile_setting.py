@@ -1,19 +1,23 @@
-"""FTENV_COMPILE, FTENV_BUCKETS, FTENV_COMPILE_CACHE_DIR: the one home of what the faster training
-path turns on and how its values read, since the launcher sets them, the trainer entry acts on
-them and the start-up report prints them (the parts: docs/finetune.md).
+"""FTENV_COMPILE, FTENV_BUCKETS, FTENV_COMPILE_CACHE_DIR: the one home of the compile setting (its
+parse, its defaults, the variables it gives the trainer), since the launcher sets it, the trainer
+entry acts on it and the start-up report prints it (the parts: docs/finetune.md).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from ftenv import text, variables
+from ftenv.trainer.fastpath import buckets as bucketing
 
 PARTS = ("decoder", "regional", "audio", "audiowhole", "cudagraphs", "nosync", "lmhead", "audiocache")
 #: What `--compile` / FTENV_COMPILE=1 turns on, chosen on the CPU proxies until a GPU measures the
 #: matrix (docs/benchmarks.md): it meets the proxies' targets with eager's losses and no CUDA
 #: graphs (so any batch shape and gradient accumulation), and compiles one layer, not the stack.
 DEFAULT_PARTS = ("regional", "audio", "nosync", "lmhead")
+#: FunASR's gradient accumulation setting (trainer_ds.Trainer: accum_grad, default 1).
+ACCUM_GRAD = "train_conf.accum_grad"
 _ON = ("1", "true", "yes", "on")
 _OFF = ("", "0", "false", "no", "off")
 
@@ -62,6 +66,60 @@ def compile_parts(environ=os.environ) -> tuple[str, ...]:
             "(ftenv finetune --buckets 64)"
         )
     return tuple(p for p in PARTS if p in parts)
+
+
+def buckets(environ=os.environ) -> bucketing.Buckets | None:
+    """The buckets FTENV_BUCKETS asks for (None: unset); a spec not understood is an error."""
+    spec = environ.get(variables.BUCKETS)
+    return bucketing.parse(spec) if spec else None
+
+
+def read(environ=os.environ) -> tuple[tuple[str, ...], bucketing.Buckets | None]:
+    """(the compile parts, the buckets) of the setting; ValueError names the fix."""
+    return compile_parts(environ), buckets(environ)
+
+
+def requested(
+    environ: Mapping[str, str], compile: bool = False, parts: str | None = None, spec: str | None = None
+) -> dict[str, str]:
+    """The environment with the command line's choice over it: `--compile-parts` over `--compile`
+    over FTENV_COMPILE, `--buckets` over FTENV_BUCKETS."""
+    wanted = dict(environ)
+    if parts:
+        wanted[variables.COMPILE] = parts
+    elif compile:
+        wanted[variables.COMPILE] = "1"
+    if spec:
+        wanted[variables.BUCKETS] = spec
+    return wanted
+
+
+def check_accumulation(parts, accumulation: int) -> None:
+    """CUDA graphs and gradient accumulation exclude each other (ValueError names the fix)."""
+    if "cudagraphs" in parts and accumulation > 1:
+        raise ValueError(
+            f"CUDA graphs with gradient accumulation ({ACCUM_GRAD}={accumulation}): each forward "
+            "starts a new graph step and reuses the previous forward's output buffers, which the "
+            "accumulated backward still needs; drop `cudagraphs` from --compile-parts or set "
+            f"++{ACCUM_GRAD}=1"
+        )
+
+
+def cache_mount(environ=os.environ) -> str | None:
+    """FTENV_COMPILE_CACHE_DIR: the compile caches' mount (None: under the output dir)."""
+    return environ.get(variables.COMPILE_CACHE_DIR) or None
+
+
+def trainer_env(wanted: Mapping[str, str], caches: Mapping[str, str]) -> dict[str, str]:
+    """The variables the setting gives the trainer: FTENV_COMPILE and the compile caches when a part
+    is on, FTENV_BUCKETS when set (`wanted` already read without error)."""
+    env: dict[str, str] = {}
+    if compile_parts(wanted):
+        env[variables.COMPILE] = wanted[variables.COMPILE]
+        env.update(caches)
+    if wanted.get(variables.BUCKETS):
+        env[variables.BUCKETS] = wanted[variables.BUCKETS]
+    return env
 
 
 def report_line(environ=os.environ) -> str:

@@ -23,7 +23,7 @@ import torch
 
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.loop import prepare, train
-from ftenv.train.fastpath import compiled_audio, compiled_decoder
+from ftenv.trainer.fastpath import compiled_audio, compiled_decoder
 
 CPU = ("cpu",)
 

@@ -9,7 +9,7 @@ import contextlib
 import functools
 import os
 
-from ftenv.train.runlife.record import temp_name
+from ftenv.trainer.runlife.record import temp_name
 
 _MB = 1 << 20
 

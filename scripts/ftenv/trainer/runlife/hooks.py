@@ -12,8 +12,8 @@ import os
 import sys
 
 from ftenv.outcome import STOPPED
-from ftenv.train.runlife import atomic, failfast, record
-from ftenv.train.runlife.signals import BoundaryLoader, StopRequest, agree
+from ftenv.trainer.runlife import atomic, failfast, record
+from ftenv.trainer.runlife.signals import BoundaryLoader, StopRequest, agree
 
 log = logging.getLogger(__name__)
 

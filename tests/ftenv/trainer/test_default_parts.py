@@ -1,4 +1,4 @@
-"""What `--compile` turns on (ftenv.train.compile_setting.DEFAULT_PARTS) is safe without a GPU
+"""What `--compile` turns on (ftenv.trainer.compile_setting.DEFAULT_PARTS) is safe without a GPU
 measurement: no CUDA graphs (so no buckets needed), accepted with gradient accumulation, and
 eager's losses on the tiny Fun-ASR-Nano (CPU, Dynamo's `aot_eager` backend: the same graphs as
 Inductor, no kernels). Its speed is the matrix's (docs/benchmarks.md), on a GPU."""
@@ -12,8 +12,9 @@ import torch
 
 from ftenv import variables
 from ftenv.selfcheck.loop import prepare, train
-from ftenv.train import compile_setting, speed_options
-from ftenv.train.fastpath import labelled_head, parts
+from ftenv.train import speed_options
+from ftenv.trainer import compile_setting
+from ftenv.trainer.fastpath import labelled_head, parts
 
 
 def test_the_default_needs_no_buckets_and_takes_gradient_accumulation(tmp_path):

@@ -1,31 +1,16 @@
-"""The frozen audio encoder's outputs cached across epochs (`--compile-parts ...,audiocache`, opt-in).
-
-Fun-ASR-Nano's recipe trains about 50 epochs over the same audio through a frozen SenseVoice
-encoder: from the second epoch on, its forward recomputes what it computed before. This keeps each
-utterance's encoder output (its valid frames) and serves later epochs from it; the adaptor, which
-trains, runs every step as before.
-
-What changes: the encoder runs as in inference, in eval mode under no_grad, so WITHOUT dropout.
-The recipe's trainer calls model.train(), which turns the frozen encoder's dropout back on, so its
-outputs differ from epoch to epoch there; here every epoch sees the one deterministic output.
-Frames past an utterance's length are zeros (FunASR's encoder leaves them as the padding made them).
-
-Each row is keyed by a fingerprint of its speech features, computed on the CPU by the collator
-(`SPEECH_KEYS`): a BLAKE2b hash of the valid frames' bytes, their shape and dtype, so a changed
-input never reuses a stale entry. Without the keys (another collator) the forward computes them,
-one host copy of the batch. Entries stay on the device the encoder ran on (a hit then costs no
-copy and no host sync), up to CACHE_BYTES, least recently used first out.
+"""The frozen audio encoder's outputs cached across epochs (`--compile-parts ...,audiocache`, opt-in),
+because the recipe's ~50 epochs recompute the same frozen outputs; the encoder then runs in eval
+mode (no dropout), which is what changes (docs/finetune.md).
 """
 
 from __future__ import annotations
 
 import collections
-import functools
 import hashlib
 
 import torch
 
-from ftenv.train.fastpath.sync_free import AUDIO_CACHE, SPEECH_KEYS
+from ftenv.trainer.fastpath.sync_free import AUDIO_CACHE, SPEECH_KEYS
 
 #: The most bytes of encoder outputs kept on the device: 4 GiB holds about 2 million encoder frames
 #: of Fun-ASR-Nano (512 fp32 values, 60 ms of audio each), about 30 hours of audio.
@@ -129,24 +114,3 @@ def install(model, limit: int = CACHE_BYTES) -> EncoderCache:
 
 def remove(model) -> None:
     model.__dict__.pop(AUDIO_CACHE, None)
-
-
-def install_on_dataset(dataset: str = "FunASR") -> str:
-    """Add SPEECH_KEYS to every batch FunASR's dataset class collates in this process (and its
-    DataLoader workers). Returns a line for the log."""
-    from funasr.register import tables
-
-    cls = tables.dataset_classes.get(dataset)
-    if cls is None:
-        raise ValueError(f"FunASR has no dataset class {dataset!r}: audiocache is for Fun-ASR-Nano's dataset")
-    original = cls.collator
-    if getattr(original, "ftenv_speech_keys", False):
-        return "speech fingerprints already added by the collator"
-
-    @functools.wraps(original)
-    def collator(self, samples=None):
-        return add_speech_keys(original(self, samples))
-
-    collator.ftenv_speech_keys = True
-    cls.collator = collator
-    return f"audiocache: the {dataset} collator adds each row's speech fingerprint ({SPEECH_KEYS})"

@@ -5,7 +5,7 @@ GPU.
 
 from __future__ import annotations
 
-#: `python -m ftenv.train.funasr_entry` applies the shim when this is "1" (the self-check on a CPU).
+#: `python -m ftenv.trainer.funasr_entry` applies the shim when this is "1" (the self-check on a CPU).
 #: The recipe's overrides for a run on the CPU: fp32 LLM (bf16 matmuls there build a oneDNN primitive
 #: per new shape, a CPU-only per-shape cost) and no DataLoader workers.
 CPU_OVERRIDES = ("++device=cpu", "++dataset_conf.num_workers=0", "++llm_conf.llm_dtype=fp32")

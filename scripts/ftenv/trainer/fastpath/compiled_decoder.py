@@ -1,31 +1,6 @@
-"""The opt-in compiled decoder forward (`ftenv finetune --compile`, FTENV_COMPILE).
-
-After the cuDNN plan stall is gone (FunASR issue #3704), a Fun-ASR-Nano fine-tuning step is bound by
-the CPU launching thousands of small kernels of the Qwen3 decoder. FunASR PR #3705 (upstream, not in
-the funasr wheel these images pin) compiles the decoder stack, `llm.model.forward`, with
-`torch.compile(dynamic=True)`. This module gives the pinned funasr the same, at run time, without
-touching site-packages, and one step further:
-
-- `install(model)` replaces `model.llm.model.forward` on that one instance with a `Switch`, which
-  decides per call: inputs on an allowed device (CUDA unless told otherwise) with more than one
-  sequence go through the compiled forward; everything else (CPU training, 1-sequence batches)
-  runs the original eager forward. A batch of 1 would specialise the graph and recompile, and on
-  the CPU that recompile hits an Inductor C++ code generation error in torch 2.11: upstream keeps
-  it eager too.
-- `install_regional(model)`: a Switch on each Qwen3DecoderLayer instead ("regional
-  compilation"): the layers share one code object, so one graph serves all 28 and the compile
-  costs one layer's trace, not the whole stack's.
-- Either way the stack runs with `use_cache=False` whenever its caller leaves `use_cache` unset,
-  in training AND in evaluation (`without_kv_cache`): FunASRNano calls the LLM without it, so with
-  Qwen3Config's default `use_cache=True` every forward would build a DynamicCache nobody reads, and
-  in a per-layer graph the cache's per-layer state recompiles each layer. FunASR validates in eval
-  mode: a training-only rule let every validation pass recompile the layers up to Dynamo's limit.
-  Generation passes `use_cache` explicitly and keeps its cache.
-- Upstream also runs the decoder under `sdpa_kernel([flash, efficient, math])`; here the image's
-  TORCH_CUDNN_SDPA_DEPRIORITIZED=1 keeps cuDNN attention out of the front instead, which also
-  holds when a compiled graph picks its attention kernel while it is traced.
-- `graphs_compiled()` counts the graphs Dynamo has compiled (torch._dynamo's counters, private:
-  None when they are gone), so that callers can count recompiles over new shapes.
+"""The compiled decoder forward (`--compile-parts decoder` or `regional`; FunASR PR #3705's idea on
+the pinned funasr, put on one model instance at run time), because a Fun-ASR-Nano step without the
+cuDNN plan stall is bound by the CPU launching the Qwen3 decoder's small kernels (docs/finetune.md).
 """
 
 from __future__ import annotations
@@ -49,7 +24,7 @@ class Switch:
     """Callable that stands in for a forward: compiled or eager, per call.
 
     `graphs_when(lead)`, when given, picks the calls that run the CUDA-graph variant of the same
-    compile (`mode="reduce-overhead"`): the bucketed shapes (ftenv.train.fastpath.buckets), so that the
+    compile (`mode="reduce-overhead"`): the bucketed shapes (ftenv.trainer.fastpath.buckets), so that the
     graphs recorded stay as few as the buckets. Other shapes run compiled without graphs."""
 
     def __init__(

@@ -4,7 +4,7 @@
 - a bucketed batch trains to the loss and gradients of the unpadded one (eager, the tiny model),
   and the same check sees it when padded labels are not kept out of the loss (the control);
 - no attention row of a padded batch is fully masked.
-`ftenv finetune --buckets` through FunASR's own trainer: tests/ftenv/train/test_parts.py.
+`ftenv finetune --buckets` through FunASR's own trainer: tests/ftenv/trainer/test_parts.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from ftenv.selfcheck.loop import prepare
-from ftenv.train.fastpath import buckets, compiled_audio
+from ftenv.trainer.fastpath import buckets, compiled_audio
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The compile parts put on one model (ftenv.train.fastpath.parts): the CUDA-graph arm without a GPU
+"""The compile parts put on one model (ftenv.trainer.fastpath.parts): the CUDA-graph arm without a GPU
 falls back cleanly to compiled-without-graphs, and says so; parts and bucketing reach the model,
 also through `ftenv finetune --compile-parts ... --buckets ...` and FunASR's own trainer (CPU:
 the compiled regions stay eager there, the batches are padded)."""
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from ftenv.selfcheck.loop import prepare, train
-from ftenv.train.fastpath import buckets, compiled_audio, compiled_decoder, parts
+from ftenv.trainer.fastpath import buckets, compiled_audio, compiled_decoder, parts
 from support import child_env, finetune_tiny
 
 

@@ -1,4 +1,4 @@
-"""`audiocache` (ftenv.train.fastpath.audio_cache) on the CPU with the tiny Fun-ASR-Nano: the
+"""`audiocache` (ftenv.trainer.fastpath.audio_cache) on the CPU with the tiny Fun-ASR-Nano: the
 second epoch over the same batches is served from the cache (the encoder not called), a changed
 input misses, entries leave least recently used first at the byte limit, and the losses are
 eager's with the frozen encoder in eval mode (the recipe's, with dropout on, measured apart)."""
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from ftenv.selfcheck.loop import prepare, train
-from ftenv.train import compile_setting
-from ftenv.train.fastpath import audio_cache, sync_free
+from ftenv.trainer import compile_setting
+from ftenv.trainer.fastpath import audio_cache, sync_free
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,5 @@
-"""What FTENV_COMPILE and FTENV_BUCKETS do in the trainer's process (ftenv.train.funasr_entry), and
-in the benchmark: the compile parts (ftenv.train.compile_setting.PARTS) put on one model.
-
-- `decoder`: ftenv.train.fastpath.compiled_decoder.install (FunASR PR #3705's whole-stack compile);
-- `regional`: ftenv.train.fastpath.compiled_decoder.install_regional (one Qwen3 layer's graph for all);
-- `audio`: ftenv.train.fastpath.compiled_audio.install (encoder blocks and adaptor);
-- `audiowhole`: ftenv.train.fastpath.compiled_audio.install_whole (encoder and adaptor, one region,
-  called by the sync-free forward);
-- `cudagraphs`: the same compiles with a CUDA-graph variant for the bucketed shapes only, and a
-  `torch.compiler.cudagraph_mark_step_begin()` before each model forward (a training step's
-  outputs of the last step are dead by then). Without a CUDA GPU, or outside the buckets, the
-  calls run compiled without graphs.
-- `nosync`: FunASRNano's forward without host syncs (ftenv.train.fastpath.sync_free), eager;
-- `lmhead`: that forward with the LM head and loss over labelled positions only
-  (ftenv.train.fastpath.labelled_head; `install_on_build` makes the collator add the positions);
-- `audiocache`: the frozen encoder's outputs cached across epochs, used by the sync-free forward
-  (ftenv.train.fastpath.audio_cache; `install_on_build` makes the collator add the fingerprints);
-- bucketing (FTENV_BUCKETS, ftenv.train.fastpath.buckets) pads the batches FunASR's dataset collates, and
-  gives the adaptor the device-side mask it needs for frames padded beyond the longest.
+"""What FTENV_COMPILE and FTENV_BUCKETS put on one model, in the trainer's process and in the
+benchmark, so that both apply the compile parts (ftenv.trainer.compile_setting.PARTS) the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +9,8 @@ import functools
 import sys
 
 from ftenv import variables
-from ftenv.train.fastpath import audio_cache, compiled_audio, compiled_decoder, labelled_head, sync_free
-from ftenv.train.fastpath.compiled_decoder import TRAIN_DEVICES
+from ftenv.trainer.fastpath import audio_cache, compiled_audio, compiled_decoder, sync_free
+from ftenv.trainer.fastpath.compiled_decoder import TRAIN_DEVICES
 
 
 def cuda_graphs_unavailable(devices=TRAIN_DEVICES) -> str | None:
@@ -159,10 +142,6 @@ def install_on_build(parts, buckets=None, devices=TRAIN_DEVICES) -> str:
     logs = (
         "with recompile log lines" if compiled_decoder.log_recompiles() else "recompile log lines unavailable"
     )
-    if "lmhead" in parts:
-        print(f"ftenv: {labelled_head.install_on_dataset()}", file=sys.stderr, flush=True)
-    if "audiocache" in parts:
-        print(f"ftenv: {audio_cache.install_on_dataset()}", file=sys.stderr, flush=True)
     if not parts:
         return "bucketing: the model to be built gets the adaptor's device-side padding mask"
     return f"{variables.COMPILE}={','.join(parts)}: the model to be built gets the compiled parts ({logs})"
