@@ -1,4 +1,4 @@
-"""`ftenv watch`: its parser; the watchdog is ftenv.steps.watch's."""
+"""`ftenv watch`: its parser; the watchdog is ftenv.steps.watch_command's."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.commands.options import add_factor_option, add_time_option, count_type
-from ftenv.steps import watch
+from ftenv.steps import watch_command
+from ftenv.steps.messages import PREFIX
+from ftenv.steps.process_life import WatchOptions
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT
-from ftenv.steps.watcher import PREFIX
 
 
 def add_parser(sub) -> None:
@@ -58,7 +59,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = watch.WatchOptions(
+    options = WatchOptions(
         cmd=tuple(args.cmd),
         factor=args.factor,
         warmup=args.warmup,
@@ -69,4 +70,4 @@ def run(args: argparse.Namespace) -> int:
         time=args.time,
         output_dir=args.output_dir,
     )
-    return watch.run(options)
+    return watch_command.run(options)

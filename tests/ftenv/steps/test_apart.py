@@ -17,8 +17,8 @@ from ftenv import outcome
 from ftenv.attention.sdpa import FIX
 from ftenv.selfcheck import base, verdict
 from ftenv.steps import fixes, stats, thresholds
+from ftenv.steps.slow_step_lines import SlowStepLines
 from ftenv.steps.step import EPOCH_START, RUN_START, Step
-from ftenv.steps.watcher import Watcher
 from support import run_ftenv
 from support.steplogs import EPOCH_STEPS, recipe_run
 
@@ -146,7 +146,7 @@ def test_a_fail_lists_the_failed_rule_first_and_the_others_as_passed():
 
 
 def test_the_watchdogs_fail_line_says_only_what_failed():
-    w = Watcher()
+    w = SlowStepLines()
     for st in _one_stall():
         w.observe(st)
     verdict_line = next(ln for ln in w.summary_lines() if "verdict:" in ln)
