@@ -15,9 +15,9 @@ import time
 
 from ftenv.steps import crash, data_loss, funasr_log, nccl_net
 from ftenv.steps.crash import TRACEBACK
-from ftenv.steps.messages import PREFIX
+from ftenv.steps.funasr_log import RECOMPILE_MARK
+from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.silence import STEP, VAL_LINE, Silence
-from ftenv.steps.slow_step_lines import RECOMPILE_MARK, SlowStepLines
 
 CHUNK = 1 << 16
 #: Cheap test before parsing a line: both step-line tags contain it.
@@ -33,10 +33,11 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 class PumpState:
-    """The shared state of both pumps: parsing, the slow-step lines, the silence clock, the
+    """The shared state of both pumps: parsing, the slow-step lines (a
+    ftenv.steps.slow_step_lines.SlowStepLines, made by the caller), the silence clock, the
     tracebacks, and where hints go."""
 
-    def __init__(self, slow_lines: SlowStepLines, summary_every: int, time_field: str, silence: Silence):
+    def __init__(self, slow_lines, summary_every: int, time_field: str, silence: Silence):
         self.slow_lines = slow_lines
         self.summary_every = summary_every
         self.time_field = time_field

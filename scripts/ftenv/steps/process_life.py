@@ -14,48 +14,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv import outcome
-from ftenv.attention import process_settings
-from ftenv.attention.process_settings import AttentionSettings
 from ftenv.steps import crash, hang
-from ftenv.steps.messages import PREFIX
+from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.pipes import Pump, PumpState, place_lines
-from ftenv.steps.silence import Silence, SilenceLimits
-from ftenv.steps.slow_step_lines import SlowStepLines
-from ftenv.steps.thresholds import HANG_KILL_AFTER_S, LIVE_WARMUP, REPEAT, SLOW_FACTOR
+from ftenv.steps.thresholds import HANG_KILL_AFTER_S
+from ftenv.steps.watch_command import PROG, WatchOptions
 
-PROG = "ftenv watch"
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 #: How much later a step line printed before a traceback (in the other pipe) may be read.
 READ_SLACK_S = 1.0
 #: After the command exits, how long its pipes may stay quiet before the watchdog stops draining
 #: them (a leftover grandchild may hold them open).
 DRAIN_S = 3.0
-
-
-@dataclass(frozen=True)
-class WatchOptions:
-    """What `ftenv watch` was asked for (ftenv.commands.watch); `cmd` may start with `--`.
-    `silence`: the alarm's limits (the command reads them from the environment)."""
-
-    cmd: tuple[str, ...]
-    factor: float = SLOW_FACTOR
-    warmup: int = LIVE_WARMUP
-    repeat: int = REPEAT
-    summary: bool = True
-    summary_every: int = 0
-    hint_stream: str = "same"  # same or stderr
-    time: str = "phases"  # phases or total
-    output_dir: Path | None = None
-    silence: SilenceLimits = field(default_factory=SilenceLimits)
-
-    @property
-    def argv(self) -> list[str]:
-        argv = list(self.cmd)
-        return argv[1:] if argv and argv[0] == "--" else argv
 
 
 def output_folder(argv: list[str]) -> Path:
@@ -109,13 +82,11 @@ def _wait(proc: subprocess.Popen, state: PumpState, say, root_folder: Path) -> t
             return rc, True
 
 
-def watch_process(
-    options: WatchOptions, settings: Callable[[], AttentionSettings | None] | None = None
-) -> int:
+def watch_process(options: WatchOptions, new_state: Callable[[int], PumpState]) -> int:
     """Run options.argv under the watchdog; returns its exit code (128+N when signal N ended it; HUNG
     when the silence alarm's hard limit stopped it; FAIL when it finished on data FunASR lost).
-    settings: a callable returning AttentionSettings (tests); default reads the training
-    process's settings from outside it (ftenv.attention.process_settings)."""
+    new_state: the pumps' state for the started command's pid (its slow-step lines read that
+    process's settings)."""
     argv = options.argv
     folder = options.output_dir or output_folder(argv)
     env = {**os.environ, **hang.command_env(folder)}  # the trainer entry lets us read its stacks
@@ -134,15 +105,8 @@ def watch_process(
     if threading.current_thread() is threading.main_thread():
         for sig in FORWARDED:
             previous[sig] = signal.signal(sig, forward)
-    read_settings = settings or (lambda: process_settings.read_process_settings(proc.pid))
-    slow_lines = SlowStepLines(
-        factor=options.factor,
-        warmup=options.warmup,
-        repeat=options.repeat,
-        settings=read_settings,
-        time_holds_pause=options.time == "total",
-    )
-    state = PumpState(slow_lines, options.summary_every, options.time, Silence(options.silence))
+    state = new_state(proc.pid)
+    slow_lines = state.slow_lines
     out_fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
     sys.stdout.flush()
     sys.stderr.flush()

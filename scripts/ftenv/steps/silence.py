@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ftenv import text, variables
 from ftenv.outcome import HUNG
-from ftenv.steps.messages import PREFIX
+from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
 from ftenv.steps.thresholds import HANG_LIMIT_S, SILENCE_FACTOR, SILENCE_MIN_S
 

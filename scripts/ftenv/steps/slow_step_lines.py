@@ -15,8 +15,9 @@ from ftenv.attention.process_settings import AttentionSettings
 from ftenv.steps import stats
 from ftenv.steps.apart import apart_text, pause_text
 from ftenv.steps.detector import Detector, SlowEvent
-from ftenv.steps.funasr_log import PHASES
-from ftenv.steps.messages import INDENT, PREFIX, first_lines, short_line
+from ftenv.steps.funasr_log import PHASES, RECOMPILE_MARK
+from ftenv.steps.line_mark import INDENT, PREFIX
+from ftenv.steps.messages import first_lines, short_line
 from ftenv.steps.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, apart_reason
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, Thresholds
 
@@ -25,9 +26,6 @@ __all__ = ["PREFIX", "SlowStepLines"]
 SETTINGS_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
 KEEP_STEPS = 200_000
-#: Dynamo's line when a new shape breaks a compiled graph's guards (ftenv finetune --compile turns
-#: its recompile log on): a slow new-shape step after it is put down to recompiling, not to cuDNN.
-RECOMPILE_MARK = b"Recompiling function"
 
 
 class SlowStepLines:

@@ -8,7 +8,7 @@ import dataclasses
 from ftenv import variables
 from ftenv.attention import facts, probe, process_settings
 from ftenv.report import render
-from ftenv.selfcheck import base
+from ftenv.selfcheck import runs_on
 from ftenv.stack import versions
 
 KEYS = ["device", "torch", "cudnn", variables.SDPA_DEPRIORITIZED, "cpu_threads"]
@@ -26,11 +26,11 @@ def test_the_json_form_keeps_the_keys_users_read(monkeypatch):
 
 def test_the_probe_and_the_selfcheck_record_the_same_shape(monkeypatch):
     monkeypatch.delenv(variables.SDPA_DEPRIORITIZED, raising=False)
-    assert base.environment("cpu") == facts.read_stack("cpu").as_dict()
+    assert runs_on.environment("cpu") == facts.read_stack("cpu").as_dict()
     monkeypatch.setattr(probe, "SHAPES", {"current": [(1, 8)]})
     monkeypatch.setattr(probe, "WARMUP_SHAPE", {"current": (1, 4)})
     result = probe.probe("cpu", heads=2, head_dim=8)
-    assert {k: result[k] for k in KEYS} == base.environment("cpu")
+    assert {k: result[k] for k in KEYS} == runs_on.environment("cpu")
 
 
 def test_the_report_and_the_watchdog_hold_the_same_stack(monkeypatch):

@@ -15,7 +15,7 @@ import pytest
 
 from ftenv import outcome
 from ftenv.attention.sdpa import FIX
-from ftenv.selfcheck import base, verdict
+from ftenv.selfcheck import measured, verdict
 from ftenv.steps import fixes, stats, thresholds
 from ftenv.steps.slow_step_lines import SlowStepLines
 from ftenv.steps.step import EPOCH_START, RUN_START, Step
@@ -156,7 +156,7 @@ def test_the_watchdogs_fail_line_says_only_what_failed():
 
 def test_the_selfchecks_own_fail_comes_first_and_the_step_rules_as_passed():
     steps = [Step(i, 0.100, 2, 100 + 10 * (i % 8)) for i in range(1, 40)]
-    m = base.Measured("compile", steps, thresholds.SELFCHECK["cpu"], fails=["3 recompiles (FAIL at > 0)"])
+    m = measured.Measured("compile", steps, thresholds.SELFCHECK["cpu"], fails=["3 recompiles (FAIL at > 0)"])
     r = verdict.verdict_of(m)
     reasons = r["summary"]["reasons"]
     assert r["verdict"] == "FAIL" and reasons[0] == "3 recompiles (FAIL at > 0)"

@@ -217,11 +217,12 @@ def test_hint_follows_the_training_process_settings(settings, expect, absent):
         from ftenv.attention import sdpa
         from ftenv.attention.facts import Stack
         from ftenv.attention.process_settings import AttentionSettings
-        from ftenv.steps.process_life import WatchOptions, watch_process
+        from ftenv.steps.launcher_entry import watch
+        from ftenv.steps.watch_command import WatchOptions
         env = sdpa.interpret_deprioritized({raw!r})
         first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
         s = AttentionSettings(Stack({torch_version!r}, {cudnn}, {arches!r}, {raw!r}), "test", "test", first)
-        sys.exit(watch_process(WatchOptions(cmd={(*FAKE, "--steps", "40")!r}), settings=lambda: s))
+        sys.exit(watch(WatchOptions(cmd={(*FAKE, "--steps", "40")!r}), settings=lambda: s))
         """
     )
     r = run([sys.executable, "-c", driver])
@@ -234,9 +235,10 @@ def test_hint_follows_the_training_process_settings(settings, expect, absent):
 
 def test_a_hanging_settings_read_never_holds_the_output():
     driver = (
-        "import sys, time; from ftenv.steps.process_life import WatchOptions, watch_process; "
+        "import sys, time; from ftenv.steps.launcher_entry import watch; "
+        "from ftenv.steps.watch_command import WatchOptions; "
         f"options = WatchOptions(cmd={(*FAKE, '--steps', '40')!r}); "
-        "sys.exit(watch_process(options, settings=lambda: time.sleep(600)))"
+        "sys.exit(watch(options, settings=lambda: time.sleep(600)))"
     )
     r = run([sys.executable, "-c", driver])  # would time out if the hint waited for the read
     full = " ".join(slow_lines(r.stdout))
@@ -437,8 +439,8 @@ def test_100_mb_through_both_streams_without_loss_or_deadlock():
 
 def test_ftenv_watch_0_execs_the_command_plainly():
     driver = (
-        "import os, sys; from ftenv.steps.process_life import WatchOptions; "
-        "from ftenv.steps.watch_command import run; "
+        "import os, sys; from ftenv.steps.watch_command import WatchOptions; "
+        "from ftenv.steps.launcher_entry import run; "
         "print('driver', os.getpid(), file=sys.stderr, flush=True); "
         "sys.exit(run(WatchOptions(cmd=('sh', '-c', 'echo child $$ >&2; "
         + " ".join(FAKE)
@@ -456,8 +458,9 @@ def test_ftenv_watch_0_execs_the_command_plainly():
 
 def test_the_watchdog_never_imports_torch():
     driver = (
-        "import sys; from ftenv.steps.process_life import WatchOptions, watch_process; "
-        f"rc = watch_process(WatchOptions(cmd={(*FAKE, '--steps', '40')!r})); "
+        "import sys; from ftenv.steps.launcher_entry import watch; "
+        "from ftenv.steps.watch_command import WatchOptions; "
+        f"rc = watch(WatchOptions(cmd={(*FAKE, '--steps', '40')!r})); "
         "print('TORCH LOADED' if 'torch' in sys.modules else 'no torch', file=sys.stderr)"
     )
     r = run([sys.executable, "-c", driver])
@@ -467,10 +470,10 @@ def test_the_watchdog_never_imports_torch():
 
 def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
     driver = (
-        "import sys; from ftenv.steps import funasr_log, process_life\n"
+        "import sys; from ftenv.steps import funasr_log, launcher_entry, watch_command\n"
         "def boom(*a, **k): raise RuntimeError('injected')\n"
         "funasr_log.parse_line = boom\n"
-        f"sys.exit(process_life.watch_process(process_life.WatchOptions(cmd={tuple(child)!r})))"
+        f"sys.exit(launcher_entry.watch(watch_command.WatchOptions(cmd={tuple(child)!r})))"
     )
     r = run([sys.executable, "-c", driver])
     assert r.returncode == 0
