@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ftenv.data import check, command, prepare, split
-
-PROG = "ftenv data"
+from ftenv.data import check, check_command, prepare, split
 
 
 def add_parser(sub) -> None:
@@ -22,7 +20,7 @@ def add_parser(sub) -> None:
             "recipe, the model's config.yaml, then ++dataset_conf.KEY=VALUE overrides). Exit 0 "
             "when usable (warnings allowed), 2 on any error. See docs/data.md."
         ),
-        usage=f"{PROG} check [--valid FILE] [--model-dir DIR] [--output-dir DIR] FILE... "
+        usage=f"{check_command.PROG} [--valid FILE] [--model-dir DIR] [--output-dir DIR] FILE... "
         "[++dataset_conf.KEY=VALUE ...]",
     )
     c.add_argument(
@@ -114,7 +112,7 @@ def _add_prepare(data) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    options = command.CheckOptions(
+    options = check_command.CheckOptions(
         files=tuple(args.files),
         valid=tuple(args.valid),
         model_dir=args.model_dir,
@@ -122,7 +120,7 @@ def run_check(args: argparse.Namespace) -> int:
         world_size=args.world_size,
         jobs=args.jobs,
     )
-    return command.run_check(options)
+    return check_command.run(options)
 
 
 def run_prepare(args: argparse.Namespace) -> int:

@@ -19,5 +19,5 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = report.ReportOptions(json=args.json, stdout=args.stdout, gpu_probe=not args.no_gpu_probe)
+    options = report.ReportOptions(json=args.json, stdout=args.stdout, sdpa_call=not args.no_gpu_probe)
     return report.run(options, compile_setting.report_line(), *node_count.node_count(os.environ))

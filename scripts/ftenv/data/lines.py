@@ -110,7 +110,7 @@ def check_line(
     result.audio = _absolute(utt.audio, base)
     if not read_audio:
         return result
-    found = audio.probe(result.audio)
+    found = audio.read_duration(result.audio)
     if found.seconds is None:
         misread = manifest_dir and paths.trainer_problem(utt.audio, Path(base), Path(manifest_dir))
         result.problem = result.problem or (

@@ -16,14 +16,9 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.selfcheck import tinymodel
-from ftenv.selfcheck.base import (
-    Measured,
-    SelfcheckOptions,
-    environment,
-    pick_device,
-    thresholds_from,
-    tiny_dir,
-)
+from ftenv.selfcheck.measured import Measured
+from ftenv.selfcheck.options import SelfcheckOptions, thresholds_from
+from ftenv.selfcheck.runs_on import environment, pick_device, tiny_dir
 from ftenv.steps import funasr_log
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
@@ -52,7 +47,7 @@ def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) ->
         "++{}={}".format(*hydra_run_dir(out)),  # the launcher's rule: Hydra writes under out
     ]
     if device == "cpu":
-        mine += CPU_OVERRIDES  # fp32 LLM on a CPU: see base.llm_dtype
+        mine += CPU_OVERRIDES  # fp32 LLM on a CPU: see options.llm_dtype
     return merge_overrides(RECIPE_DEFAULTS, mine)
 
 

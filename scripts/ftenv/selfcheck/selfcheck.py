@@ -17,7 +17,7 @@ from pathlib import Path
 from ftenv.outcome import EXIT, UNUSABLE
 from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
-from ftenv.selfcheck.base import SelfcheckOptions
+from ftenv.selfcheck.options import SelfcheckOptions
 from ftenv.selfcheck.verdict import verdict_of
 from ftenv.train import cache_dirs, node_count
 from ftenv.trainer import compile_setting

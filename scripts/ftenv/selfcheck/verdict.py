@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ftenv import outcome, variables
 from ftenv.attention.sdpa import FIX, interpret_deprioritized
-from ftenv.selfcheck.base import Measured
+from ftenv.selfcheck.measured import Measured
 from ftenv.steps import stats
 from ftenv.steps.step import mark_new_shapes
 

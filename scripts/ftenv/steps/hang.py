@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.attention.live import process_tree
+from ftenv.attention.process_settings import process_tree
 
 PY_SPY = "py-spy"
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -239,15 +239,15 @@ def write_hung_record(folder: Path, silence_s: float, stacks: str | None) -> str
     return f"hang recorded in {path}"
 
 
-def stop_command(proc: subprocess.Popen, grace_s: float) -> int:
+def stop_command(proc: subprocess.Popen, kill_after_s: float) -> int:
     """Stop the command: SIGTERM to its process group (torchrun forwards it to its workers), wait
-    up to grace_s, then SIGKILL to the group and to every process of its tree (torchrun starts
+    up to kill_after_s, then SIGKILL to the group and to every process of its tree (torchrun starts
     its workers in sessions of their own, out of the group's reach); returns the command's exit
     status as Popen gives it."""
     tree = process_tree(proc.pid)[1:]  # taken now: once torchrun is gone its workers are orphans
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
+    deadline = time.monotonic() + kill_after_s
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError, PermissionError):

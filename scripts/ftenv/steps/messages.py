@@ -9,13 +9,12 @@ from dataclasses import dataclass
 
 from ftenv import text, variables
 from ftenv.attention import sdpa
-from ftenv.attention.live import AttentionSettings
+from ftenv.attention.process_settings import AttentionSettings
 from ftenv.steps import fixes
 from ftenv.steps.detector import SlowEvent
+from ftenv.steps.line_mark import INDENT, PREFIX
 from ftenv.steps.step import DATA, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, waits_text
 
-PREFIX = "[ftenv-watch]"
-INDENT = f"{PREFIX}   "
 _PHASE_NAMES = {
     "data_load": "data",
     "forward_time": "forward",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ftenv import text, variables
 from ftenv.outcome import HUNG
-from ftenv.steps.messages import PREFIX
+from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
 from ftenv.steps.thresholds import HANG_LIMIT_S, SILENCE_FACTOR, SILENCE_MIN_S
 
@@ -181,12 +181,12 @@ class Silence:
             f"other ranks' and nodes' logs, check `nvidia-smi` and the data's filesystem; {end}"
         )
 
-    def hang_line(self, now: float, grace_s: float) -> str:
+    def hang_line(self, now: float, kill_after_s: float) -> str:
         return (
             f"{PREFIX} HANG: no trainer line for {_secs(self.silence(now))}, the hard limit "
             f"({variables.WATCH_HANG_LIMIT_S}={self.limits.hang_limit_s:g}): stopping the command "
             "(SIGTERM to its process "
-            f"group, SIGKILL after {grace_s:g} s); exit {HUNG} so that the scheduler can retry the job"
+            f"group, SIGKILL after {kill_after_s:g} s); exit {HUNG} so that the scheduler can retry the job"
         )
 
 

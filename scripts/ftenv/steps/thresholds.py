@@ -24,11 +24,12 @@ DDP_BACKWARD_SHARE = 0.8
 #: FTENV_WATCH_HANG_LIMIT_S): the alarm comes after SILENCE_FACTOR x the longest gap between two
 #: trainer lines the run has shown (a step, a validation round, a checkpoint save, an epoch's
 #: start), and never before SILENCE_MIN_S; after HANG_LIMIT_S without a line (and never before the
-#: alarm) the watchdog stops the command and exits HUNG. STOP_GRACE_S: SIGTERM to SIGKILL.
+#: alarm) the watchdog stops the command and exits HUNG, HANG_KILL_AFTER_S after its SIGTERM
+#: with SIGKILL (not torchrun's grace for its workers, variables.STOP_GRACE_S).
 SILENCE_FACTOR = 5.0
 SILENCE_MIN_S = 300.0
 HANG_LIMIT_S = 1800.0
-STOP_GRACE_S = 30.0
+HANG_KILL_AFTER_S = 30.0
 
 
 @dataclass(frozen=True)

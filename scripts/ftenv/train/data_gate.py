@@ -58,7 +58,7 @@ def check_before_launch(
         print(f"{prog}: data check: unchanged since {since}, skipped ({out / name})", file=sys.stderr)
         return None
     print(f"{prog}: checking every line of the data ({rules.describe()})", file=sys.stderr, flush=True)
-    usable, report = check.run_check(
+    usable, report = check.check_and_report(
         train, valid, rules, cwd, out / name, prog=prog, stamp=check_cache.stamp(key)
     )
     if not usable:

@@ -52,7 +52,7 @@ def _facts(sms=((9, 0),), raw="1", cudnn=91900, order=None, choice=None, torch_v
         ((9, 0), "", 91900, "exposed"),
     ],
 )
-def test_matrix_without_live_probe(sm, raw, cudnn, level):
+def test_matrix_without_the_sdpa_call(sm, raw, cudnn, level):
     a = render.assess(_facts(sms=[sm], raw=raw, cudnn=cudnn))
     assert a.exposure.level == level
 
@@ -286,7 +286,7 @@ def reports() -> dict:
 
 
 @pytest.mark.gpu
-def test_the_live_probe_reads_the_order_and_the_choice(reports):
+def test_the_sdpa_call_reads_the_order_and_the_choice(reports):
     facts = reports["1"]["facts"]
     assert facts["gpus"] and facts["live_order"] and facts["padded_choice"] is not None, facts["problems"]
 

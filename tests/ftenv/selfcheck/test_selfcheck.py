@@ -18,7 +18,9 @@ import sys
 import pytest
 
 from ftenv import cli, outcome
-from ftenv.selfcheck import base, schedule, verdict
+from ftenv.selfcheck import schedule, verdict
+from ftenv.selfcheck.measured import Measured
+from ftenv.selfcheck.options import THRESHOLDS, thresholds_from
 from ftenv.steps import funasr_log, stats
 from ftenv.steps import step as step_types
 from support import ROOT, steplogs
@@ -36,7 +38,7 @@ def _steps(gen) -> list[step_types.Step]:
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_field_report_numbers_fail(kind):
     run = steplogs.field_report_run()
-    thresholds = base.THRESHOLDS[kind]
+    thresholds = THRESHOLDS[kind]
     counted = run[thresholds.warmup :]  # one rank: its first steps are left out
     slow = [g for g in counted if g.seconds > 0.5]  # the generator's slow steps, each on a new shape
     s = stats.summarize(_steps(run), thresholds)
@@ -50,7 +52,7 @@ def test_field_report_numbers_fail(kind):
 
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_flat_steps_with_5_percent_jitter_pass(kind):
-    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), base.THRESHOLDS[kind])
+    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), THRESHOLDS[kind])
     assert s.verdict == outcome.PASS, s.reasons
     assert 0.9 < s.new_over_seen < 1.1
 
@@ -66,10 +68,10 @@ def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
         seen.add(p.shape)
         cost = 1.05 if new else 0.098
         steps.append(step_types.Step(i, cost * rng.uniform(0.95, 1.05), *p.shape))
-    s = stats.summarize(steps, base.THRESHOLDS[kind])
+    s = stats.summarize(steps, THRESHOLDS[kind])
     assert s.verdict == outcome.FAIL
     flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]
-    assert stats.summarize(flat, base.THRESHOLDS[kind]).verdict == outcome.PASS
+    assert stats.summarize(flat, THRESHOLDS[kind]).verdict == outcome.PASS
 
 
 def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
@@ -79,16 +81,16 @@ def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
         log = tmp_path / f"train-{fixed}.log"
         log.write_text("\n".join(lines) + "\n")
         scan = funasr_log.scan_files([str(log)])
-        measured = base.Measured("recipe", scan.steps, base.THRESHOLDS["cuda"])
+        measured = Measured("recipe", scan.steps, THRESHOLDS["cuda"])
         result = verdict.verdict_of(measured)
         assert result["verdict"] == expected, result["summary"]["reasons"]
 
 
 def test_thresholds_are_options():
     options = cli_args("selfcheck", "--new-over-seen", "12", "--p95-over-median", "15")
-    t = base.thresholds_from(options, "cuda")
+    t = thresholds_from(options, "cuda")
     assert (t.new_over_seen, t.p95_over_median) == (12, 15)
-    assert t.max_over_median == base.THRESHOLDS["cuda"].max_over_median
+    assert t.max_over_median == THRESHOLDS["cuda"].max_over_median
     run = steplogs.field_report_run()
     # With thresholds above the report's 10x, its pattern no longer fails on the shape rule.
     s = stats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
@@ -158,7 +160,7 @@ def test_inprocess_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_pa
     assert r["verdict"] == "FAIL"
     assert rc == 1
     s = r["summary"]
-    assert s["new_over_seen"] >= base.THRESHOLDS["cpu"].new_over_seen
+    assert s["new_over_seen"] >= THRESHOLDS["cpu"].new_over_seen
     assert s["slow_on_new"] >= 6
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s["fix"]
     # The wrapper is gone afterwards.
@@ -229,7 +231,7 @@ def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path,
     )
     assert r["verdict"] == "FAIL"
     assert rc == 1
-    assert r["summary"]["new_over_seen"] >= base.THRESHOLDS["cpu"].new_over_seen
+    assert r["summary"]["new_over_seen"] >= THRESHOLDS["cpu"].new_over_seen
 
 
 def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):

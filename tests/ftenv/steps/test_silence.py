@@ -317,7 +317,7 @@ def test_a_clean_run_keeps_its_plain_verdict(tmp_path):
 
 
 def test_the_stacks_go_to_the_trainers_output_folder(tmp_path, monkeypatch):
-    from ftenv.steps.watch import output_folder
+    from ftenv.steps.process_life import output_folder
 
     monkeypatch.chdir(tmp_path)
     assert output_folder(["torchrun", "train.py", "++output_dir=/out/run1", "++x=1"]) == Path("/out/run1")

@@ -322,7 +322,7 @@ def test_shape_fix_when_the_variable_is_already_1_does_not_say_set_it():
 
 
 def test_the_selfcheck_uses_that_wording():
-    from ftenv.selfcheck.base import Measured
+    from ftenv.selfcheck.measured import Measured
     from ftenv.selfcheck.verdict import verdict_of
 
     steps = as_steps(field_report_run())

@@ -204,7 +204,7 @@ def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str
     return {n: os.environ.get(n) for n in names}, "environment"
 
 
-def read_live_settings(pid: int | None = None) -> AttentionSettings:
+def read_process_settings(pid: int | None = None) -> AttentionSettings:
     """Read the settings once (cheap: no CUDA, no torch import). pid: the watched command."""
     try:
         arches, arch_source = gpu_arches()

@@ -11,26 +11,24 @@ from collections import deque
 from collections.abc import Callable
 
 from ftenv import outcome
-from ftenv.attention.live import AttentionSettings
+from ftenv.attention.process_settings import AttentionSettings
 from ftenv.steps import stats
 from ftenv.steps.apart import apart_text, pause_text
 from ftenv.steps.detector import Detector, SlowEvent
-from ftenv.steps.funasr_log import PHASES
-from ftenv.steps.messages import INDENT, PREFIX, first_lines, short_line
+from ftenv.steps.funasr_log import PHASES, RECOMPILE_MARK
+from ftenv.steps.line_mark import INDENT, PREFIX
+from ftenv.steps.messages import first_lines, short_line
 from ftenv.steps.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, apart_reason
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, Thresholds
 
-__all__ = ["PREFIX", "Watcher"]
+__all__ = ["PREFIX", "SlowStepLines"]
 #: How long a slow step's line waits for the settings read started at the first step.
 SETTINGS_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
 KEEP_STEPS = 200_000
-#: Dynamo's line when a new shape breaks a compiled graph's guards (ftenv finetune --compile turns
-#: its recompile log on): a slow new-shape step after it is put down to recompiling, not to cuDNN.
-RECOMPILE_MARK = b"Recompiling function"
 
 
-class Watcher:
+class SlowStepLines:
     """Detector + printing policy + what the summary needs. observe() returns the lines to print
     (without newlines). `settings` is called at most once, when the first slow step needs it."""
 
@@ -85,9 +83,9 @@ class Watcher:
 
     @property
     def settings(self) -> AttentionSettings | None:
-        """The live settings, read once. prefetch() starts the read early, in a thread, so that
-        a slow read (nvidia-smi on a busy node) never holds the pass-through; a read that has not
-        finished 2 s after it is needed counts as unknown."""
+        """The training process's attention settings, read once. prefetch() starts the read early,
+        in a thread, so that a slow read (nvidia-smi on a busy node) never holds the pass-through; a
+        read that has not finished 2 s after it is needed counts as unknown."""
         self.prefetch()
         self._reader.join(timeout=SETTINGS_WAIT_S)
         return self._settings

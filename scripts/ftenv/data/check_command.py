@@ -9,7 +9,7 @@ from pathlib import Path
 from ftenv.data import check, dataset_conf, lines, model_folder
 from ftenv.outcome import UNUSABLE
 
-PROG = "ftenv data"
+PROG = check.PROG
 
 
 @dataclass(frozen=True)
@@ -24,26 +24,26 @@ class CheckOptions:
     jobs: int | None = None
 
 
-def run_check(options: CheckOptions) -> int:
+def run(options: CheckOptions) -> int:
     overrides = [x for x in options.files if x.startswith("+")]
     train = [p for x in options.files if not x.startswith("+") for p in lines.manifests(x, Path.cwd())]
     if not train and not options.valid:
-        print(f"{PROG} check: no file given; usage: {PROG} check [--valid FILE] FILE...", file=sys.stderr)
+        print(f"{PROG}: no file given; usage: {PROG} [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
     try:
         rules = dataset_conf.rules_for(
             Path(options.model_dir) if options.model_dir else None, overrides, options.world_size
         )
     except ValueError as exc:
-        print(f"{PROG} check: {exc}", file=sys.stderr)
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return UNUSABLE
     model_errors = 0
     if options.model_dir:
         for problem in model_folder.inspect(Path(options.model_dir), Path.cwd()):
             model_errors += problem.severity == model_folder.ERROR
-            print(f"{PROG} check: model: {problem.severity}: {problem.message}", file=sys.stderr)
+            print(f"{PROG}: model: {problem.severity}: {problem.message}", file=sys.stderr)
     out = Path(options.output_dir) / check.REPORT_NAME
-    usable, _ = check.run_check(
+    usable, _ = check.check_and_report(
         train,
         [p for v in options.valid for p in lines.manifests(v, Path.cwd())],
         rules,
@@ -52,7 +52,5 @@ def run_check(options: CheckOptions) -> int:
         options.jobs,
     )
     if model_errors:
-        print(
-            f"{PROG} check: UNUSABLE: the model folder has {model_errors} error(s) (above)", file=sys.stderr
-        )
+        print(f"{PROG}: UNUSABLE: the model folder has {model_errors} error(s) (above)", file=sys.stderr)
     return 0 if usable and not model_errors else UNUSABLE
