@@ -3,7 +3,6 @@ the environment, `Measured`), so that no mode imports another mode or the verdic
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +23,7 @@ THRESHOLDS = thresholds.SELFCHECK
 
 def tiny_dir(requested: str | None, workdir: Path) -> Path:
     """The tiny model to use: --tiny, $FTENV_TINY_DIR, the image's copy, or one built now."""
-    for candidate in (requested, os.environ.get(variables.TINY_DIR), IMAGE_TINY_DIR):
+    for candidate in (requested, variables.read(variables.TINY_DIR), IMAGE_TINY_DIR):
         if candidate and tinymodel.is_built(candidate):
             return Path(candidate)
         if candidate and candidate == requested:

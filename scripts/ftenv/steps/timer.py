@@ -4,11 +4,11 @@ waits for the GPU (usage: docs/watchdog.md).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import TextIO
 
+from ftenv import variables
 from ftenv.attention import live
 from ftenv.steps import stats, watcher
 from ftenv.steps.step import Step
@@ -24,7 +24,7 @@ class StepTimer:
         stream: TextIO | None = None,
         clock=time.perf_counter,
     ):
-        self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+        self.rank = variables.read_int(variables.RANK) if rank is None else rank
         self.stream, self.clock = stream, clock
         self.watcher = watcher.Watcher(
             factor=factor, warmup=warmup, settings=lambda: live.read_live_settings(None)

@@ -6,7 +6,6 @@ touching site-packages.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from importlib import metadata
 
@@ -31,7 +30,7 @@ def main() -> int:
     notes = []
     try:
         parts = compile_setting.compile_parts()
-        spec = os.environ.get(variables.BUCKETS)
+        spec = variables.read(variables.BUCKETS)
         from ftenv.train.fastpath import buckets
 
         bucketing = buckets.parse(spec) if spec else None
@@ -45,13 +44,13 @@ def main() -> int:
         notes.append(buckets.install_on_dataset(bucketing))
     notes += runlife_hooks.install()
     notes += selfdump.install()
-    if os.environ.get(variables.FUNASR_CPU_SHIM) == "1":
+    if variables.read(variables.FUNASR_CPU_SHIM) == "1":
         notes += funasr_cpu_shim.apply()
     notes += runtime.install_from_env()  # FunASR's silent substitutions and drops, for ftenv watch
     from ftenv.train import stall
 
     if stall.install_from_env() is not None:
-        notes.append(f"TEST AID: SDPA stall of {os.environ[variables.TEST_SDPA_STALL_S]} s per new shape")
+        notes.append(f"TEST AID: SDPA stall of {variables.read(variables.TEST_SDPA_STALL_S)} s per new shape")
     for note in notes:
         print(f"ftenv.train.funasr_entry: {note}", file=sys.stderr)
     sys.argv[0] = SCRIPT
