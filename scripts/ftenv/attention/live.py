@@ -236,5 +236,5 @@ def read_live_settings(pid: int | None = None) -> AttentionSettings:
         first = None
     else:
         first = False
-    stack = Stack(torch_version, cudnn, arches, values[variables.SDPA_DEPRIORITIZED])
+    stack = Stack(torch_version, cudnn, arches, variables.given(variables.SDPA_DEPRIORITIZED, values))
     return AttentionSettings(stack, arch_source, variable_source, first)

@@ -138,7 +138,7 @@ def _self_dumps(processes: list[tuple[int, str | None]]) -> dict[int, str]:
     its own dump; what each appended to its file, by pid."""
     asked: dict[int, tuple[Path, int]] = {}
     for pid, rank in processes:
-        folder = _environ(pid).get(variables.WATCH_STACKS_DIR)
+        folder = variables.given(variables.WATCH_STACKS_DIR, _environ(pid))
         if not folder:
             continue
         path = stack_file(Path(folder), rank, pid)

@@ -60,7 +60,7 @@ def for_trainer(speed: SpeedOptions, overrides, env, output_dir: Path, create: b
         wanted[variables.COMPILE] = "1"
     if speed.buckets:
         wanted[variables.BUCKETS] = speed.buckets
-    spec = wanted.get(variables.BUCKETS)
+    spec = variables.read(variables.BUCKETS, wanted)
     try:
         parts = compile_setting.compile_parts(wanted)
         if spec:
@@ -76,9 +76,9 @@ def for_trainer(speed: SpeedOptions, overrides, env, output_dir: Path, create: b
             f"++{ACCUM_GRAD}=1"
         )
     if parts:
-        sp.env[variables.COMPILE] = wanted[variables.COMPILE]
+        sp.env[variables.COMPILE] = variables.read(variables.COMPILE, wanted)
         caches = compile_cache.cache_env(
-            output_dir, env, mount=env.get(variables.COMPILE_CACHE_DIR), create=create
+            output_dir, env, mount=variables.read(variables.COMPILE_CACHE_DIR, env), create=create
         )
         sp.env.update(caches)
         where = ", ".join(f"{k}={v}" for k, v in caches.items()) or "as set in the environment"
