@@ -6,6 +6,8 @@ variables ftenv reads and the third-party settings it sets for the trainer are l
 Floor 0 (standard library only): every wing, imagetools and the scripts beside them read and set
 the environment through the accessors at the bottom (`read`, `given`, `read_float`, `read_int`,
 `environment`, `export`); tests/test_architecture.py checks that nothing else touches os.environ.
+
+Long because it is the table of every variable with its meaning, one entry each.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ each finding is `path:line: what is wrong; the fix`, so that a failing check say
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -191,6 +192,12 @@ def bare_codes(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
+@functools.lru_cache(maxsize=1024)
+def _parse(path: Path, mtime_ns: int) -> ast.Module:
+    """A file's tree, read once while it stays as it is."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def findings(files: list[Path], root: Path, registered: set[str], rule: str) -> list[str]:
     """`path:line: what; fix` for each breach of rule ("spelling", "raw", "exit") in files."""
     check, fix = {
@@ -200,7 +207,7 @@ def findings(files: list[Path], root: Path, registered: set[str], rule: str) -> 
     }[rule]
     out = []
     for path in files:
-        tree = ast.parse(path.read_text(), str(path))
+        tree = _parse(path, path.stat().st_mtime_ns)
         rel = path.relative_to(root)
         out += [f"{rel}:{line}: {what}; {fix}" for line, what in sorted(check(tree))]
     return out

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ftenv import variables
+from ftenv import variables as V
 
 #: upstream finetune.sh's defaults
 DEFAULT_MASTER_ADDR = "127.0.0.1"
@@ -68,7 +68,7 @@ class Launch:
 
 
 def _int(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int:
-    raw = variables.given(name, env) or ""
+    raw = V.given(name, env) or ""
     try:
         value = int(raw)
     except ValueError:
@@ -134,27 +134,24 @@ def _tasks_per_node(raw: str) -> list[int]:
     return counts
 
 
+def _master_port(env: Mapping[str, str], default: int | None) -> int | None:
+    raw = V.given(V.MASTER_PORT, env)
+    return _port(raw, V.MASTER_PORT) if raw else default
+
+
 def _slurm(env: Mapping[str, str]) -> Launch:
-    step = variables.given(variables.SLURM_STEP_ID, env)
+    step = V.given(V.SLURM_STEP_ID, env)
     in_step = step is not None and step not in ("batch", "extern")
-    nodes_var = (
-        variables.SLURM_STEP_NUM_NODES
-        if in_step and variables.given(variables.SLURM_STEP_NUM_NODES, env) is not None
-        else None
-    )
-    nodes_var = nodes_var or (
-        variables.SLURM_JOB_NUM_NODES
-        if variables.given(variables.SLURM_JOB_NUM_NODES, env) is not None
-        else variables.SLURM_NNODES
-    )
-    nnodes = _int(env, nodes_var, minimum=1) if variables.given(nodes_var, env) is not None else 1
+    counts = (V.SLURM_STEP_NUM_NODES,) * in_step + (V.SLURM_JOB_NUM_NODES,)
+    nodes_var = next((v for v in counts if V.given(v, env) is not None), V.SLURM_NNODES)
+    nnodes = _int(env, nodes_var, minimum=1) if V.given(nodes_var, env) is not None else 1
     if nnodes > 1 and not in_step:
         raise LaunchError(
             f"this Slurm job has {nnodes} nodes but `ftenv finetune` runs in the batch script itself, "
             "i.e. on the first node only: start it with `srun --ntasks-per-node=1 ...` so that one "
             "copy runs on every node (see docs/examples/slurm/)"
         )
-    tasks_raw = variables.given(variables.SLURM_STEP_TASKS_PER_NODE, env) if in_step else None
+    tasks_raw = V.given(V.SLURM_STEP_TASKS_PER_NODE, env) if in_step else None
     if tasks_raw and any(n > 1 for n in _tasks_per_node(tasks_raw)):
         raise LaunchError(
             f"SLURM_STEP_TASKS_PER_NODE={tasks_raw}: run one task per node (`srun --ntasks-per-node=1`)."
@@ -162,27 +159,21 @@ def _slurm(env: Mapping[str, str]) -> Launch:
             "their own torchrun and collide"
         )
     nodelist_var = next(
-        (
-            v
-            for v in (variables.SLURM_STEP_NODELIST, variables.SLURM_JOB_NODELIST, variables.SLURM_NODELIST)
-            if variables.given(v, env)
-        ),
+        (v for v in (V.SLURM_STEP_NODELIST, V.SLURM_JOB_NODELIST, V.SLURM_NODELIST) if V.given(v, env)),
         None,
     )
     if nodelist_var is None:
         raise LaunchError("Slurm job without SLURM_JOB_NODELIST: cannot tell the master node")
     # One node: the loopback address, no name resolution needed. Several: the first host.
-    master = first_host(variables.given(nodelist_var, env)) if nnodes > 1 else DEFAULT_MASTER_ADDR
+    master = first_host(V.given(nodelist_var, env)) if nnodes > 1 else DEFAULT_MASTER_ADDR
     launch = Launch(
         source="slurm",
         nnodes=str(nnodes),
-        node_rank=_int(env, variables.SLURM_NODEID) if nnodes > 1 else 0,
+        node_rank=_int(env, V.SLURM_NODEID) if nnodes > 1 else 0,
         master_addr=master,
-        master_port=_port(variables.given(variables.MASTER_PORT, env), variables.MASTER_PORT)
-        if variables.given(variables.MASTER_PORT, env)
-        else None,
+        master_port=_master_port(env, None),
     )
-    job = variables.given(variables.SLURM_JOB_ID, env) or ""
+    job = V.given(V.SLURM_JOB_ID, env) or ""
     if launch.master_port is not None and job.isdigit():
         hook_port = ENROOT_HOOK_PORT_BASE + int(job) % ENROOT_HOOK_PORT_SPAN
         if launch.master_port == hook_port:
@@ -197,7 +188,7 @@ def _slurm(env: Mapping[str, str]) -> Launch:
         launch.master_port = (
             SLURM_PORT_BASE + int(job) % SLURM_PORT_SPAN if job.isdigit() else DEFAULT_MASTER_PORT
         )
-    asked = variables.given(variables.MASTER_ADDR, env)
+    asked = V.given(V.MASTER_ADDR, env)
     if nnodes > 1 and asked and asked != launch.master_addr:
         launch.notes.append(
             f"MASTER_ADDR={asked} in the environment is ignored under Slurm (it may come "
@@ -208,39 +199,28 @@ def _slurm(env: Mapping[str, str]) -> Launch:
 
 
 def _torchrun_vars(env: Mapping[str, str]) -> Launch:
-    nnodes = variables.given(variables.PET_NNODES, env).strip()
+    nnodes = V.given(V.PET_NNODES, env).strip()
     if not re.fullmatch(r"\d+(:\d+)?", nnodes):
         raise LaunchError(f"PET_NNODES={nnodes!r} is neither N nor MIN:MAX")
-    is_kubeflow = bool(
-        variables.given(variables.MASTER_ADDR, env) and variables.given(variables.RANK, env) is not None
-    )
-    rank_var = (
-        variables.PET_NODE_RANK
-        if variables.given(variables.PET_NODE_RANK, env)
-        else (variables.RANK if variables.given(variables.RANK, env) else None)
-    )
+    is_kubeflow = bool(V.given(V.MASTER_ADDR, env) and V.given(V.RANK, env) is not None)
+    rank_var = next((v for v in (V.PET_NODE_RANK, V.RANK) if V.given(v, env)), None)
     launch = Launch(
         source="kubeflow" if is_kubeflow else "torchrun variables",
         nnodes=nnodes,
         node_rank=_int(env, rank_var) if rank_var else None,
-        master_addr=variables.given(variables.PET_MASTER_ADDR, env)
-        or variables.given(variables.MASTER_ADDR, env),
+        master_addr=V.given(V.PET_MASTER_ADDR, env) or V.given(V.MASTER_ADDR, env),
         master_port=None,
-        rdzv_endpoint=variables.given(variables.PET_RDZV_ENDPOINT, env) or None,
-        rdzv_backend=variables.given(variables.PET_RDZV_BACKEND, env) or None,
-        rdzv_id=variables.given(variables.PET_RDZV_ID, env) or None,
+        rdzv_endpoint=V.given(V.PET_RDZV_ENDPOINT, env) or None,
+        rdzv_backend=V.given(V.PET_RDZV_BACKEND, env) or None,
+        rdzv_id=V.given(V.PET_RDZV_ID, env) or None,
     )
-    port = variables.given(variables.PET_MASTER_PORT, env) or variables.given(variables.MASTER_PORT, env)
+    port = V.given(V.PET_MASTER_PORT, env) or V.given(V.MASTER_PORT, env)
     if port:
-        launch.master_port = _port(
-            port,
-            variables.PET_MASTER_PORT
-            if variables.given(variables.PET_MASTER_PORT, env)
-            else variables.MASTER_PORT,
-        )
-    nproc = variables.given(variables.PET_NPROC_PER_NODE, env) or ""
+        name = V.PET_MASTER_PORT if V.given(V.PET_MASTER_PORT, env) else V.MASTER_PORT
+        launch.master_port = _port(port, name)
+    nproc = V.given(V.PET_NPROC_PER_NODE, env) or ""
     if nproc.isdigit():  # torchrun also takes gpu/cpu/auto: those fall back to the visible GPUs
-        launch.nproc_per_node = _int(env, variables.PET_NPROC_PER_NODE, minimum=1)
+        launch.nproc_per_node = _int(env, V.PET_NPROC_PER_NODE, minimum=1)
     if not launch.rdzv_endpoint:
         if ":" in nnodes:
             raise LaunchError(f"PET_NNODES={nnodes} (elastic) needs PET_RDZV_ENDPOINT")
@@ -255,8 +235,8 @@ def _torchrun_vars(env: Mapping[str, str]) -> Launch:
 
 
 def _master_vars(env: Mapping[str, str]) -> Launch:
-    nnodes = _int(env, variables.WORLD_SIZE, minimum=1)
-    rank = _int(env, variables.RANK)
+    nnodes = _int(env, V.WORLD_SIZE, minimum=1)
+    rank = _int(env, V.RANK)
     if rank >= nnodes:
         raise LaunchError(
             f"RANK={rank} is not below WORLD_SIZE={nnodes}: here WORLD_SIZE must count nodes (pods), "
@@ -266,44 +246,30 @@ def _master_vars(env: Mapping[str, str]) -> Launch:
         source="kubeflow",
         nnodes=str(nnodes),
         node_rank=rank,
-        master_addr=variables.given(variables.MASTER_ADDR, env),
-        master_port=_port(variables.given(variables.MASTER_PORT, env), variables.MASTER_PORT)
-        if variables.given(variables.MASTER_PORT, env)
-        else DEFAULT_MASTER_PORT,
+        master_addr=V.given(V.MASTER_ADDR, env),
+        master_port=_master_port(env, DEFAULT_MASTER_PORT),
     )
 
 
 def detect(env: Mapping[str, str]) -> Launch:
     """The launch this environment asks for (before command-line overrides)."""
-    if (
-        variables.given(variables.TORCHELASTIC_RUN_ID, env)
-        and variables.given(variables.LOCAL_RANK, env) is not None
-    ):
+    if V.given(V.TORCHELASTIC_RUN_ID, env) and V.given(V.LOCAL_RANK, env) is not None:
         raise LaunchError(
             "this is already a process started by torchrun (TORCHELASTIC_RUN_ID and LOCAL_RANK are "
             "set): `ftenv finetune` starts torchrun itself, run it directly instead"
         )
-    if variables.given(variables.PET_NNODES, env):
+    if V.given(V.PET_NNODES, env):
         return _torchrun_vars(env)
-    if (
-        variables.given(variables.SLURM_JOB_ID, env)
-        and variables.given(variables.SLURM_NODEID, env) is not None
-    ):
+    if V.given(V.SLURM_JOB_ID, env) and V.given(V.SLURM_NODEID, env) is not None:
         return _slurm(env)
-    if (
-        variables.given(variables.MASTER_ADDR, env)
-        and variables.given(variables.WORLD_SIZE, env)
-        and variables.given(variables.RANK, env) is not None
-    ):
+    if V.given(V.MASTER_ADDR, env) and V.given(V.WORLD_SIZE, env) and V.given(V.RANK, env) is not None:
         return _master_vars(env)
     return Launch(
         source="single node",
         nnodes="1",
         node_rank=0,
         master_addr=DEFAULT_MASTER_ADDR,
-        master_port=_port(variables.given(variables.MASTER_PORT, env), variables.MASTER_PORT)
-        if variables.given(variables.MASTER_PORT, env)
-        else DEFAULT_MASTER_PORT,
+        master_port=_master_port(env, DEFAULT_MASTER_PORT),
     )
 
 
