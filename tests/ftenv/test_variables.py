@@ -110,7 +110,6 @@ def test_every_ftenv_name_the_docs_and_the_image_spell_is_registered():
 def test_the_registry_states_the_defaults_the_code_applies():
     from ftenv.report import startup
     from ftenv.steps import thresholds
-    from ftenv.train.runlife import failfast, torchrun
 
     default = {v.name: v.default for v in variables.REGISTRY}
     applied = {
@@ -118,8 +117,6 @@ def test_the_registry_states_the_defaults_the_code_applies():
         variables.WATCH_SILENCE_FACTOR: thresholds.SILENCE_FACTOR,
         variables.WATCH_SILENCE_MIN_S: thresholds.SILENCE_MIN_S,
         variables.WATCH_HANG_LIMIT_S: thresholds.HANG_LIMIT_S,
-        variables.COLLECTIVE_TIMEOUT_S: failfast.DEFAULT_TIMEOUT_S,
-        variables.STOP_GRACE_S: torchrun.DEFAULT_GRACE_S,
     }
     assert {name: float(default[name]) for name in applied} == {k: float(v) for k, v in applied.items()}
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ftenv import variables
 
-DEFAULT_TIMEOUT_S = float(variables.default(variables.COLLECTIVE_TIMEOUT_S))
 #: Folder (under the output folder) of the flight recorder's dumps: one file per rank.
 TRACE_DIR = "nccl-flight-recorder"
 

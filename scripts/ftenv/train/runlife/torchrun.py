@@ -28,12 +28,6 @@ def _stopped(run_id: str, started: float, failures=None) -> dict | None:
     )
 
 
-#: How long torchrun waits for its workers after it forwards a signal (its own: 30 s, then SIGKILL),
-#: so that a stop's save can finish; the launcher's grace period (Kubernetes
-#: terminationGracePeriodSeconds, Slurm KillWait, `docker stop -t`) is the outer limit.
-DEFAULT_GRACE_S = float(variables.default(variables.STOP_GRACE_S))
-
-
 def _longer_grace_after_a_signal() -> str:
     """Only after torchrun itself was signalled: when a worker fails, torchrun's 30 s still apply
     (the job must end soon); the first signal starts the stop, later ones do not interrupt it.
