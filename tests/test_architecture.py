@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, architecture_doc, package_shape
+from ftenv import variables
+from support import ROOT, architecture_doc, house_rules, package_shape
 from support.doc_refs import broken_links
 from support.package_shape import cycles, graph, imports, longest_chain, module_name, plant
 
@@ -336,3 +337,134 @@ def test_a_planted_imagetools_import_is_found(tmp_path, module, line, expected):
     plant(copy, module, line)
     found = tool_import_violations(copy)
     assert any(f.startswith(expected) for f in found), found
+
+
+# --- the variable and exit-code rules, over every Python folder ---------------------------------------
+
+#: Every Python folder the rules cover, and the file of each the planted tests break.
+RULE_FOLDERS = {
+    "scripts/ftenv": "steps/timer.py",
+    "scripts/imagetools": "local/emulated.py",
+    "scripts": "gpu_checks.py",  # the scripts beside the packages (scripts/*.py)
+    "benchmarks": "nccl_network.py",
+    "tests/support": "example_runs.py",
+}
+#: The one home of each rule, where its names and reads belong.
+RULE_HOMES = {
+    "spelling": {"scripts/ftenv/variables.py"},
+    "raw": {"scripts/ftenv/variables.py"},
+    "exit": {"scripts/ftenv/outcome.py"},
+}
+#: Findings that are right as they are, each (file, rule, the finding's words) with why.
+RULE_EXCEPTIONS = {
+    **{
+        ("scripts/imagetools/build_args.py", "spelling", name): "the Dockerfile's ARG of the same name"
+        for name in (
+            "CUDA_VERSION",
+            "TORCHAUDIO_VERSION",
+            "CUDNN_PACKAGE",
+            "CUDNN_VERSION",
+            "TRANSFORMERS_VERSION",
+            "FUNASR_VERSION",
+            "MODELSCOPE_VERSION",
+        )
+    },
+    **{
+        ("scripts/imagetools/release/checks.py", "spelling", name): "the Dockerfile's ARG of the same name"
+        for name in ("TRANSFORMERS_VERSION", "FUNASR_VERSION", "MODELSCOPE_VERSION")
+    },
+}
+#: Files whose findings are known and not yet fixed: each is checked on its own and expected to fail
+#: (strictly: once it passes, take it off this list).
+RULE_PENDING = ("benchmarks/compile_speedup.py",)
+REGISTERED = {v.name for v in variables.REGISTRY}
+
+
+def rule_files(root: Path, folder: str) -> list[Path]:
+    """The Python files of a folder the rules cover (scripts/ itself: only the files beside the
+    packages, whose own folders are listed apart)."""
+    base = root / folder
+    return sorted(base.glob("*.py")) if folder == "scripts" else sorted(base.rglob("*.py"))
+
+
+def rule_findings(root: Path, folder: str, rule: str) -> list[str]:
+    """`path:line: what; fix` for each breach of rule in folder, less its home and the exceptions."""
+    files = [
+        p
+        for p in rule_files(root, folder)
+        if str(p.relative_to(root)) not in RULE_HOMES[rule] | set(RULE_PENDING)
+    ]
+    return [f for f in house_rules.findings(files, root, REGISTERED, rule) if not _excepted(f, rule)]
+
+
+def _excepted(finding: str, rule: str) -> bool:
+    path, _, rest = finding.partition(":")
+    what = rest.partition(": ")[2].partition(";")[0]
+    return (path, rule, what) in RULE_EXCEPTIONS
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_HOMES))
+@pytest.mark.parametrize("folder", sorted(RULE_FOLDERS))
+def test_every_folder_keeps_the_variable_and_exit_code_rules(folder, rule):
+    """spelling: a variable's name only in ftenv/variables.py; raw: the environment read and set only
+    through its accessors; exit: an exit code only as ftenv/outcome.py names it."""
+    assert rule_files(ROOT, folder)
+    assert rule_findings(ROOT, folder, rule) == []
+
+
+def test_each_exception_is_still_needed():
+    found = {
+        (path, rule, what)
+        for folder in RULE_FOLDERS
+        for rule in RULE_HOMES
+        for f in house_rules.findings(rule_files(ROOT, folder), ROOT, REGISTERED, rule)
+        for path, _, rest in [f.partition(":")]
+        for what in [rest.partition(": ")[2].partition(";")[0]]
+    }
+    assert set(RULE_EXCEPTIONS) - found == set()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=f"{p} breaks the rules still"))
+        for p in RULE_PENDING
+    ],
+)
+def test_a_pending_file_keeps_the_rules(path):
+    findings = [f for rule in RULE_HOMES for f in house_rules.findings([ROOT / path], ROOT, REGISTERED, rule)]
+    assert findings == []
+
+
+#: One breach of each rule as planted at the end of a file: the code, and each finding's words with its
+#: line counted from the end of the code.
+PLANTS = {
+    "spelling": (
+        'SWITCH = "FTENV_PLANTED"\nPORT = "MASTER_PORT"\n',
+        [("FTENV_PLANTED", 1), ("MASTER_PORT", 0)],
+    ),
+    "raw": (
+        "import os\n\nPLANTED = os.environ\nHELD = PLANTED.get(variables.RANK)\n",
+        [("os.environ", 1), ("a mapping's .get(variables.RANK)", 0)],
+    ),
+    "exit": ("\n\ndef main():\n    return 2\n", [("main() returns 2", 0)]),
+}
+FIXES = {"spelling": house_rules.SPELLING_FIX, "raw": house_rules.RAW_FIX, "exit": house_rules.EXIT_FIX}
+
+
+@pytest.mark.parametrize("rule", sorted(PLANTS))
+@pytest.mark.parametrize("folder", sorted(RULE_FOLDERS))
+def test_a_planted_breach_is_found_in_every_folder(tmp_path, folder, rule):
+    """The folder's walk reaches the file, and the planted breach is found there, named by file,
+    line and fix."""
+    rel = f"{folder}/{RULE_FOLDERS[folder]}"
+    assert ROOT / rel in rule_files(ROOT, folder)
+    planted = tmp_path / rel
+    planted.parent.mkdir(parents=True)
+    text = (ROOT / rel).read_text()
+    code, expected = PLANTS[rule]
+    assert house_rules.findings([ROOT / rel], ROOT, REGISTERED, rule) == []
+    planted.write_text(text + "\n" + code)
+    last = len((text + "\n" + code).splitlines())
+    found = house_rules.findings([planted], tmp_path, REGISTERED, rule)
+    assert found == [f"{rel}:{last - back}: {words}; {FIXES[rule]}" for words, back in expected]

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ftenv import variables
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -35,8 +37,10 @@ GOOD_RECORD = {
 
 def child_env(**extra: str) -> dict[str, str]:
     """This environment with the checkout's scripts/ first on PYTHONPATH (a child runs this ftenv)."""
-    env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "scripts"), env.get("PYTHONPATH")) if p)
+    env = variables.environment(extra)
+    env[variables.PYTHONPATH] = os.pathsep.join(
+        p for p in (str(ROOT / "scripts"), variables.read(variables.PYTHONPATH, env)) if p
+    )
     return env
 
 

@@ -16,7 +16,6 @@ nothing here raises.
 from __future__ import annotations
 
 import ctypes
-import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -195,13 +194,13 @@ def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str
         envs = [e for e in (_proc_environ(p) for p in process_tree(root)) if e is not None]
         if envs:
             deepest = envs[-1]
-            values = {n: deepest.get(n) for n in names}
-            differing = sorted({str(e.get(names[0])) for e in envs})
+            values = {n: variables.given(n, deepest) for n in names}
+            differing = sorted({str(variables.given(names[0], e)) for e in envs})
             source = "training process"
             if len(differing) > 1:
                 source += f" (values differ along the process tree: {', '.join(differing)})"
             return values, source
-    return {n: os.environ.get(n) for n in names}, "environment"
+    return {n: variables.given(n) for n in names}, "environment"
 
 
 def read_process_settings(pid: int | None = None) -> AttentionSettings:
@@ -215,14 +214,16 @@ def read_process_settings(pid: int | None = None) -> AttentionSettings:
     except Exception:
         values, variable_source = (
             {
-                variables.SDPA_DEPRIORITIZED: os.environ.get(variables.SDPA_DEPRIORITIZED),
+                variables.SDPA_DEPRIORITIZED: variables.given(variables.SDPA_DEPRIORITIZED),
                 variables.CUDNN_VERSION: None,
             },
             "environment",
         )
-    deprioritized = sdpa.interpret_deprioritized(values[variables.SDPA_DEPRIORITIZED])
+    deprioritized = sdpa.interpret_deprioritized(variables.given(variables.SDPA_DEPRIORITIZED, values))
     torch_version = package_version("torch")
-    cudnn = cudnn_int_or_none(values.get(variables.CUDNN_VERSION) or os.environ.get(variables.CUDNN_VERSION))
+    cudnn = cudnn_int_or_none(
+        variables.given(variables.CUDNN_VERSION, values) or variables.read(variables.CUDNN_VERSION)
+    )
     if cudnn is None:
         cudnn = cudnn_int_or_none(package_version(*cudnn_packages()))
     firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, deprioritized) for a in arches}
@@ -235,5 +236,5 @@ def read_process_settings(pid: int | None = None) -> AttentionSettings:
         first = None
     else:
         first = False
-    stack = Stack(torch_version, cudnn, arches, values[variables.SDPA_DEPRIORITIZED])
+    stack = Stack(torch_version, cudnn, arches, variables.given(variables.SDPA_DEPRIORITIZED, values))
     return AttentionSettings(stack, arch_source, variable_source, first)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 
+from ftenv import variables
 from ftenv.report import report
 from ftenv.train import node_count
 from ftenv.trainer import compile_setting
@@ -20,4 +20,4 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = report.ReportOptions(json=args.json, stdout=args.stdout, sdpa_call=not args.no_gpu_probe)
-    return report.run(options, compile_setting.report_line(), *node_count.node_count(os.environ))
+    return report.run(options, compile_setting.report_line(), *node_count.node_count(variables.environment()))

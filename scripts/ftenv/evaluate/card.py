@@ -5,7 +5,6 @@ folder can tell what it is and check that it is whole."""
 from __future__ import annotations
 
 import json
-import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,8 +123,8 @@ def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
 
 
 def versions() -> list[str]:
-    image = os.environ.get(variables.IMAGE) or f"not in the image ({variables.IMAGE} unset)"
-    out = [f"- image: {image}", f"- variant: {os.environ.get(variables.VARIANT) or 'unknown'}"]
+    image = variables.read(variables.IMAGE) or f"not in the image ({variables.IMAGE} unset)"
+    out = [f"- image: {image}", f"- variant: {variables.read(variables.VARIANT) or 'unknown'}"]
     out.append(f"- ftenv: {__version__}")
     out += [f"- {name}: {package_version(name) or 'unknown'}" for name in STACK]
     out.append(f"- python: {platform.python_version()}")

@@ -71,11 +71,12 @@ def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
     device = pick_device(options.device)
     out = workdir / "recipe"
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update(tinymodel.OFFLINE_ENV)
+    env = variables.environment(tinymodel.OFFLINE_ENV)
     # The child must import this same ftenv (an editable or a source checkout included).
     here = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    env[variables.PYTHONPATH] = os.pathsep.join(
+        p for p in (here, variables.read(variables.PYTHONPATH, env)) if p
+    )
     if device == "cpu":
         env[variables.FUNASR_CPU_SHIM] = "1"
     if options.inject_stall:

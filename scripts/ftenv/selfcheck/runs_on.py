@@ -3,7 +3,6 @@ stack as the result records it."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ IMAGE_TINY_DIR = "/opt/ftenv/tiny"
 
 def tiny_dir(requested: str | None, workdir: Path) -> Path:
     """The tiny model to use: --tiny, $FTENV_TINY_DIR, the image's copy, or one built now."""
-    for candidate in (requested, os.environ.get(variables.TINY_DIR), IMAGE_TINY_DIR):
+    for candidate in (requested, variables.read(variables.TINY_DIR), IMAGE_TINY_DIR):
         if candidate and tinymodel.is_built(candidate):
             return Path(candidate)
         if candidate and candidate == requested:

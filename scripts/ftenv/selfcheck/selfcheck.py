@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.outcome import EXIT, UNUSABLE
 from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
@@ -29,7 +29,7 @@ def run(options: SelfcheckOptions) -> int:
     startup.show_once(
         "ftenv selfcheck",
         compile_line=compile_setting.report_line(),
-        nodes=node_count.node_count(os.environ),
+        nodes=node_count.node_count(variables.environment()),
     )
     if not options.compile and (options.force_recompiles or options.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)

@@ -20,7 +20,7 @@ def verdict_of(measured: Measured) -> dict:
         m.steps,
         t,
         deprioritized=interpret_deprioritized(
-            m.extra.get("environment", {}).get(variables.SDPA_DEPRIORITIZED)
+            variables.given(variables.SDPA_DEPRIORITIZED, m.extra.get("environment", {}))
         ),
     )
     result = {

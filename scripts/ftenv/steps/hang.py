@@ -94,7 +94,7 @@ def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
     if scope >= 3:
         return f"ptrace is disabled on this host ({yama} = {scope})"
     # Scope 1 lets a process name its ptracer: the trainer entry names the watchdog it runs under.
-    named = scope == 1 and _environ(pid).get(variables.WATCH_PID) == str(os.getpid())
+    named = scope == 1 and variables.given(variables.WATCH_PID, _environ(pid)) == str(os.getpid())
     if scope in (1, 2) and not cap and not named:
         why = "" if scope == 2 else " or a trainer started under this watchdog (ftenv finetune)"
         return f"{yama} = {scope} allows it only with CAP_SYS_PTRACE{why}: {CAP_FIX}"
@@ -108,7 +108,7 @@ def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
 
 
 def _rank_of(pid: int) -> str | None:
-    return _environ(pid).get("RANK")
+    return variables.given(variables.RANK, _environ(pid))
 
 
 def _cmdline(pid: int) -> str:
@@ -138,7 +138,7 @@ def _self_dumps(processes: list[tuple[int, str | None]]) -> dict[int, str]:
     its own dump; what each appended to its file, by pid."""
     asked: dict[int, tuple[Path, int]] = {}
     for pid, rank in processes:
-        folder = _environ(pid).get(variables.WATCH_STACKS_DIR)
+        folder = variables.given(variables.WATCH_STACKS_DIR, _environ(pid))
         if not folder:
             continue
         path = stack_file(Path(folder), rank, pid)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ftenv import outcome
+from ftenv import outcome, variables
 from ftenv.steps import crash, hang
 from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.pipes import Pump, PumpState, place_lines
@@ -46,12 +46,12 @@ def cannot_start(argv: list[str], exc: OSError) -> int:
     not runnable), as `sh -c` would."""
     if isinstance(exc, FileNotFoundError):
         print(f"{PROG}: command not found: {argv[0]}", file=sys.stderr)
-        return 127
+        return outcome.NOT_FOUND
     if isinstance(exc, PermissionError):
         print(f"{PROG}: permission denied: {argv[0]}", file=sys.stderr)
-        return 126
+        return outcome.NOT_RUNNABLE
     print(f"{PROG}: cannot run {shlex.join(argv)}: {exc}", file=sys.stderr)
-    return 126
+    return outcome.NOT_RUNNABLE
 
 
 def _wait(proc: subprocess.Popen, state: PumpState, say, root_folder: Path) -> tuple[int, bool]:
@@ -89,7 +89,7 @@ def watch_process(options: WatchOptions, new_state: Callable[[int], PumpState]) 
     process's settings)."""
     argv = options.argv
     folder = options.output_dir or output_folder(argv)
-    env = {**os.environ, **hang.command_env(folder)}  # the trainer entry lets us read its stacks
+    env = variables.environment(hang.command_env(folder))  # the trainer entry lets us read its stacks
     try:
         proc = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, process_group=0, env=env

@@ -5,7 +5,6 @@ here only, once per run.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -40,13 +39,13 @@ class WatchOptions:
         return argv[1:] if argv and argv[0] == "--" else argv
 
 
-def watch_enabled(environ: Mapping[str, str]) -> bool:
+def watch_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """FTENV_WATCH=0 turns the watchdog off (the command still runs)."""
-    return environ.get(variables.WATCH, "1") != "0"
+    return variables.read(variables.WATCH, environ) != "0"
 
 
 def checked(
-    options: WatchOptions, environ: Mapping[str, str] = os.environ
+    options: WatchOptions, environ: Mapping[str, str] | None = None
 ) -> tuple[WatchOptions, bool] | int:
     """(the options with the environment's silence limits, whether to watch), or the exit code of a
     refusal after saying why."""

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.data import model_folder, paths
 from ftenv.data.chatml import SPEECH_MARK, not_utf8
 from ftenv.train.cluster_env import valid_port
@@ -199,9 +200,9 @@ def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> 
 # --- the output folder -----------------------------------------------------------------------
 
 
-def _write_hint(folder: Path | None, environ: Mapping[str, str]) -> str:
+def _write_hint(folder: Path | None, environ: Mapping[str, str] | None) -> str:
     """How to make the folder writable, for where this runs."""
-    if environ.get("KUBERNETES_SERVICE_HOST"):
+    if variables.read(variables.KUBERNETES_SERVICE_HOST, environ):
         return (
             f"make the volume writable by uid {IMAGE_UID} or gid 0 before the job starts (fsGroup is "
             "not applied to ReadWriteMany or most CSI volumes), or set runAsUser to its owner"
@@ -221,7 +222,6 @@ def _write_hint(folder: Path | None, environ: Mapping[str, str]) -> str:
 
 def check_output_dir(path: Path, create: bool = True, environ: Mapping[str, str] | None = None) -> list[str]:
     """Create the output dir if needed and prove it writable (create=False: only look)."""
-    env = os.environ if environ is None else environ
     who = f"uid {os.getuid()} gid {os.getgid()}"
     existing = path if path.exists() else next((p for p in path.parents if p.exists()), None)
     if not create:
@@ -229,24 +229,26 @@ def check_output_dir(path: Path, create: bool = True, environ: Mapping[str, str]
             if not path.is_dir():
                 return [f"output dir {path} is not a directory"]
             if not os.access(path, os.W_OK | os.X_OK):
-                return [f"output dir {path} is not writable by {who}: {_write_hint(path, env)}"]
+                return [f"output dir {path} is not writable by {who}: {_write_hint(path, environ)}"]
             return []
         parent = existing
         if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             return [
                 f"output dir {path} cannot be created: {parent} is not writable by {who}: "
-                f"{_write_hint(parent, env)}"
+                f"{_write_hint(parent, environ)}"
             ]
         return []
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        return [f"output dir {path} cannot be created: {exc.strerror} ({who}): {_write_hint(existing, env)}"]
+        return [
+            f"output dir {path} cannot be created: {exc.strerror} ({who}): {_write_hint(existing, environ)}"
+        ]
     if not path.is_dir():
         return [f"output dir {path} is not a directory"]
     try:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".ftenv-write-test-"):
             pass
     except OSError as exc:
-        return [f"output dir {path} is not writable by {who} ({exc.strerror}): {_write_hint(path, env)}"]
+        return [f"output dir {path} is not writable by {who} ({exc.strerror}): {_write_hint(path, environ)}"]
     return []

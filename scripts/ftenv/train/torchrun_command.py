@@ -76,7 +76,7 @@ class TorchrunCommand:
 
 
 def _gpu_count(env) -> int | None:
-    if env.get("CUDA_VISIBLE_DEVICES") == "":
+    if variables.read(variables.CUDA_VISIBLE_DEVICES, env) == "":
         return 0
     try:
         import torch
@@ -108,7 +108,7 @@ def _processes_per_node(options: FinetuneOptions, launch: cluster_env.Launch, en
 
 def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     """The command `ftenv finetune` will run, without running anything (the unit tests call this)."""
-    env = os.environ if environ is None else environ
+    env = variables.environment() if environ is None else environ
     extra = list(options.overrides)
     if extra[:1] == ["--"]:
         extra = extra[1:]

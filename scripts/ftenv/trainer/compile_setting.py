@@ -5,7 +5,6 @@ entry acts on it and the start-up report prints it (the parts: docs/finetune.md)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 from ftenv import text, variables
@@ -29,52 +28,51 @@ def _fix() -> str:
     )
 
 
-def compile_parts(environ=os.environ) -> tuple[str, ...]:
+def compile_parts(environ=None) -> tuple[str, ...]:
     """The compile parts FTENV_COMPILE asks for (empty: off); a value that is not understood is
     an error that names the fix, not a silent default."""
-    raw = environ.get(variables.COMPILE, "").strip().lower()
+    given = variables.read(variables.COMPILE, environ)
+    raw = (given or "").strip().lower()
     if raw in _ON:
         return DEFAULT_PARTS
     if raw in _OFF:
         return ()
     parts = tuple(p.strip() for p in raw.split(",") if p.strip())
     if any(p not in PARTS for p in parts):
-        raise ValueError(
-            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r} is not understood: {_fix()}"
-        )
+        raise ValueError(f"{variables.COMPILE}={given!r} is not understood: {_fix()}")
     if "decoder" in parts and "regional" in parts:
         raise ValueError(
-            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `decoder` (the whole stack) and "
+            f"{variables.COMPILE}={given!r}: `decoder` (the whole stack) and "
             "`regional` (per layer) "
             "exclude each other: choose one"
         )
     if "audio" in parts and "audiowhole" in parts:
         raise ValueError(
-            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `audio` (per block) and `audiowhole` "
+            f"{variables.COMPILE}={given!r}: `audio` (per block) and `audiowhole` "
             "(one region) exclude each other: choose one"
         )
     if "audiocache" in parts and "audiowhole" in parts:
         raise ValueError(
-            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: `audiocache` skips the encoder, "
+            f"{variables.COMPILE}={given!r}: `audiocache` skips the encoder, "
             "`audiowhole` compiles the encoder and the adaptor as one region: choose one (`audio` "
             "compiles the encoder blocks and the adaptor and works with `audiocache`)"
         )
-    if "cudagraphs" in parts and not environ.get(variables.BUCKETS):
+    if "cudagraphs" in parts and not variables.read(variables.BUCKETS, environ):
         raise ValueError(
-            f"{variables.COMPILE}={environ.get(variables.COMPILE)!r}: CUDA graphs need few shapes: "
+            f"{variables.COMPILE}={given!r}: CUDA graphs need few shapes: "
             f"set {variables.BUCKETS} too "
             "(ftenv finetune --buckets 64)"
         )
     return tuple(p for p in PARTS if p in parts)
 
 
-def buckets(environ=os.environ) -> bucketing.Buckets | None:
+def buckets(environ=None) -> bucketing.Buckets | None:
     """The buckets FTENV_BUCKETS asks for (None: unset); a spec not understood is an error."""
-    spec = environ.get(variables.BUCKETS)
+    spec = variables.given(variables.BUCKETS, environ)
     return bucketing.parse(spec) if spec else None
 
 
-def read(environ=os.environ) -> tuple[tuple[str, ...], bucketing.Buckets | None]:
+def read(environ=None) -> tuple[tuple[str, ...], bucketing.Buckets | None]:
     """(the compile parts, the buckets) of the setting; ValueError names the fix."""
     return compile_parts(environ), buckets(environ)
 
@@ -105,9 +103,9 @@ def check_accumulation(parts, accumulation: int) -> None:
         )
 
 
-def cache_mount(environ=os.environ) -> str | None:
+def cache_mount(environ=None) -> str | None:
     """FTENV_COMPILE_CACHE_DIR: the compile caches' mount (None: under the output dir)."""
-    return environ.get(variables.COMPILE_CACHE_DIR) or None
+    return variables.given(variables.COMPILE_CACHE_DIR, environ) or None
 
 
 def trainer_env(wanted: Mapping[str, str], caches: Mapping[str, str]) -> dict[str, str]:
@@ -115,20 +113,20 @@ def trainer_env(wanted: Mapping[str, str], caches: Mapping[str, str]) -> dict[st
     is on, FTENV_BUCKETS when set (`wanted` already read without error)."""
     env: dict[str, str] = {}
     if compile_parts(wanted):
-        env[variables.COMPILE] = wanted[variables.COMPILE]
+        env[variables.COMPILE] = variables.read(variables.COMPILE, wanted)
         env.update(caches)
-    if wanted.get(variables.BUCKETS):
-        env[variables.BUCKETS] = wanted[variables.BUCKETS]
+    if variables.given(variables.BUCKETS, wanted):
+        env[variables.BUCKETS] = variables.given(variables.BUCKETS, wanted)
     return env
 
 
-def report_line(environ=os.environ) -> str:
-    raw = environ.get(variables.COMPILE)
+def report_line(environ=None) -> str:
+    raw = variables.read(variables.COMPILE, environ)
     try:
         parts = compile_parts(environ)
         state = f"on: {', '.join(parts)} (GPU batches of 2+)" if parts else "off"
     except ValueError as exc:
         state = f"off ({exc})"
-    buckets = environ.get(variables.BUCKETS)
+    buckets = variables.read(variables.BUCKETS, environ)
     extra = f"; {text.assignment(variables.BUCKETS, buckets)}" if buckets else ""
     return f"compile {state} ({text.assignment(variables.COMPILE, raw)}{extra}; ftenv finetune --compile)"

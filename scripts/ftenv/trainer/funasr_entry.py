@@ -6,7 +6,6 @@ touching site-packages.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from importlib import metadata
 
@@ -42,13 +41,13 @@ def main() -> int:
         notes += collator.install(parts, bucketing)
     notes += runlife_hooks.install()
     notes += selfdump.install()
-    if os.environ.get(variables.FUNASR_CPU_SHIM) == "1":
+    if variables.read(variables.FUNASR_CPU_SHIM) == "1":
         notes += funasr_cpu_shim.apply()
     notes += runtime.install_from_env()  # FunASR's silent substitutions and drops, for ftenv watch
     from ftenv.trainer import stall
 
     if stall.install_from_env() is not None:
-        notes.append(f"TEST AID: SDPA stall of {os.environ[variables.TEST_SDPA_STALL_S]} s per new shape")
+        notes.append(f"TEST AID: SDPA stall of {variables.read(variables.TEST_SDPA_STALL_S)} s per new shape")
     for note in notes:
         print(f"ftenv.trainer.funasr_entry: {note}", file=sys.stderr)
     sys.argv[0] = SCRIPT

@@ -6,7 +6,6 @@ PASS without it.
 from __future__ import annotations
 
 import functools
-import os
 import time
 
 from ftenv import variables
@@ -42,8 +41,8 @@ def install(seconds: float):
     return undo
 
 
-def install_from_env(environ=os.environ):
-    raw = environ.get(variables.TEST_SDPA_STALL_S)
+def install_from_env(environ=None):
+    raw = variables.read(variables.TEST_SDPA_STALL_S, environ)
     if not raw:
         return None
     return install(float(raw))

@@ -25,7 +25,7 @@ SCRIPTS = ROOT / "scripts"
 #: a command and 15 minutes a session, start-up included: 8 minutes leaves room for a partial rerun).
 TOTAL_BUDGET_S = 480
 #: The stack the run expects: the lock of the image's variant, else of the default one.
-LOCK = ROOT / "docker" / "locks" / f"{os.environ.get('FTENV_VARIANT') or versions.load().default.name}.txt"
+LOCK = ROOT / "docker" / "locks" / f"{variables.read(variables.VARIANT) or versions.load().default.name}.txt"
 #: Test files holding `pytest.mark.gpu` tests (tests/imagetools/gpukit/test_gpu_kit.py keeps this list
 #: complete).
 GPU_TEST_FILES = ("tests/ftenv/report/test_report.py", "tests/ftenv/selfcheck/test_selfcheck.py")

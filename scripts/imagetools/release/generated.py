@@ -87,7 +87,7 @@ BLOCKS: dict[str, Callable[[versions.Versions], str]] = {
     "report-sample": report_sample,
     # Not versions, but generated the same way: the tables of ftenv's variables and exit codes.
     "environment-variables": lambda v: variables.markdown_table(),
-    "watch-variables": lambda v: variables.markdown_table("FTENV_WATCH_"),
+    "watch-variables": lambda v: variables.markdown_table(f"{variables.WATCH}_"),
     "exit-codes": lambda v: outcome.markdown_table(),
 }
 
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = check(args.root)
     for line in problems:
         print(f"imagetools.release.generated: {line}", file=sys.stderr)
-    return 1 if problems else 0
+    return outcome.EXIT[outcome.FAIL] if problems else 0
 
 
 if __name__ == "__main__":

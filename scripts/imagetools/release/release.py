@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ftenv import outcome
 from ftenv.stack import versions
 from imagetools import bake, tags
 from imagetools.release import checks, manifest
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"release-check: {p}", file=sys.stderr)
         if problems:
             print(f"release-check: FAILED, {len(problems)} problem(s)", file=sys.stderr)
-            return 1
+            return outcome.EXIT[outcome.FAIL]
         names = ", ".join(checks.SUBCHECKS)
         print(f"release-check: OK ({len(v.variants)} variants; {names})")
     return 0

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import datetime
 import functools
-import os
 from pathlib import Path
 
 from ftenv import variables
 
-DEFAULT_TIMEOUT_S = 300
 #: Folder (under the output folder) of the flight recorder's dumps: one file per rank.
 TRACE_DIR = "nccl-flight-recorder"
 
@@ -22,22 +20,20 @@ def launcher_env(output_dir: Path, environ) -> dict[str, str]:
     """The variables `ftenv finetune` sets for torchrun and the ranks, unless already set.
     torch 2.11 reads the TORCH_FR_* names; older ones the TORCH_NCCL_* names: both are set."""
     prefix = str(output_dir / TRACE_DIR / "rank_")
-    wanted = {
-        # Tear the process down on a collective error or timeout (torch's default, made explicit).
-        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
-        "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        "TORCH_FR_BUFFER_SIZE": "2000",
-        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
-        "TORCH_FR_DUMP_TEMP_FILE": prefix,
-        "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
-    }
-    return {k: v for k, v in wanted.items() if k not in environ}
+    # Tear the process down on a collective error or timeout (torch's default, made explicit).
+    fixed = (
+        variables.TORCH_NCCL_ASYNC_ERROR_HANDLING,
+        variables.TORCH_NCCL_DUMP_ON_TIMEOUT,
+        variables.TORCH_FR_BUFFER_SIZE,
+        variables.TORCH_NCCL_TRACE_BUFFER_SIZE,
+    )
+    wanted = {name: variables.default(name) for name in fixed}
+    wanted |= {variables.TORCH_FR_DUMP_TEMP_FILE: prefix, variables.TORCH_NCCL_DEBUG_INFO_TEMP_FILE: prefix}
+    return {k: v for k, v in wanted.items() if variables.given(k, environ) is None}
 
 
 def timeout_s(environ=None) -> float:
-    raw = (environ if environ is not None else os.environ).get(variables.COLLECTIVE_TIMEOUT_S)
-    if raw is None:
-        return DEFAULT_TIMEOUT_S
+    raw = variables.read(variables.COLLECTIVE_TIMEOUT_S, environ)
     try:
         value = float(raw)
     except ValueError:
@@ -63,8 +59,8 @@ def install() -> str:
         return original(*args, **kwargs)
 
     dist.init_process_group = init_process_group
-    if os.environ.get("TORCH_FR_DUMP_TEMP_FILE") and torch.cuda.is_available():
-        Path(os.environ["TORCH_FR_DUMP_TEMP_FILE"]).parent.mkdir(parents=True, exist_ok=True)
+    if (dump := variables.read(variables.TORCH_FR_DUMP_TEMP_FILE)) and torch.cuda.is_available():
+        Path(dump).parent.mkdir(parents=True, exist_ok=True)
     return (
         f"collective timeout {seconds:g} s ({variables.COLLECTIVE_TIMEOUT_S}); NCCL flight recorder "
         "dumps on a timeout"

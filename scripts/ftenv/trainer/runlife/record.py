@@ -36,7 +36,7 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 def write_stop(output_dir: str | os.PathLike, data: dict) -> Path:
     path = Path(output_dir) / STOP_RECORD
-    write_json_atomic(path, {**data, "run_id": os.environ.get(variables.RUN_ID, "")})
+    write_json_atomic(path, {**data, "run_id": variables.read(variables.RUN_ID) or ""})
     return path
 
 

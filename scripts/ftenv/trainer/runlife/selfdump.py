@@ -30,11 +30,10 @@ def _name_ptracer(pid: int) -> str:
 def install(environ=None) -> list[str]:
     """Under `ftenv watch` (its variables set): the dump on hang.STACK_SIGNAL and the ptracer;
     nothing otherwise. Returns the lines for the log."""
-    env = os.environ if environ is None else environ
     notes = []
-    folder = env.get(variables.WATCH_STACKS_DIR)
+    folder = variables.read(variables.WATCH_STACKS_DIR, environ)
     if folder:
-        path = hang.stack_file(Path(folder), env.get("RANK"), os.getpid())
+        path = hang.stack_file(Path(folder), variables.given(variables.RANK, environ), os.getpid())
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             f = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the process's life)
@@ -46,7 +45,7 @@ def install(environ=None) -> list[str]:
             notes.append(
                 f"every thread's stack to {path} on {hang.STACK_SIGNAL.name} (the watchdog's silence alarm)"
             )
-    watcher = env.get(variables.WATCH_PID)
+    watcher = variables.read(variables.WATCH_PID, environ)
     if watcher and watcher.isdigit():
         notes.append(_name_ptracer(int(watcher)))
     return notes
