@@ -10,6 +10,7 @@ checked by hiding tomllib.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,52 @@ def test_the_makefile_reads_versions_through_the_module_alone():
         text=True,
     )
     assert (r.returncode, r.stdout) == (0, "cu130\n"), r.stderr
+
+
+# --- every make target ------------------------------------------------------------------------
+
+#: A `python3` (a recipe's word, not a path's tail) and its arguments up to the shell's next operator.
+BARE_PYTHON = re.compile(r"(?<![\w/.$-])python3((?:[ \t]+[^\s;|&)\\]+)*)")
+
+
+def _make_targets() -> list[str]:
+    """Every target `make help` lists (each has a `##` comment)."""
+    return re.findall(r"(?m)^([a-z0-9-]+):.*## ", (ROOT / "Makefile").read_text())
+
+
+@pytest.fixture
+def stock_python3(tmp_path):
+    """A PATH whose `python3` is a distribution's stock interpreter: standard library only."""
+    system = FOUND[0] if FOUND else sys.executable
+    (tmp_path / "boot.py").write_text(BOOT)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "python3"
+    shim.write_text(f'#!/bin/sh\nexec {system} -I {tmp_path / "boot.py"} "$PYTHONPATH" - "$@"\n')
+    shim.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(tmp_path)}
+
+
+@pytest.mark.parametrize("target", _make_targets())
+def test_every_make_target_runs_its_python3_on_a_stock_interpreter(target, stock_python3, tmp_path):
+    """`make -n TARGET` with a stock python3 first on PATH (its VARIANT and IMAGE are worked out by
+    that python3), then every command it would start with the PATH's python3, started there: one
+    that writes generated files (`--write`) in its checking form, which renders the same files and
+    writes nothing; any other with --help (the modules the command imports and its parser; the build
+    and run paths run whole in the test above). What needs the lock (packaging, PyYAML,
+    dockerfile-parse, torch) runs in the venv, `$(PY)`, and is not among them."""
+    env = stock_python3
+    planned = subprocess.run(
+        ["make", "-n", "--no-print-directory", target, f"VENV={tmp_path / 'venv'}"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    assert "Traceback" not in planned.stderr and "No module named" not in planned.stderr, planned.stderr
+    for found in BARE_PYTHON.finditer(planned.stdout):
+        args = found.group(1).split()
+        args = [a for a in args if a != "--write"] if "--write" in args else [*args, "--help"]
+        r = subprocess.run(
+            ["python3", *args],
+            env={**env, "PYTHONPATH": "scripts"}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, f"make {target}: python3 {' '.join(args)}:\n{r.stderr[-3000:]}"
