@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT
+from support import ROOT, child_env
 from support import fake_engines as fakes
 
 #: The system interpreters this test looks for (the distributions' own, never a venv's).
@@ -181,7 +181,7 @@ def test_the_makefile_reads_versions_through_the_module_alone():
     assert "ftenv.cli" not in makefile
     r = subprocess.run(
         [sys.executable, "-m", "ftenv.stack.versions", "name"],
-        env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")},
+        env=child_env(),
         capture_output=True,
         text=True,
     )
