@@ -4,7 +4,8 @@ Each command the Makefile runs for `make run` (the variant, the engine step, the
 the build, the run) runs under the system's python3 in isolated mode (-I), with every module from
 site-packages or dist-packages hidden (what a stock interpreter has: the standard library only),
 against stand-in engines (tests/support/fake_engines.py). The TOML fallback below Python 3.11 is
-checked by hiding tomllib.
+checked by hiding tomllib. Every other make target is checked the same way below: what it starts
+with the PATH's python3 must run on that stock interpreter.
 """
 
 from __future__ import annotations
