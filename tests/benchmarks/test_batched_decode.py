@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import time
 
@@ -13,7 +12,7 @@ import torch
 
 from ftenv.selfcheck import tinymodel
 from imagetools.gpukit import gpu_decode_step, gpu_run, gpu_steps
-from support import ROOT
+from support import ROOT, child_env
 
 SCRIPT = ROOT / "benchmarks" / "batched_decode.py"
 
@@ -47,7 +46,7 @@ def test_the_benchmark_runs_both_paths_and_compares_them(tiny, tmp_path, capsys)
 
 
 def _kit_ctx(tmp_path, gpu):
-    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=time.monotonic() + 60)
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", child_env(), deadline=time.monotonic() + 60)
     ctx.gpu = gpu
     return ctx
 

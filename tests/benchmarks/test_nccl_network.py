@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import time
 
 import pytest
 
 from imagetools.gpukit import gpu_run, gpu_steps
-from support import ROOT
+from support import ROOT, child_env
 
 SCRIPT = ROOT / "benchmarks" / "nccl_network.py"
 HOST = "gpu1:811:811 [0] NCCL INFO "
@@ -64,7 +63,7 @@ def test_without_a_gpu_it_says_so_and_exits_0(bench, capsys, tmp_path):
 
 
 def _ctx(tmp_path, gpu):
-    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=time.monotonic() + 60)
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", child_env(), deadline=time.monotonic() + 60)
     ctx.gpu = gpu
     return ctx
 

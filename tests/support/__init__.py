@@ -6,9 +6,11 @@ layout with."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from ftenv import variables
@@ -35,9 +37,14 @@ GOOD_RECORD = {
 }
 
 
-def child_env(**extra: str) -> dict[str, str]:
-    """This environment with the checkout's scripts/ first on PYTHONPATH (a child runs this ftenv)."""
-    env = variables.environment(extra)
+def child_env(*, unset: Iterable[str] = (), **extra: str) -> dict[str, str]:
+    """This environment with the checkout's scripts/ first on PYTHONPATH (a child runs this ftenv),
+    without the variables `unset` names (a name, or a shell pattern such as `SLURM_*`: a child that
+    must not see this machine's launcher), then with `extra` set."""
+    env = {
+        k: v for k, v in variables.environment().items() if not any(fnmatch.fnmatchcase(k, u) for u in unset)
+    }
+    env.update(extra)
     env[variables.PYTHONPATH] = os.pathsep.join(
         p for p in (str(ROOT / "scripts"), variables.read(variables.PYTHONPATH, env)) if p
     )

@@ -93,7 +93,7 @@ def check_line(
     try:
         item = json.loads(text)
     except json.JSONDecodeError as exc:
-        result.problem = (NOT_JSON, f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it")
+        result.problem = (NOT_JSON, chatml.not_json(exc))
         return result
     utt = chatml.parse(item)
     if isinstance(utt, str):

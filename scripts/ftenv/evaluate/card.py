@@ -9,7 +9,7 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv import __version__, variables
+from ftenv import __version__, text, variables
 from ftenv.attention.facts import package_version
 from ftenv.data.check import REPORT_NAME as DATA_CHECK_REPORT
 from ftenv.evaluate.checkpoints import ModelLoadError
@@ -117,8 +117,8 @@ def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
     ]
     if summary.get("normalization"):
         lines += ["", f"Normalization: {summary['normalization']}"]
-    lines += ["", "| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(_value(r, keys)) for _, keys in columns) + " |" for r in rows]
+    cells = [[_cell(_value(r, keys)) for _, keys in columns] for r in rows]
+    lines += ["", *text.markdown_table([h for h, _ in columns], cells)]
     return lines
 
 

@@ -15,6 +15,7 @@ from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
 from ftenv.trainer import compile_setting
+from support import child_env
 
 GIB = 2**30
 
@@ -262,8 +263,7 @@ def test_on_torch_2_9_the_sdpa_line_says_the_variable_is_not_read():
 
 
 def _report(value: str | None) -> dict:
-    env = dict(os.environ)
-    env.pop(variables.SDPA_DEPRIORITIZED, None)
+    env = child_env(unset=[variables.SDPA_DEPRIORITIZED])
     if value is not None:
         env[variables.SDPA_DEPRIORITIZED] = value
     out = subprocess.run(

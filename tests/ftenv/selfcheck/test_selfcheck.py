@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from ftenv.selfcheck.measured import Measured
 from ftenv.selfcheck.options import THRESHOLDS, thresholds_from
 from ftenv.steps import funasr_log, stats
 from ftenv.steps import step as step_types
-from support import ROOT, steplogs
+from support import child_env, steplogs
 
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
 
@@ -290,7 +289,7 @@ def _gpu_exposed_at_0() -> bool | None:
     """Whether torch puts cuDNN attention first with the variable at 0 on this GPU, read from the
     live order in a fresh process (the order is fixed once per process), not from our own rule;
     None when this torch cannot say."""
-    env = dict(os.environ, TORCH_CUDNN_SDPA_DEPRIORITIZED="0")
+    env = child_env(TORCH_CUDNN_SDPA_DEPRIORITIZED="0")
     proc = subprocess.run(
         [sys.executable, "-c", LIVE_ORDER_AT_0], capture_output=True, text=True, env=env, timeout=300
     )
@@ -301,8 +300,7 @@ def _gpu_exposed_at_0() -> bool | None:
 
 
 def _subprocess_selfcheck(value: str, *argv) -> tuple[int, dict]:
-    env = dict(os.environ, TORCH_CUDNN_SDPA_DEPRIORITIZED=value)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "scripts"), env.get("PYTHONPATH", "")])
+    env = child_env(TORCH_CUDNN_SDPA_DEPRIORITIZED=value)
     proc = subprocess.run(
         [sys.executable, "-m", "ftenv.cli", "selfcheck", "--json", "--device", "cuda", *argv],
         capture_output=True,

@@ -102,7 +102,7 @@ def test_a_bad_setting_names_itself_and_stops_before_the_command(name, value):
     r = subprocess.run(
         [*WATCH, "--", sys.executable, "-c", "print('ran')"],
         capture_output=True,
-        env={**os.environ, name: value},
+        env=child_env(**{name: value}),
         timeout=TIMEOUT,
     )
     assert r.returncode == outcome.UNUSABLE and b"ran" not in r.stdout and name.encode() in r.stderr
@@ -249,7 +249,7 @@ def test_a_rank_may_name_the_watchdog_its_ptracer(tmp_path, monkeypatch):
     monkeypatch.setattr(hang, "_has_cap_sys_ptrace", lambda: False)
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(30)"],
-        env={**os.environ, **hang.command_env(tmp_path)},
+        env=child_env(**hang.command_env(tmp_path)),
     )
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:

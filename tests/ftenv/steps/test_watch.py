@@ -24,7 +24,7 @@ from ftenv.attention import process_settings
 from ftenv.steps import detector, funasr_log
 from ftenv.steps import step as step_types
 from ftenv.steps.slow_step_lines import SlowStepLines
-from support import ROOT
+from support import ROOT, child_env
 from support.child_output import read_until
 from support.steplogs import ddp_log, field_report_run, flood
 
@@ -101,7 +101,7 @@ def direct(child):
 
 @pytest.fixture(scope="module")
 def watched(child):
-    return run([*WATCH, "--", *child], env={**os.environ, variables.SDPA_DEPRIORITIZED: "0"})
+    return run([*WATCH, "--", *child], env=child_env(**{variables.SDPA_DEPRIORITIZED: "0"}))
 
 
 def test_output_is_the_childs_byte_for_byte_plus_marked_lines(direct, watched):
@@ -446,11 +446,11 @@ def test_ftenv_watch_0_execs_the_command_plainly():
         + " ".join(FAKE)
         + " --steps 60 --exit 3'))))"
     )
-    off = run([sys.executable, "-c", driver], env={**os.environ, "FTENV_WATCH": "0"})
+    off = run([sys.executable, "-c", driver], env=child_env(FTENV_WATCH="0"))
     assert off.returncode == 3 and b"[ftenv-watch]" not in off.stdout
     pids = re.findall(rb"(?:driver|child) (\d+)", off.stderr)
     assert len(pids) == 2 and pids[0] == pids[1]  # exec: the same process
-    on = run([sys.executable, "-c", driver], env={k: v for k, v in os.environ.items() if k != "FTENV_WATCH"})
+    on = run([sys.executable, "-c", driver], env=child_env(unset=["FTENV_WATCH"]))
     assert on.returncode == 3 and b"[ftenv-watch] SLOW STEP" in on.stdout
     pids = re.findall(rb"(?:driver|child) (\d+)", on.stderr)
     assert pids[0] != pids[1]
@@ -485,7 +485,7 @@ def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
 
 
 def test_settings_come_from_the_training_process_environment():
-    env = {k: v for k, v in os.environ.items() if k != variables.SDPA_DEPRIORITIZED}
+    env = child_env(unset=[variables.SDPA_DEPRIORITIZED])
     proc = subprocess.Popen(
         ["sh", "-c", f"export {variables.SDPA_DEPRIORITIZED}=0 CUDNN_VERSION=9.19.0.56; exec sleep 30"],
         env=env,

@@ -8,7 +8,6 @@ two cases apart, not how a GPU behaves. About 45 s (tiny model build, two short 
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -20,8 +19,7 @@ import pytest
 # modules is a failure, not a reason to skip.
 from ftenv import variables
 from ftenv.selfcheck import mode_recipe, tinymodel
-
-SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
+from support import child_env
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +29,7 @@ def tiny(tmp_path_factory):
 
 def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
     out.mkdir()
-    env = {**os.environ, **tinymodel.OFFLINE_ENV, "PYTHONPATH": SCRIPTS, variables.FUNASR_CPU_SHIM: "1"}
+    env = child_env(**tinymodel.OFFLINE_ENV, **{variables.FUNASR_CPU_SHIM: "1"})
     # The silence alarm at 10 s at least (5x the longest gap between the trainer's lines): the
     # real trainer's validation rounds, checkpoint saves and epoch starts must never raise it.
     env.update(

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from ftenv import variables
-from support import ROOT
+from support import ROOT, child_env
 from support.trained_steps import epoch_length, steps_of
 
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
@@ -70,7 +70,7 @@ class Cluster:
         # Slurm lists nodes sorted by name: the second must sort after this host to keep it first.
         self.other = "zzz-ftenv-node2"
         self.conf = base / "slurm.conf"
-        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.env = child_env(SLURM_CONF=str(self.conf))
 
     def start(self) -> None:
         b = self.base

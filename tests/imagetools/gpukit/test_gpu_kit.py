@@ -27,7 +27,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from imagetools.__main__ import main as imagetools_main
 from imagetools.gpukit import gpu_run, gpu_setup, gpu_steps, gpukit
-from support import ROOT
+from support import ROOT, child_env
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 GPU_STEPS = {
@@ -102,7 +102,7 @@ def test_the_results_page_says_what_ran_on_which_gpu():
 
 
 def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path):
-    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=0)
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", child_env(), deadline=0)
     ctx.deadline = time.monotonic() + 2  # the whole run's end comes first: it cuts the step's 60 s
     start = time.monotonic()
     rc, output = gpu_run.run_logged(ctx, "sleeper", ["sh", "-c", "sleep 30 & sleep 30"], budget_s=60)
@@ -318,7 +318,7 @@ def test_a_gpu_the_driver_lists_but_the_report_misses_fails_the_environment(tmp_
     smi.write_text('#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\nexit 0\n')
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    env = dict(os.environ) | {"PYTHONPATH": str(ROOT / "scripts")}
+    env = child_env()
     ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", env, deadline=time.monotonic() + 120)
     r = gpu_setup.step_environment(ctx)  # this machine: torch sees no GPU
     assert not r.ok and "nvidia-smi lists 1" in r.got

@@ -27,7 +27,7 @@ from imagetools import bake as bakefile
 from imagetools import build_args as derived
 from imagetools import tags
 from imagetools.release import checks, release
-from support import ROOT
+from support import ROOT, child_env
 
 V = versions.load(ROOT / "versions.toml")
 #: versions.toml as plain TOML: the expected tags are spelled from it here, apart from the code under test.
@@ -461,12 +461,12 @@ def fake_docker(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "docker").write_text(FAKE_DOCKER)
     (bin_dir / "docker").chmod(0o755)
-    env = os.environ | {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_LOG": str(tmp_path / "docker.log"),
-        "SMOKE_OUT": str(tmp_path / "smoke"),
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-    }
+    env = child_env(
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        FAKE_LOG=str(tmp_path / "docker.log"),
+        SMOKE_OUT=str(tmp_path / "smoke"),
+        GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
+    )
     return env, tmp_path
 
 

@@ -8,7 +8,6 @@ that dropped a sub-check, or a sub-check that passed on a missing file would fai
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 
 from ftenv.stack import versions
 from imagetools.release import checks, release, workflow_rules
-from support import ROOT
+from support import ROOT, child_env
 
 COPIED = ("versions.toml", "docker", ".github", "README.md", "docs")
 
@@ -36,7 +35,7 @@ def repo(tmp_path):
 
 
 def release_check(root: Path) -> subprocess.CompletedProcess:
-    env = os.environ | {"PYTHONPATH": str(ROOT / "scripts")}
+    env = child_env()
     cmd = [sys.executable, "-m", "imagetools", "release", "--file", str(root / "versions.toml")]
     return subprocess.run([*cmd, "check", "--root", str(root)], capture_output=True, text=True, env=env)
 
