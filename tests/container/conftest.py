@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,43 @@ def run(image):
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
     return _run
+
+
+#: The tag of the one rebuild the layer and CA checks share.
+REBUILT = "localhost/ftenv-rebuild-check:rebuilt"
+HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    variant: str  # the image's `ftenv.variant` label
+    built: subprocess.CompletedProcess  # build_image.py's run, output captured
+    tag: str
+    bundle: str  # the CA bundle passed as CA_BUNDLE
+    marker: str  # a line of the dummy CA's PEM body that nothing else contains
+
+
+@pytest.fixture(scope="session")
+def rebuilt(image, tmp_path_factory):
+    """The image rebuilt once (minutes) from a copy of the checkout whose lock differs in FunASR's
+    entry only, as a FunASR bump does, with a CA bundle (the host's CAs plus a dummy CA made here)
+    passed as CA_BUNDLE: test_layers.py reads which layers changed, test_ca_bundle.py where the
+    bundle went. Removed at the end of the run."""
+    from imagetools.local import layers
+
+    work = tmp_path_factory.mktemp("ca")
+    key, cert = work / "dummy.key", work / "dummy.pem"
+    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    subject = ["-subj", "/CN=ftenv-ca-check", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run([*request, *subject], check=True, capture_output=True)
+    marker = cert.read_text().splitlines()[5]  # a line of base64 from the middle of the certificate
+    bundle = work / "bundle.pem"
+    bundle.write_text(Path(HOST_CA_BUNDLE).read_text() + cert.read_text())
+    label = '{{index .Config.Labels "ftenv.variant"}}'
+    inspect = ["podman", "image", "inspect", "--format", label, image]
+    variant = subprocess.run(inspect, capture_output=True, text=True).stdout.strip()
+    built = layers.rebuild(variant, REBUILT, options=("--ca-bundle", str(bundle)))
+    try:
+        yield Rebuild(variant, built, REBUILT, str(bundle), marker)
+    finally:
+        subprocess.run(["podman", "rmi", REBUILT], capture_output=True)

@@ -25,8 +25,9 @@ SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tinymodel.build(tmp_path_factory.mktemp("tiny") / "tiny")
+def tiny(tiny):
+    """The session's tiny model, as its paths."""
+    return tinymodel.paths(tiny)
 
 
 def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:

@@ -21,24 +21,16 @@ import copy
 import pytest
 import torch
 
-from ftenv.selfcheck import tinymodel
-from ftenv.selfcheck.loop import prepare, train
+from ftenv.selfcheck.loop import train
 from ftenv.train.fastpath import compiled_audio, compiled_decoder
 
 CPU = ("cpu",)
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    """The tiny model and 8 new shapes (each seen twice), dropout 0: a compiled dropout draws
-    other random numbers than eager's, which would hide the numerics."""
-    tiny = tmp_path_factory.mktemp("tiny")
-    tinymodel.build(tiny)
-    p = prepare(tiny, "cpu", 8, 1, 0, "fp32")
-    for module in p.model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    return p
+def prepared(prepared_tiny):
+    """The tiny model and 8 new shapes (each seen twice), dropout 0."""
+    return prepared_tiny(8, dropout=False)
 
 
 @pytest.fixture

@@ -11,14 +11,14 @@ import re
 import pytest
 import torch
 
-from ftenv.selfcheck.loop import prepare, train
+from ftenv.selfcheck.loop import train
 from ftenv.train.fastpath import buckets, compiled_audio, compiled_decoder, parts
 from support import child_env, finetune_tiny
 
 
 @pytest.fixture(scope="module")
-def prepared(tiny):
-    return prepare(tiny, "cpu", 3, 1, 0, "fp32")
+def prepared(prepared_tiny):
+    return prepared_tiny(3)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the GPU kit runs the CUDA-graph arm")

@@ -184,11 +184,11 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny):
+    """The session's tiny model, as its paths."""
     from ftenv.selfcheck import tinymodel
 
-    out = tmp_path_factory.mktemp("tiny")
-    return tinymodel.build(out)
+    return tinymodel.paths(tiny)
 
 
 def runnable_example(text: str, batch_size: int = 400) -> str:
