@@ -213,6 +213,7 @@ def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
         raise RuntimeError("an error passes as it is")
 
 
+@pytest.mark.slow
 def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     rc, r = _selfcheck(capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path))
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
@@ -226,6 +227,7 @@ def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     assert r["val_lines"] > 0
 
 
+@pytest.mark.slow
 def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path, capsys):
     rc, r = _selfcheck(
         capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path), "--inject-stall", str(STALL_S)

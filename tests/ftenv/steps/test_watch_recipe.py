@@ -21,6 +21,9 @@ import pytest
 from ftenv import variables
 from ftenv.selfcheck import mode_recipe, tinymodel
 
+#: Each test trains the tiny model through the real trainer (tens of seconds).
+pytestmark = pytest.mark.slow
+
 SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
 
 

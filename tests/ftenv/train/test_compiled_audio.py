@@ -64,6 +64,7 @@ def _graph_breaks() -> int:
     return sum(torch._dynamo.utils.counters["graph_break"].values())
 
 
+@pytest.mark.slow
 def test_audio_side_compiles_without_graph_breaks_or_recompiles(prepared, model):
     switches = compiled_audio.install(model, devices=CPU, backend="aot_eager")
     graphs = []
@@ -95,6 +96,7 @@ def _decoder_graphs(model, batch, **kwargs) -> int | None:
     return compiled_decoder.graphs_compiled()
 
 
+@pytest.mark.slow
 def test_regional_decoder_one_graph_for_all_layers_without_the_kv_cache(model):
     model.train()
     switches = compiled_decoder.install_regional(model, devices=CPU, backend="aot_eager")
@@ -106,6 +108,7 @@ def test_regional_decoder_one_graph_for_all_layers_without_the_kv_cache(model):
     assert _decoder_graphs(model, 3, use_cache=True) >= 2
 
 
+@pytest.mark.slow
 def test_losses_with_the_cpu_parts_match_eager(prepared, model):
     reference = copy.deepcopy(model)
     _, want = train(reference, prepared.batches, "cpu")

@@ -29,6 +29,7 @@ def prepared(prepared_tiny):
     return prepared_tiny(6, dropout=False)
 
 
+@pytest.mark.slow
 def test_the_default_trains_to_eagers_losses(prepared):
     model = copy.deepcopy(prepared.model)
     _, want = train(copy.deepcopy(model), prepared.batches, "cpu")

@@ -52,6 +52,7 @@ def test_the_whole_audio_side_gives_funasrs_outputs_and_keeps_the_speech(prepare
     assert not torch.equal(speech, prepared.batches[0]["speech"])
 
 
+@pytest.mark.slow
 def test_a_step_calls_two_compiled_regions_and_trains_to_eagers_losses(prepared):
     model = copy.deepcopy(prepared.model)
     reference = copy.deepcopy(model)

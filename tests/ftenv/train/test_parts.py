@@ -46,6 +46,7 @@ def test_parts_and_bucketing_reach_the_model(prepared):
     assert "forward" not in bucketed.audio_adaptor.__dict__
 
 
+@pytest.mark.slow
 def test_finetune_with_parts_and_buckets_through_the_real_trainer(tiny, tmp_path):
     env = child_env(FTENV_FUNASR_CPU_SHIM="1", FTENV_WATCH="0")
     r = finetune_tiny(

@@ -37,6 +37,9 @@ from ftenv import variables
 from support import ROOT
 from support.trained_steps import epoch_length, steps_of
 
+#: Every test needs the one-machine Slurm cluster; most train the tiny model under it (tens of seconds).
+pytestmark = pytest.mark.slow
+
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
 
