@@ -54,6 +54,30 @@ def run(image):
     return _run
 
 
+@pytest.fixture(scope="session")
+def compiled_selfcheck(run, tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """(the run, its output folder): `ftenv selfcheck --compile --json` once (minutes: Inductor
+    compiles on the CPU), for the two tests of its verdict. As an arbitrary UID with group 0,
+    offline, on a read-only root with Inductor's cache set under HOME, as the image sets Triton's
+    (TRITON_CACHE_DIR): on the CPU, Inductor's cache stands in for the kernel cache a GPU run writes."""
+    from support.read_only_root import read_only
+
+    out = tmp_path_factory.mktemp("compiled") / "out"
+    out.mkdir()
+    os.chmod(out, 0o777)  # the container's uid 12345 writes it
+    r = run(
+        "ftenv",
+        "selfcheck",
+        "--compile",
+        "--json",
+        env={"TORCHINDUCTOR_CACHE_DIR": "/home/ftenv/.cache/torchinductor"},
+        extra=[*read_only(out), "--network=none"],
+        user="12345:0",
+        timeout=1500,
+    )
+    return r, out
+
+
 #: The tag of the one rebuild the layer and CA checks share.
 REBUILT = "localhost/ftenv-rebuild-check:rebuilt"
 HOST_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
