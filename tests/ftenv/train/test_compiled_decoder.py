@@ -227,23 +227,17 @@ def test_watchdog_names_recompilation_after_dynamo_recompile_lines(tmp_path, rec
 def test_buildcheck_compile_check_passes_with_the_compilers_and_fails_without():
     from ftenv.stack import buildcheck
 
+    assert buildcheck.compile_problems() == []
     missing = {"CXX": "/nonexistent/g++", "CC": "/nonexistent/cc"}
     code = "from ftenv.stack import buildcheck; import json; print(json.dumps(buildcheck.compile_problems()))"
-    # Started first: the two checks compile in processes of their own, each mostly on one core.
-    without = subprocess.Popen(
+    proc = subprocess.run(
         [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         env={**child_env(), **missing},
+        timeout=600,
     )
-    try:
-        assert buildcheck.compile_problems() == []
-        stdout, _ = without.communicate(timeout=600)
-    finally:
-        without.kill()
-        without.wait()
-    problems = json.loads(stdout)
+    problems = json.loads(proc.stdout)
     assert len(problems) == 2, problems
     assert "Inductor, C++ compiler" in problems[0] and "/nonexistent/g++" in problems[0]
     assert "/nonexistent/cc" in problems[1] and "Python.h" in problems[1]
