@@ -29,7 +29,7 @@ SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
 
 @pytest.fixture(scope="module")
 def tiny(tiny):
-    """The session's tiny model, as its paths."""
+    """The tiny model built once for the whole run (tests/conftest.py), as its paths."""
     return tinymodel.paths(tiny)
 
 

@@ -188,7 +188,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny(tiny):
-    """The session's tiny model, as its paths."""
+    """The tiny model built once for the whole run (tests/conftest.py), as its paths."""
     from ftenv.selfcheck import tinymodel
 
     return tinymodel.paths(tiny)
