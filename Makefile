@@ -77,13 +77,13 @@ lint: venv ## ruff, ruff format, hadolint, shellcheck over every tracked file
 	$(VENV)/bin/hadolint docker/Dockerfile
 	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' '*.sbatch') .ci/run
 
-unit: venv ## fast tests only (no image build)
-	$(VENV)/bin/pytest -m "not container" $(PYTEST_ARGS)
+unit: venv ## fast tests only (no image build, no slow test)
+	$(VENV)/bin/pytest -m "not container and not slow" $(PYTEST_ARGS)
 
 # The container tests drive podman: the image is built with it even where a Docker daemon answers.
 test: ENGINE = podman
 test: engine venv lint release-check image ## what CI runs: installs its tools (apt, pip), lints, builds the image, runs every test
-	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest $(PYTEST_ARGS)
+	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest --junit-xml=build/test-results.xml $(PYTEST_ARGS)
 
 # What can be checked of the release pipeline without GitHub (docs/releasing.md): the workflows
 # (actionlint, with shellcheck on their scripts), then the bake file, tags, labels and action pins.

@@ -81,6 +81,7 @@ def test_the_gate_lets_a_warm_start_run_after_a_long_cold_compile():
     assert m.compile_estimate(m.Arm("again", m.BEST_GUESS), done) == pytest.approx(180.0 - 0.06)
 
 
+@pytest.mark.slow
 def test_the_matrix_runs_its_arms_on_a_cpu(tmp_path):
     out = tmp_path / "matrix.json"
     # Dynamo's test backend: the same graphs, guards and recompiles, no AOT or kernel compile.

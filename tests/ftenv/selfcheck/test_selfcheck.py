@@ -17,12 +17,12 @@ import sys
 import pytest
 
 from ftenv import cli, outcome
-from ftenv.selfcheck import schedule, verdict
+from ftenv.selfcheck import render, schedule, verdict
 from ftenv.selfcheck.measured import Measured
 from ftenv.selfcheck.options import THRESHOLDS, thresholds_from
 from ftenv.steps import funasr_log, stats
 from ftenv.steps import step as step_types
-from support import child_env, steplogs
+from support import captured, child_env, steplogs
 
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
 
@@ -142,8 +142,21 @@ def _selfcheck(capsys, *argv) -> tuple[int, dict]:
     return rc, json.loads(out)
 
 
-def test_inprocess_selfcheck_passes(tiny, tmp_path, capsys):
-    rc, r = _selfcheck(capsys, "--tiny", str(tiny), "--workdir", str(tmp_path))
+@pytest.fixture(scope="module")
+def inprocess_run(tiny, tmp_path_factory) -> tuple[int, captured.Output]:
+    """One in-process self-check (as `ftenv selfcheck --json`) for the tests of its verdict, its
+    output and its table: a run takes seconds to minutes on a shared CPU."""
+    workdir = tmp_path_factory.mktemp("selfcheck")
+    with captured.captured_fds() as got:
+        rc = cli.main(
+            ["selfcheck", "--json", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(workdir)]
+        )
+    return rc, got
+
+
+def test_inprocess_selfcheck_passes(inprocess_run):
+    rc, got = inprocess_run
+    r = json.loads(got.out)
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
     assert rc == 0
     s = r["summary"]
@@ -168,23 +181,24 @@ def test_inprocess_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_pa
     assert not hasattr(F.scaled_dot_product_attention, "ftenv_injected_stall")
 
 
-def test_text_table(tiny, tmp_path, capsys):
-    rc = cli.main(["selfcheck", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(tmp_path)])
-    out = capsys.readouterr().out
+def test_text_table(inprocess_run):
+    """The table `ftenv selfcheck` prints without --json: render.render of the same result."""
+    rc, got = inprocess_run
+    out = render.render(json.loads(got.out))
     assert rc == 0
     for needle in ("median new-shape step", "median seen-shape step", "new / seen", "p95 / median"):
         assert needle in out
     assert out.strip().splitlines()[-1].startswith("PASS")
 
 
-def test_the_selfchecks_block_is_its_own(tiny, tmp_path, capfd, monkeypatch):
+def test_the_selfchecks_block_is_its_own(inprocess_run):
     """FunASR's AutoModel prints `funasr version: X.`; the self-check keeps that line out of
-    its output (both streams), and passes on anything else FunASR prints, to stderr."""
-    monkeypatch.setenv("FTENV_REPORT_SHOWN", "1")  # no start-up report in front
-    rc = cli.main(["selfcheck", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(tmp_path)])
-    out, err = capfd.readouterr()
-    assert rc == 0 and out.startswith("== ftenv selfcheck (in-process)"), out[:200]
-    assert "funasr version" not in out + err
+    its output (both streams), and passes on anything else FunASR prints, to stderr. Its stdout is
+    the result alone (the start-up report, on in this run, goes to stderr)."""
+    rc, got = inprocess_run
+    result = json.loads(got.out)  # nothing in front of the result, nothing after it
+    assert rc == 0 and render.render(result).startswith("== ftenv selfcheck (in-process)")
+    assert "funasr version" not in got.out + got.err
 
 
 def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
@@ -211,6 +225,7 @@ def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tmp_path, de
     assert not any(part.endswith("funasr-train-ds") for part in cmd)
 
 
+@pytest.mark.slow
 def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     rc, r = _selfcheck(capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path))
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
@@ -224,6 +239,7 @@ def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     assert r["val_lines"] > 0
 
 
+@pytest.mark.slow
 def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path, capsys):
     rc, r = _selfcheck(
         capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path), "--inject-stall", str(STALL_S)

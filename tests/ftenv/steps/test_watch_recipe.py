@@ -21,10 +21,14 @@ from ftenv import variables
 from ftenv.selfcheck import mode_recipe, tinymodel
 from support import child_env
 
+#: Each test trains the tiny model through the real trainer (tens of seconds).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tinymodel.build(tmp_path_factory.mktemp("tiny") / "tiny")
+def tiny(tiny):
+    """The tiny model built once for the whole run (tests/conftest.py), as its paths."""
+    return tinymodel.paths(tiny)
 
 
 def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:

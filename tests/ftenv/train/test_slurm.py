@@ -37,6 +37,9 @@ from ftenv import variables
 from support import ROOT, child_env
 from support.trained_steps import epoch_length, steps_of
 
+#: Every test needs the one-machine Slurm cluster; most train the tiny model under it (tens of seconds).
+pytestmark = pytest.mark.slow
+
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
 
@@ -184,11 +187,11 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny):
+    """The tiny model built once for the whole run (tests/conftest.py), as its paths."""
     from ftenv.selfcheck import tinymodel
 
-    out = tmp_path_factory.mktemp("tiny")
-    return tinymodel.build(out)
+    return tinymodel.paths(tiny)
 
 
 def runnable_example(text: str, batch_size: int = 400) -> str:

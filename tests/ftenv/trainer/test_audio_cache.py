@@ -10,14 +10,14 @@ import copy
 import pytest
 import torch
 
-from ftenv.selfcheck.loop import prepare, train
+from ftenv.selfcheck.loop import train
 from ftenv.trainer import compile_setting
 from ftenv.trainer.fastpath import audio_cache, sync_free
 
 
 @pytest.fixture(scope="module")
-def prepared(tiny):
-    return prepare(tiny, "cpu", 6, 1, 0, "fp32")
+def prepared(prepared_tiny):
+    return prepared_tiny(6)
 
 
 def _keyed(batches):

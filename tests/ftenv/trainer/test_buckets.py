@@ -14,13 +14,12 @@ import copy
 import pytest
 import torch
 
-from ftenv.selfcheck.loop import prepare
 from ftenv.trainer.fastpath import buckets, compiled_audio
 
 
 @pytest.fixture(scope="module")
-def prepared(tiny):
-    return prepare(tiny, "cpu", 8, 1, 0, "fp32")
+def prepared(prepared_tiny):
+    return prepared_tiny(8)
 
 
 def test_the_spec_reads_lengths_and_batches():

@@ -21,24 +21,16 @@ import copy
 import pytest
 import torch
 
-from ftenv.selfcheck import tinymodel
-from ftenv.selfcheck.loop import prepare, train
+from ftenv.selfcheck.loop import train
 from ftenv.trainer.fastpath import compiled_audio, compiled_decoder
 
 CPU = ("cpu",)
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    """The tiny model and 8 new shapes (each seen twice), dropout 0: a compiled dropout draws
-    other random numbers than eager's, which would hide the numerics."""
-    tiny = tmp_path_factory.mktemp("tiny")
-    tinymodel.build(tiny)
-    p = prepare(tiny, "cpu", 8, 1, 0, "fp32")
-    for module in p.model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    return p
+def prepared(prepared_tiny):
+    """The tiny model and 8 new shapes (each seen twice), dropout 0."""
+    return prepared_tiny(8, dropout=False)
 
 
 @pytest.fixture
@@ -72,6 +64,7 @@ def _graph_breaks() -> int:
     return sum(torch._dynamo.utils.counters["graph_break"].values())
 
 
+@pytest.mark.slow
 def test_audio_side_compiles_without_graph_breaks_or_recompiles(prepared, model):
     switches = compiled_audio.install(model, devices=CPU, backend="aot_eager")
     graphs = []
@@ -103,6 +96,7 @@ def _decoder_graphs(model, batch, **kwargs) -> int | None:
     return compiled_decoder.graphs_compiled()
 
 
+@pytest.mark.slow
 def test_regional_decoder_one_graph_for_all_layers_without_the_kv_cache(model):
     model.train()
     switches = compiled_decoder.install_regional(model, devices=CPU, backend="aot_eager")
@@ -114,6 +108,7 @@ def test_regional_decoder_one_graph_for_all_layers_without_the_kv_cache(model):
     assert _decoder_graphs(model, 3, use_cache=True) >= 2
 
 
+@pytest.mark.slow
 def test_losses_with_the_cpu_parts_match_eager(prepared, model):
     reference = copy.deepcopy(model)
     _, want = train(reference, prepared.batches, "cpu")

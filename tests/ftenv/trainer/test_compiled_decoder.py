@@ -110,6 +110,7 @@ def test_finetune_compile_dry_run_goes_through_the_entry_with_the_variable(tiny,
     assert junk.returncode == 2 and "FTENV_COMPILE=1 (on)" in junk.stderr
 
 
+@pytest.mark.slow
 def test_finetune_compile_trains_through_the_real_trainer_on_cpu(tiny, tmp_path):
     """On a CPU the switch is installed in the trainer's process and every decoder call stays eager
     (the GPU condition): the compiled numerics are the self-check's job (below)."""
@@ -152,6 +153,7 @@ def _selfcheck(tiny: Path, tmp: Path, *argv: str) -> tuple[int, dict]:
     return proc.returncode, json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_selfcheck_compile_passes_with_no_recompiles_and_eager_losses(tiny, tmp_path):
     rc, r = _selfcheck(tiny, tmp_path, "--recur", "1")
     c = r["compile"]
@@ -162,6 +164,7 @@ def test_selfcheck_compile_passes_with_no_recompiles_and_eager_losses(tiny, tmp_
     assert r["summary"]["new_over_seen"] < r["thresholds"]["new_over_seen"]
 
 
+@pytest.mark.slow
 def test_selfcheck_compile_fails_when_every_new_shape_recompiles(tiny, tmp_path):
     rc, r = _selfcheck(tiny, tmp_path, "--force-recompiles", "--shapes", "3", "--recur", "1")
     c = r["compile"]
@@ -220,6 +223,7 @@ def test_watchdog_names_recompilation_after_dynamo_recompile_lines(tmp_path, rec
 # --- ftenv buildcheck's compile check ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_buildcheck_compile_check_passes_with_the_compilers_and_fails_without():
     from ftenv.stack import buildcheck
 

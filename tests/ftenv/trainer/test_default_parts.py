@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ftenv import variables
-from ftenv.selfcheck.loop import prepare, train
+from ftenv.selfcheck.loop import train
 from ftenv.train import speed_options
 from ftenv.trainer import compile_setting
 from ftenv.trainer.fastpath import labelled_head, parts
@@ -26,14 +26,11 @@ def test_the_default_needs_no_buckets_and_takes_gradient_accumulation(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def prepared(tiny):
-    p = prepare(tiny, "cpu", 6, 1, 0, "fp32")
-    for module in p.model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    return p
+def prepared(prepared_tiny):
+    return prepared_tiny(6, dropout=False)
 
 
+@pytest.mark.slow
 def test_the_default_trains_to_eagers_losses(prepared):
     model = copy.deepcopy(prepared.model)
     _, want = train(copy.deepcopy(model), prepared.batches, "cpu")

@@ -35,12 +35,8 @@ def _load(name: str):
 
 
 @pytest.fixture(scope="module")
-def prepared(tiny):
-    p = prepare(tiny, "cpu", 6, 1, 0, "fp32")
-    for module in p.model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    return p
+def prepared(prepared_tiny):
+    return prepared_tiny(6, dropout=False)
 
 
 def _forward(model, batch):

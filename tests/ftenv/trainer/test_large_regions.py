@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from ftenv import variables
-from ftenv.selfcheck.loop import prepare, train
+from ftenv.selfcheck.loop import train
 from ftenv.trainer import compile_setting
 from ftenv.trainer.fastpath import compiled_audio, compiled_decoder, parts, sync_free
 
@@ -29,12 +29,8 @@ CPU = ("cpu",)
 
 
 @pytest.fixture(scope="module")
-def prepared(tiny):
-    p = prepare(tiny, "cpu", 6, 1, 0, "fp32")
-    for module in p.model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-    return p
+def prepared(prepared_tiny):
+    return prepared_tiny(6, dropout=False)
 
 
 def test_the_whole_audio_side_gives_funasrs_outputs_and_keeps_the_speech(prepared):
@@ -56,6 +52,7 @@ def test_the_whole_audio_side_gives_funasrs_outputs_and_keeps_the_speech(prepare
     assert not torch.equal(speech, prepared.batches[0]["speech"])
 
 
+@pytest.mark.slow
 def test_a_step_calls_two_compiled_regions_and_trains_to_eagers_losses(prepared):
     model = copy.deepcopy(prepared.model)
     reference = copy.deepcopy(model)

@@ -11,14 +11,14 @@ import re
 import pytest
 import torch
 
-from ftenv.selfcheck.loop import prepare, train
+from ftenv.selfcheck.loop import train
 from ftenv.trainer.fastpath import buckets, compiled_audio, compiled_decoder, parts
 from support import child_env, finetune_tiny
 
 
 @pytest.fixture(scope="module")
-def prepared(tiny):
-    return prepare(tiny, "cpu", 3, 1, 0, "fp32")
+def prepared(prepared_tiny):
+    return prepared_tiny(3)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: the GPU kit runs the CUDA-graph arm")
@@ -46,6 +46,7 @@ def test_parts_and_bucketing_reach_the_model(prepared):
     assert "forward" not in bucketed.audio_adaptor.__dict__
 
 
+@pytest.mark.slow
 def test_finetune_with_parts_and_buckets_through_the_real_trainer(tiny, tmp_path):
     env = child_env(FTENV_FUNASR_CPU_SHIM="1", FTENV_WATCH="0")
     r = finetune_tiny(

@@ -221,6 +221,7 @@ def rehearse(python: Path, kit: Path, out: Path, *argv: str) -> tuple[subprocess
     return proc, summary
 
 
+@pytest.mark.slow
 def test_the_lent_machine_venv_lacks_funasr_until_the_kit_is_installed(machine_python):
     modules = ("torch", "transformers", "funasr", "omegaconf", "ftenv")
     probe = f"import importlib.util as u; print([bool(u.find_spec(m)) for m in {modules}])"
@@ -234,6 +235,7 @@ def test_the_lent_machine_venv_lacks_funasr_until_the_kit_is_installed(machine_p
     assert out.stdout.strip() == "[True, True, False, False, False]"
 
 
+@pytest.mark.slow
 def test_the_whole_gpu_run_rehearsed_without_a_gpu(kit, machine_python, tmp_path):
     proc, summary = rehearse(machine_python, kit, tmp_path / "out")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
@@ -258,6 +260,7 @@ def test_the_whole_gpu_run_rehearsed_without_a_gpu(kit, machine_python, tmp_path
         gpukit.render_results(summary)
 
 
+@pytest.mark.slow
 def test_the_rehearsal_fails_with_a_wheel_left_out(kit, machine_python, tmp_path):
     partial = tmp_path / "kit"
     partial.mkdir()
