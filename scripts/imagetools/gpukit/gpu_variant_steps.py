@@ -13,7 +13,7 @@ from ftenv.attention import sdpa
 from ftenv.stack import versions
 from imagetools.gpukit.gpu_run import Context, Result, ended, json_tail, run_logged
 
-#: Pytorch#196678's reproducer and the corner case of NVIDIA/cudnn-frontend#1072, cuDNN forced.
+#: pytorch#196678's reproducer and the corner case of NVIDIA/cudnn-frontend#1072, cuDNN forced.
 NAN_REPRO_SCRIPT = "benchmarks/sdpa_nan_repro.py"
 NAN_STEP = "sdpa-nan"
 VARIANT_SELFCHECKS = ("variant-selfcheck-1", "variant-selfcheck-0")
@@ -30,9 +30,9 @@ def fixed_cudnn_variant() -> versions.Variant | None:
 
 
 def variant_not_run(ctx: Context, name: str) -> Result | None:
-    """The variant self-check's Result when it cannot run here, saying why; None when it can (the
-    installed torch is the variant's and a GPU is visible). Only 64 MiB travel to a lent GPU
-    machine: torch comes from the machine, so the step checks it rather than pretending."""
+    """The variant self-check's Result when it cannot run here, saying why; None when the installed
+    torch is the variant's (the self-check then runs, or says it has no GPU). Only 64 MiB travel to
+    a lent GPU machine: torch comes from the machine, so the step checks it rather than pretending."""
     value = name.rsplit("-", 1)[1]
     want = "PASS" if value == "1" else "FAIL where torch puts cuDNN first, else PASS"
     variant = fixed_cudnn_variant()
