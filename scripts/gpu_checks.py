@@ -57,10 +57,10 @@ def run_all(args: argparse.Namespace, site: Path) -> int:
     ctx = Context(out, out / "steps.log", env, deadline=start + args.budget)
     ctx.log.write_text(f"gpu_checks: python {sys.version.split()[0]} at {sys.executable}\n")
     wanted = STEPS if not args.only else args.only
+    # install and environment always run: the others need them
+    ctx.steps = tuple(n for n in STEPS if n in wanted or n in ("install", "environment"))
     results = []
-    for name in STEPS:
-        if name not in wanted and name not in ("install", "environment"):  # the others need these
-            continue
+    for name in ctx.steps:
         t0 = time.monotonic()
         try:
             r = dispatch(ctx, name, args.wheels, site)

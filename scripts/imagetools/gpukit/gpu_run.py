@@ -56,6 +56,7 @@ class Context:
     deadline: float
     gpu: dict | None = None  # {"name", "sm", "driver", ...} once the environment step has read it
     facts: dict = field(default_factory=dict)
+    steps: tuple[str, ...] = ()  # the steps this run runs, in order (the matrix leaves time for later ones)
 
     @property
     def exposed_at_0(self) -> bool:
