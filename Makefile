@@ -123,6 +123,16 @@ lock: ## recompile docker/locks/ from versions.toml (needs network; a new varian
 	done
 	PYTHONPATH=scripts python3 -m imagetools locks split --write
 
+# What each torch wheel pins (its cuDNN) and whether its libtorch_cuda.so holds the cuDNN-first rule and
+# its switch, read from the wheels and recorded with their file names and sha256 in
+# scripts/imagetools/wheelfacts.json; the guide's per-version rows are generated from it (`make
+# generate`). Fetch the wheels first, outside the repository:
+# `pip download --no-deps --only-binary=:all: torch==2.15.0 -d DIR`, then WHEELS='DIR/*.whl'.
+.PHONY: wheel-facts
+wheel-facts: venv ## record torch wheels' cuDNN pins and libtorch_cuda.so strings (WHEELS='DIR/*.whl')
+	@test -n "$(WHEELS)" || { echo "make wheel-facts: name the wheels: WHEELS='DIR/torch-*.whl'" >&2; exit 2; }
+	PYTHONPATH=scripts $(PY) -m imagetools wheelfacts --write $(WHEELS)
+
 # Known vulnerabilities (docs/releasing.md, "Known vulnerabilities"): the lock's SBOM and the built
 # image, with the release's policy. Exit 1: a critical finding with a fix; 2: not scanned (no grype,
 # or its database unreachable).

@@ -91,7 +91,9 @@ def load(root: Path = ROOT) -> list[dict]:
 def render(wheels: list[dict]) -> str:
     unique = {(w["filename"], w["sha256"]): w for w in wheels}  # one wheel named twice is read once
     ordered = sorted(unique.values(), key=lambda w: (w["version"], w["filename"]))
-    header = {"//": "Written by `make wheel-facts` (imagetools wheelfacts) from the wheels named: do not edit."}
+    header = {
+        "//": "Written by `make wheel-facts` (imagetools wheelfacts) from the wheels named: do not edit."
+    }
     return json.dumps(header | {"wheels": ordered}, indent=2) + "\n"
 
 
@@ -153,7 +155,9 @@ def run(args) -> int:
         try:
             wheels.append(read_wheel(path))
         except (zipfile.BadZipFile, StopIteration) as exc:
-            print(f"wheelfacts: {path} is not a wheel ({exc or 'no METADATA'}): fetch it again", file=sys.stderr)
+            print(
+                f"wheelfacts: {path} is not a wheel ({exc or 'no METADATA'}): fetch it again", file=sys.stderr
+            )
             return 2
         print(f"read {path.name}", file=sys.stderr)
     text = render(wheels)
