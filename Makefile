@@ -125,7 +125,7 @@ lock: ## recompile docker/locks/ from versions.toml (needs network; a new varian
 
 # What each torch wheel pins (its cuDNN) and whether its libtorch_cuda.so holds the cuDNN-first rule and
 # its switch, read from the wheels and recorded with their file names and sha256 in
-# scripts/imagetools/wheelfacts.json; the guide's per-version rows are generated from it (`make
+# scripts/imagetools/release/wheelfacts.json; the guide's per-version rows are generated from it (`make
 # generate`). Fetch the wheels first, outside the repository:
 # `pip download --no-deps --only-binary=:all: torch==2.15.0 -d DIR`, then WHEELS='DIR/*.whl'.
 .PHONY: wheel-facts

@@ -15,7 +15,7 @@ import sys
 COMMANDS = {
     "release": "release.release",
     "locks": "locks",
-    "wheelfacts": "wheelfacts",
+    "wheelfacts": "release.wheelfacts",
     "layers": "local.layers",
     "scan": "release.scan",
     "local": "local.local",

@@ -10,7 +10,7 @@ parts). What is generated here, in README.md and every file below docs/:
 - inline Markdown values `<!-- v: KEY -->VALUE<!-- /v -->`, KEY being `python.funasr`,
   `VARIANT.FIELD` (`cu130.cudnn`, `cu130.torch_base`, `cu130.base_image`: a Variant attribute) or
   `wheels.VERSION.FIELD` (`wheels.2.15.0.cudnn`: what that torch wheel pins or holds, read from the
-  wheel by `make wheel-facts`, imagetools.wheelfacts).
+  wheel by `make wheel-facts`, imagetools.release.wheelfacts).
 
 `check(root)` lists what is stale and every pinned version spelled outside those parts. A line that
 quotes a version of the past (a public report's environment) says so with `quoted: WHY` in a comment
@@ -102,7 +102,7 @@ def value(v: versions.Versions, key: str) -> str:
     if scope == "python":
         return v.default.python[field]
     if scope == "wheels":  # what a torch wheel pins or holds, from its recorded facts (`make wheel-facts`)
-        from imagetools import wheelfacts
+        from imagetools.release import wheelfacts
 
         return wheelfacts.value(field)
     return str(getattr(v.variant(scope), field))

@@ -1,4 +1,4 @@
-"""The torch wheels' recorded facts (scripts/imagetools/wheelfacts.json, `make wheel-facts`) and the
+"""The torch wheels' recorded facts (scripts/imagetools/release/wheelfacts.json, `make wheel-facts`) and the
 guide's per-version rows generated from them: a cuDNN version or an "affected" answer in the guide
 that the wheels do not back fails, and so does a variant whose cuDNN is not the one its torch pins."""
 
@@ -10,8 +10,7 @@ import zipfile
 import pytest
 
 from ftenv.stack import versions
-from imagetools import wheelfacts
-from imagetools.release import generated
+from imagetools.release import generated, wheelfacts
 from support import ROOT
 
 GUIDE = ROOT / "docs/cudnn-sdpa-guide.md"

@@ -1,9 +1,9 @@
 """`python -m imagetools wheelfacts`: what each torch wheel pins and what its libtorch_cuda.so holds,
-read from the wheels themselves and recorded in scripts/imagetools/wheelfacts.json (`make wheel-facts`).
+read from the wheels themselves and recorded beside this module in wheelfacts.json (`make wheel-facts`).
 
 The guide's per-version rows (docs/cudnn-sdpa-guide.md, "Common installs") are generated from that
 record (`<!-- v: wheels.VERSION.FIELD -->`, imagetools.release.generated) and checked against it
-(tests/imagetools/test_wheelfacts.py), so a cuDNN version or an "affected" answer written by hand
+(tests/imagetools/release/test_wheelfacts.py), so a cuDNN version or an "affected" answer written by hand
 that the wheels do not back fails. The record keeps each wheel's file name and sha256, so anyone can
 fetch the same file (`pip download --no-deps torch==V`) and read it again.
 """
@@ -17,8 +17,8 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-RECORD = Path("scripts/imagetools/wheelfacts.json")
+ROOT = Path(__file__).resolve().parents[3]
+RECORD = Path("scripts/imagetools/release/wheelfacts.json")
 #: The library of a CUDA build that holds torch's SDPA backend choice (sdp_utils.cpp).
 CUDA_LIBRARY = "torch/lib/libtorch_cuda.so"
 #: Strings whose presence in libtorch_cuda.so says the build has cuDNN-first ordering and its switch:
