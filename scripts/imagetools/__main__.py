@@ -17,6 +17,7 @@ from ftenv import outcome
 COMMANDS = {
     "release": "release.release",
     "locks": "locks",
+    "wheelfacts": "release.wheelfacts",
     "layers": "local.layers",
     "scan": "release.scan",
     "local": "local.local",
