@@ -1,5 +1,6 @@
 """torch's SDPA backend rule and the report's verdict, on injected facts (no GPU needed)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -283,7 +284,8 @@ GUIDE = Path(__file__).resolve().parents[3] / "docs/cudnn-sdpa-guide.md"
 
 
 def section(title_start: str) -> str:
-    text = GUIDE.read_text()
+    """A section of the guide as a reader sees it (without the generated values' markers)."""
+    text = re.sub(r"<!--.*?-->", "", GUIDE.read_text())
     start = text.index(f"## {title_start}")
     return text[start : text.index("\n## ", start + 3)]
 
@@ -314,7 +316,7 @@ def test_the_guide_knows_torch_2_12_to_2_15_and_torchaudio_with_them():
         "nvidia-cudnn-cu13 9.20.0.48 (both wheels pin it",
         "`pip install torch==2.14.0`",
         "nvidia-cudnn-cu13 9.24.0.43 (pinned in the wheels' PyPI metadata",
-        "`pip install torch==2.15.0` (PyPI) | nvidia-cudnn-cu13 9.26.0.51",
+        "`pip install torch==2.15.0` (PyPI; the `cu132` image) | nvidia-cudnn-cu13 9.26.0.51",
         "from 2.12 on there is no cu128 build",
         "The NaN risk of section 6 follows the cuDNN that is loaded, not the torch version",
         "2.11.1 declares `torch>=2.11`",
