@@ -77,13 +77,13 @@ lint: venv ## ruff, ruff format, hadolint, shellcheck over every tracked file
 	$(VENV)/bin/hadolint docker/Dockerfile
 	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' '*.sbatch') .ci/run
 
-unit: venv ## fast tests only (no image build)
-	$(VENV)/bin/pytest -m "not container" $(PYTEST_ARGS)
+unit: venv ## fast tests only (no image build, no slow test)
+	$(VENV)/bin/pytest -m "not container and not slow" $(PYTEST_ARGS)
 
 # The container tests drive podman: the image is built with it even where a Docker daemon answers.
 test: ENGINE = podman
 test: engine venv lint release-check image ## what CI runs: installs its tools (apt, pip), lints, builds the image, runs every test
-	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest $(PYTEST_ARGS)
+	FTENV_TEST_IMAGE=$(IMAGE) $(VENV)/bin/pytest --junit-xml=build/test-results.xml $(PYTEST_ARGS)
 
 # What can be checked of the release pipeline without GitHub (docs/releasing.md): the workflows
 # (actionlint, with shellcheck on their scripts), then the bake file, tags, labels and action pins.
@@ -109,14 +109,29 @@ generate: lock bake ## after editing versions.toml (and `make venv`): locks, bak
 	PYTHONPATH=scripts $(PY) -m imagetools.release.generated --write
 
 # Recompile the locks from versions.toml (needs network; uv resolves for Linux, Python 3.11+).
+# uv keeps the versions of the lock it writes over where they still fit, so a lock is stable; a new
+# variant's lock starts from the default variant's, so it shares every version of the rest it can
+# (and with it the image's rest layer: docs/releasing.md, "Layers"). LOCK_VARIANTS=cu132: only those.
 LOCK_COMPILE ?= uvx --from uv==0.13.9 uv pip compile
-lock: ## recompile docker/locks/ from versions.toml (needs network)
-	for v in $$($(VERSIONS) variants); do \
+LOCK_VARIANTS ?= $(shell $(VERSIONS) variants)
+lock: ## recompile docker/locks/ from versions.toml (needs network; a new variant starts from the default's)
+	for v in $(LOCK_VARIANTS); do \
+	  test -f docker/locks/$$v.txt || cp docker/locks/$$($(VERSIONS) name).txt docker/locks/$$v.txt; \
 	  $(VERSIONS) requirements $$v | $(LOCK_COMPILE) - \
 	    --universal --fork-strategy fewest --python-version 3.11 --generate-hashes \
 	    --custom-compile-command 'make lock' -o docker/locks/$$v.txt; \
 	done
 	PYTHONPATH=scripts python3 -m imagetools locks split --write
+
+# What each torch wheel pins (its cuDNN) and whether its libtorch_cuda.so holds the cuDNN-first rule and
+# its switch, read from the wheels and recorded with their file names and sha256 in
+# scripts/imagetools/release/wheelfacts.json; the guide's per-version rows are generated from it (`make
+# generate`). Fetch the wheels first, outside the repository:
+# `pip download --no-deps --only-binary=:all: torch==2.15.0 -d DIR`, then WHEELS='DIR/*.whl'.
+.PHONY: wheel-facts
+wheel-facts: venv ## record torch wheels' cuDNN pins and libtorch_cuda.so strings (WHEELS='DIR/*.whl')
+	@test -n "$(WHEELS)" || { echo "make wheel-facts: name the wheels: WHEELS='DIR/torch-*.whl'" >&2; exit 2; }
+	PYTHONPATH=scripts $(PY) -m imagetools wheelfacts --write $(WHEELS)
 
 # Known vulnerabilities (docs/releasing.md, "Known vulnerabilities"): the lock's SBOM and the built
 # image, with the release's policy. Exit 1: a critical finding with a fix; 2: not scanned (no grype,

@@ -24,6 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
+from ftenv import outcome  # noqa: E402
+
 RATES_GBIT = (25, 100, 400)
 NODES = (1, 2, 4)
 #: One B200 step with the fix (FunASR issue #3704); docs/gpu-results.md has the H200's.
@@ -146,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             f"allreduce_bytes: {args.model_dir}/config.yaml not found: give a Fun-ASR-Nano model folder",
             file=sys.stderr,
         )
-        return 2
+        return outcome.UNUSABLE
     result = trainable(recipe_config(args.model_dir, args.llm_config))
     rows = table(result["allreduce_bytes"], args.step_s)
     print(render(result, rows, args.step_s))

@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ftenv import outcome
 from ftenv.data import chatml
 from ftenv.evaluate import decode
 
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"equal hypotheses (token ids): {result['equal_hypotheses']}/{result['utterances']}")
     if a.json:
         a.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return 0 if result["equal_hypotheses"] == result["utterances"] else 1
+    return 0 if result["equal_hypotheses"] == result["utterances"] else outcome.EXIT[outcome.FAIL]
 
 
 if __name__ == "__main__":

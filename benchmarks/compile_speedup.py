@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -91,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--state", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    os.environ.setdefault(variables.SDPA_DEPRIORITIZED, "1")  # before torch is imported
+    variables.export({variables.SDPA_DEPRIORITIZED: "1"}, keep_set=True)  # before torch is imported
 
     import torch
 

@@ -27,6 +27,9 @@ import numpy as np
 import soundfile
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from ftenv import outcome, variables  # noqa: E402
 
 
 def write_data(folder: Path, lines: int, files: int) -> Path:
@@ -67,7 +70,7 @@ def main() -> int:
         t = time.perf_counter()
         manifest = write_data(folder, a.lines, files)
         made = time.perf_counter() - t
-        env = dict(os.environ, PYTHONPATH=str(ROOT / "scripts"))
+        env = variables.environment({variables.PYTHONPATH: str(ROOT / "scripts")})
         cmd = [sys.executable, "-m", "ftenv.cli", "data", "check", "--jobs", str(a.jobs)]
         cmd += ["--output-dir", str(folder), str(manifest)]
         t = time.perf_counter()
@@ -83,7 +86,7 @@ def main() -> int:
         f"ftenv data check --jobs {a.jobs}: {took:.1f} s, {a.lines / took:,.0f} lines/s, "
         f"exit {proc.returncode}, {report['errors']} errors, {report['warnings']} warnings"
     )
-    return 0 if proc.returncode == 0 else 1
+    return 0 if proc.returncode == 0 else outcome.EXIT[outcome.FAIL]
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,10 +19,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
+from ftenv import outcome, variables  # noqa: E402
 from ftenv.steps.nccl_net import MARK, NcclNetwork  # noqa: E402
+from ftenv.train import nccl_debug  # noqa: E402
 
-#: NCCL's debug settings for the run: its INIT and NET lines only (NVIDIA/nccl src/debug.cc).
-NCCL_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+#: NCCL's debug settings for the run, as `ftenv finetune` sets them on several nodes: its INIT and NET
+#: lines only (NVIDIA/nccl src/debug.cc).
+NCCL_ENV = nccl_debug.WANTED
 CHILD = """
 import tempfile, torch, torch.distributed as dist
 store = tempfile.NamedTemporaryFile(delete=False).name
@@ -60,7 +62,7 @@ def summarize(output: str, rc: int | None) -> dict:
 
 
 def run_nccl() -> tuple[int | None, str]:
-    env = {**os.environ, **NCCL_ENV}
+    env = variables.environment(NCCL_ENV)
     try:
         proc = subprocess.run(
             [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=TIMEOUT_S
@@ -87,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
-    return 0 if result.get("skipped") or (result["exit"] == 0 and result["network"]) else 1
+    return (
+        0
+        if result.get("skipped") or (result["exit"] == 0 and result["network"])
+        else outcome.EXIT[outcome.FAIL]
+    )
 
 
 if __name__ == "__main__":

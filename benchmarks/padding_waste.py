@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     p.add_argument("--json")
     args = p.parse_args(argv)
     from ftenv.selfcheck import tinymodel
-    from ftenv.train.fastpath import buckets
+    from ftenv.trainer.fastpath import buckets
 
     with tempfile.TemporaryDirectory(prefix="ftenv-padding-") as tmp:
         tiny = tinymodel.build(Path(tmp) / "tiny", n_train=256)

@@ -11,7 +11,6 @@ Record results in docs/benchmarks.md with the machine they ran on.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -49,18 +48,19 @@ def main() -> int:
         inside(args.rounds)
         return 0
     sys.path.insert(0, str(ROOT / "scripts"))
+    from ftenv import variables
     from ftenv.stack import versions
     from imagetools.tags import image_ref
 
     image = args.image or image_ref(versions.load().default)
-    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "scripts/containers.conf"))
+    variables.export({variables.CONTAINERS_CONF: str(ROOT / "scripts/containers.conf")}, keep_set=True)
     cmd = [
         "podman",
         "run",
         "--rm",
         "--pull=never",
         "-e",
-        "FTENV_REPORT=0",
+        f"{variables.REPORT}=0",
         "-v",
         f"{ROOT}/benchmarks:/bench:ro",
     ]

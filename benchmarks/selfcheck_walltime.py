@@ -22,13 +22,18 @@ import time
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from ftenv import variables  # noqa: E402
 
 
 def once(extra: list[str], prebuilt: bool) -> tuple[float, str]:
-    env = dict(os.environ, FTENV_REPORT="0")
+    env = variables.environment({variables.REPORT: "0"})
     if not prebuilt:
-        env.pop("FTENV_TINY_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SCRIPTS), env.get("PYTHONPATH")) if p)
+        env.pop(variables.TINY_DIR, None)
+    env[variables.PYTHONPATH] = os.pathsep.join(
+        p for p in (str(SCRIPTS), variables.read(variables.PYTHONPATH)) if p
+    )
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "ftenv.cli", "selfcheck", "--json", *extra],

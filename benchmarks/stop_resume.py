@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES  # noqa: E402
+from ftenv import variables  # noqa: E402
+from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES  # noqa: E402
 
 CPU_RUN = (*CPU_OVERRIDES, "++train_conf.max_epoch=1", "++dataset_conf.batch_size=300")
 STEP = re.compile(rb"step_in_epoch: (\d+),")
@@ -59,12 +60,9 @@ def command(tiny: Path, out: Path, *extra: str) -> list[str]:
 
 
 def env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": str(ROOT / "scripts"),
-        "FTENV_FUNASR_CPU_SHIM": "1",
-        "FTENV_REPORT": "0",
-    }
+    return variables.environment(
+        {variables.PYTHONPATH: str(ROOT / "scripts"), variables.FUNASR_CPU_SHIM: "1", variables.REPORT: "0"}
+    )
 
 
 def run(cmd: list[str], trigger: bytes | None, sig: int = signal.SIGTERM) -> dict:

@@ -12,7 +12,7 @@ and prints lines/s and the ratio. Step times in the step log are steady (no hint
 run. Results are recorded in docs/benchmarks.md.
 
 --in-process times only the watchdog's per-chunk work (line splitting, parsing, judging, the silence
-clock, the traceback look-out: ftenv.steps.watch._Pump._hints) on the same logs in 64 KiB chunks,
+clock, the traceback look-out: ftenv.steps.pipes.Pump._hints) on the same logs in 64 KiB chunks,
 best of R, without pipes or a process start: steadier than end to end on a shared machine. It also
 runs against an ftenv from before the silence alarm (PYTHONPATH=that/scripts), to compare versions.
 """
@@ -59,21 +59,37 @@ def best(cmd: str, repeat: int) -> float:
 
 def in_process(path: Path, repeat: int) -> float:
     """Best time of the watchdog's per-chunk work over the file (see the module's docstring)."""
-    from ftenv.steps import watch
-    from ftenv.steps.watcher import Watcher
+    try:
+        from ftenv.steps import pipes
+        from ftenv.steps.silence import Silence, SilenceLimits
+        from ftenv.steps.slow_step_lines import SlowStepLines
+
+        def pump(pipe):
+            state = pipes.PumpState(
+                SlowStepLines(settings=lambda: None), 0, "phases", Silence(SilenceLimits())
+            )
+            return pipes.Pump(pipe, 1, state, None)
+
+    except ImportError:  # an ftenv from before the watchdog was split by job (ftenv.steps.watch)
+        from ftenv.steps.watcher import Watcher
+
+        from ftenv.steps import watch as pipes
+
+        def pump(pipe):
+            core_args = [Watcher(settings=lambda: None), 0, "phases"]
+            if "silence" in inspect.signature(pipes._Core).parameters:
+                core_args.append(pipes.Silence(pipes.SilenceLimits()))
+            return pipes._Pump(pipe, 1, pipes._Core(*core_args), None)
 
     data = path.read_bytes()
-    chunks = [data[i : i + watch.CHUNK] for i in range(0, len(data), watch.CHUNK)]
+    chunks = [data[i : i + pipes.CHUNK] for i in range(0, len(data), pipes.CHUNK)]
     times = []
     for _ in range(repeat):
-        core_args = [Watcher(settings=lambda: None), 0, "phases"]
-        if "silence" in inspect.signature(watch._Core).parameters:
-            core_args.append(watch.Silence(watch.SilenceLimits()))
         with open(os.devnull, "rb") as pipe:
-            pump = watch._Pump(pipe, 1, watch._Core(*core_args), None)
+            p = pump(pipe)
             t = time.perf_counter()
             for chunk in chunks:
-                pump._hints(chunk)
+                p._hints(chunk)
             times.append(time.perf_counter() - t)
     return min(times)
 

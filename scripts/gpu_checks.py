@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
+from ftenv import outcome, variables  # noqa: E402
 from imagetools.gpukit.gpu_run import TOTAL_BUDGET_S, Context, Result, render_table, status  # noqa: E402
 from imagetools.gpukit.gpu_setup import check_stack  # noqa: E402
 from imagetools.gpukit.gpu_steps import STEPS, dispatch  # noqa: E402
@@ -46,17 +47,20 @@ def run_all(args: argparse.Namespace, site: Path) -> int:
     start = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", FTENV_REPORT="0")
+    env = variables.environment({variables.PYTHONUNBUFFERED: "1", variables.REPORT: "0"})
     paths = [str(site), str(SCRIPTS)] if args.wheels else [str(SCRIPTS)]
-    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
-    env["PATH"] = os.pathsep.join([str(site / "bin"), os.path.dirname(sys.executable), env["PATH"]])
+    env[variables.PYTHONPATH] = os.pathsep.join(
+        [*paths, *filter(None, [variables.read(variables.PYTHONPATH)])]
+    )
+    bins = [str(site / "bin"), os.path.dirname(sys.executable), variables.read(variables.PATH, env)]
+    env[variables.PATH] = os.pathsep.join(bins)
     ctx = Context(out, out / "steps.log", env, deadline=start + args.budget)
     ctx.log.write_text(f"gpu_checks: python {sys.version.split()[0]} at {sys.executable}\n")
     wanted = STEPS if not args.only else args.only
+    # install and environment always run: the others need them
+    ctx.steps = tuple(n for n in STEPS if n in wanted or n in ("install", "environment"))
     results = []
-    for name in STEPS:
-        if name not in wanted and name not in ("install", "environment"):  # the others need these
-            continue
+    for name in ctx.steps:
         t0 = time.monotonic()
         try:
             r = dispatch(ctx, name, args.wheels, site)
@@ -82,13 +86,13 @@ def run_all(args: argparse.Namespace, site: Path) -> int:
     print()
     print(table)
     print(f"\ntotal {total:.1f} s of {args.budget} s; results in {out}")
-    return 0 if all(r.ok is not False for r in results) else 1
+    return 0 if all(r.ok is not False for r in results) else outcome.EXIT[outcome.FAIL]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--wheels", type=Path, help="folder of the kit's wheels (made by `make gpu-kit`)")
-    ap.add_argument("--out", default=os.environ.get("OUT") or "gpu-results", help="results folder")
+    ap.add_argument("--out", default=variables.read(variables.OUT) or "gpu-results", help="results folder")
     ap.add_argument("--site", help="where the kit goes (default: a new temporary folder)")
     ap.add_argument("--only", type=lambda s: s.split(","), help="these steps only (comma-separated)")
     ap.add_argument("--budget", type=int, default=TOTAL_BUDGET_S, help=argparse.SUPPRESS)

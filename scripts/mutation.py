@@ -18,7 +18,6 @@ import ast
 import difflib
 import fnmatch
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from ftenv import variables  # noqa: E402
+
 #: What the tests read besides the packages (docs, the Dockerfile, versions.toml, workflows ...).
 COPIED = [
     *("tests", "docs", "docker", "benchmarks", ".github", "scripts"),
@@ -170,7 +173,8 @@ def run_target(target: Target, workers: int, keep: Path | None) -> dict:
         pyproject = (ROOT / "pyproject.toml").read_text().replace(PYTEST_PATH, 'pythonpath = ["tests"]')
         pyproject += mutmut_config(modules, tests)
         (work / "pyproject.toml").write_text(pyproject)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env = variables.environment()
+        env.pop(variables.PYTHONPATH, None)
         start = time.monotonic()
         cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)]
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+#: Fixtures made once per pytest run (tests/support/shared_fixtures.py).
+pytest_plugins = ["support.shared_fixtures"]
+
 
 @pytest.fixture
 def layout(tmp_path) -> dict[str, Path]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, architecture_doc, package_shape
+from ftenv import variables
+from support import ROOT, architecture_doc, house_rules, package_shape
 from support.doc_refs import broken_links
 from support.package_shape import cycles, graph, imports, longest_chain, module_name, plant
 
@@ -21,7 +22,18 @@ MAX_FLOORS = 5  # modules in the longest import chain below the CLI
 MAX_LINES = 300
 LONG_REASON = "Long because"
 #: The wings, lowest first: a module may import its own wing and the ones before it.
-WINGS = ("stack", "attention", "report", "steps", "data", "train", "evaluate", "selfcheck", "commands")
+WINGS = (
+    "stack",
+    "attention",
+    "report",
+    "steps",
+    "data",
+    "trainer",
+    "train",
+    "evaluate",
+    "selfcheck",
+    "commands",
+)
 #: Floor-0 modules every wing may import (they import nothing of ftenv but ftenv.text).
 SHARED = {"ftenv", "ftenv.text", "ftenv.variables", "ftenv.outcome"}
 
@@ -73,6 +85,30 @@ def test_imports_run_one_way_between_the_wings():
     # The rule sees the package: every wing is there, and lower wings are imported from above.
     assert {wing_of(m) for m in EDGES} >= set(WINGS)
     assert any(wing_of(m) == "steps" and wing_of(t) == "report" for m in EDGES for t in EDGES[m])
+
+
+def trainer_imports_of_train(edges: dict[str, set[str]]) -> list[str]:
+    """What each training process runs (ftenv.trainer) importing what runs before torchrun
+    (ftenv.train): every rank would carry the launcher, and the two could not be told apart."""
+    return [
+        f"{name} imports {target}"
+        for name in sorted(edges)
+        for target in sorted(edges[name])
+        if wing_of(name) == "trainer" and wing_of(target) == "train"
+    ]
+
+
+def test_the_trainer_never_imports_the_launcher():
+    assert trainer_imports_of_train(EDGES) == []
+    # The rule sees the two wings: the launcher imports the trainer's side, not the reverse.
+    assert any(wing_of(m) == "train" and wing_of(t) == "trainer" for m in EDGES for t in EDGES[m])
+
+
+def test_a_planted_trainer_import_of_the_launcher_is_found(copy):
+    plant(copy, "trainer/runlife/hooks.py", "from ftenv.train.runlife import folder")
+    assert trainer_imports_of_train(graph(copy)[0]) == [
+        "ftenv.trainer.runlife.hooks imports ftenv.train.runlife.folder"
+    ]
 
 
 def test_the_shared_modules_stay_on_floor_zero():
@@ -140,13 +176,18 @@ def test_a_planted_long_chain_is_found(tmp_path):
     [
         (
             "attention/sdpa.py",
-            "from ftenv.train import stall",
-            "ftenv.attention.sdpa (attention) imports ftenv.train.stall",
+            "from ftenv.trainer import stall",
+            "ftenv.attention.sdpa (attention) imports ftenv.trainer.stall",
         ),
         (
             "steps/stats.py",
             "import ftenv.train.finetune",
             "ftenv.steps.stats (steps) imports ftenv.train.finetune",
+        ),
+        (
+            "trainer/funasr_entry.py",
+            "from ftenv.train import torchrun_command",
+            "ftenv.trainer.funasr_entry (trainer) imports ftenv.train.torchrun_command",
         ),
         ("stack/versions.py", "from ftenv.attention import facts", "ftenv.stack.versions (stack) imports"),
         ("steps/timer.py", "from ftenv import cli", "ftenv.steps.timer imports ftenv.cli"),
@@ -226,7 +267,7 @@ TOOLS = ROOT / "scripts/imagetools"
 TOOLS_MAY_IMPORT = {
     "imagetools": {"stack", "variables", "outcome"},
     "imagetools.gpukit": {"stack", "variables", "outcome", "attention"},
-    "imagetools.release.generated": {"stack", "variables", "outcome", "attention", "report", "train"},
+    "imagetools.release.generated": {"stack", "variables", "outcome", "attention", "report", "trainer"},
 }
 #: The jobs' subpackages: each imports the top and itself, never another job.
 TOOL_JOBS = ("release", "local", "gpukit")
@@ -296,3 +337,119 @@ def test_a_planted_imagetools_import_is_found(tmp_path, module, line, expected):
     plant(copy, module, line)
     found = tool_import_violations(copy)
     assert any(f.startswith(expected) for f in found), found
+
+
+# --- the variable and exit-code rules, over every Python folder ---------------------------------------
+
+#: Every Python folder the rules cover, and the file of each the planted tests break.
+RULE_FOLDERS = {
+    "scripts/ftenv": "steps/timer.py",
+    "scripts/imagetools": "local/emulated.py",
+    "scripts": "gpu_checks.py",  # the scripts beside the packages (scripts/*.py)
+    "benchmarks": "nccl_network.py",
+    "tests/support": "example_runs.py",
+}
+#: The one home of each rule, where its names and reads belong.
+RULE_HOMES = {
+    "spelling": {"scripts/ftenv/variables.py"},
+    "raw": {"scripts/ftenv/variables.py"},
+    "exit": {"scripts/ftenv/outcome.py"},
+}
+#: Findings that are right as they are, each (file, rule, the finding's words) with why.
+RULE_EXCEPTIONS = {
+    **{
+        ("scripts/imagetools/build_args.py", "spelling", name): "the Dockerfile's ARG of the same name"
+        for name in (
+            "CUDA_VERSION",
+            "TORCHAUDIO_VERSION",
+            "CUDNN_PACKAGE",
+            "CUDNN_VERSION",
+            "TRANSFORMERS_VERSION",
+            "FUNASR_VERSION",
+            "MODELSCOPE_VERSION",
+        )
+    },
+    **{
+        ("scripts/imagetools/release/checks.py", "spelling", name): "the Dockerfile's ARG of the same name"
+        for name in ("TRANSFORMERS_VERSION", "FUNASR_VERSION", "MODELSCOPE_VERSION")
+    },
+}
+REGISTERED = {v.name for v in variables.REGISTRY}
+
+
+def rule_files(root: Path, folder: str) -> list[Path]:
+    """The Python files of a folder the rules cover (scripts/ itself: only the files beside the
+    packages, whose own folders are listed apart)."""
+    base = root / folder
+    return sorted(base.glob("*.py")) if folder == "scripts" else sorted(base.rglob("*.py"))
+
+
+def rule_findings(root: Path, folder: str, rule: str) -> list[str]:
+    """`path:line: what; fix` for each breach of rule in folder, less its home and the exceptions."""
+    files = [
+        p
+        for p in rule_files(root, folder)
+        if str(p.relative_to(root)) not in RULE_HOMES[rule]
+    ]
+    return [f for f in house_rules.findings(files, root, REGISTERED, rule) if not _excepted(f, rule)]
+
+
+def _excepted(finding: str, rule: str) -> bool:
+    path, _, rest = finding.partition(":")
+    what = rest.partition(": ")[2].partition(";")[0]
+    return (path, rule, what) in RULE_EXCEPTIONS
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_HOMES))
+@pytest.mark.parametrize("folder", sorted(RULE_FOLDERS))
+def test_every_folder_keeps_the_variable_and_exit_code_rules(folder, rule):
+    """spelling: a variable's name only in ftenv/variables.py; raw: the environment read and set only
+    through its accessors; exit: an exit code only as ftenv/outcome.py names it."""
+    assert rule_files(ROOT, folder)
+    assert rule_findings(ROOT, folder, rule) == []
+
+
+def test_each_exception_is_still_needed():
+    found = {
+        (path, rule, what)
+        for folder in RULE_FOLDERS
+        for rule in RULE_HOMES
+        for f in house_rules.findings(rule_files(ROOT, folder), ROOT, REGISTERED, rule)
+        for path, _, rest in [f.partition(":")]
+        for what in [rest.partition(": ")[2].partition(";")[0]]
+    }
+    assert set(RULE_EXCEPTIONS) - found == set()
+
+
+#: One breach of each rule as planted at the end of a file: the code, and each finding's words with its
+#: line counted from the end of the code.
+PLANTS = {
+    "spelling": (
+        'SWITCH = "FTENV_PLANTED"\nPORT = "MASTER_PORT"\n',
+        [("FTENV_PLANTED", 1), ("MASTER_PORT", 0)],
+    ),
+    "raw": (
+        "import os\n\nPLANTED = os.environ\nHELD = PLANTED.get(variables.RANK)\n",
+        [("os.environ", 1), ("a mapping's .get(variables.RANK)", 0)],
+    ),
+    "exit": ("\n\ndef main():\n    return 2\n", [("main() returns 2", 0)]),
+}
+FIXES = {"spelling": house_rules.SPELLING_FIX, "raw": house_rules.RAW_FIX, "exit": house_rules.EXIT_FIX}
+
+
+@pytest.mark.parametrize("rule", sorted(PLANTS))
+@pytest.mark.parametrize("folder", sorted(RULE_FOLDERS))
+def test_a_planted_breach_is_found_in_every_folder(tmp_path, folder, rule):
+    """The folder's walk reaches the file, and the planted breach is found there, named by file,
+    line and fix."""
+    rel = f"{folder}/{RULE_FOLDERS[folder]}"
+    assert ROOT / rel in rule_files(ROOT, folder)
+    planted = tmp_path / rel
+    planted.parent.mkdir(parents=True)
+    text = (ROOT / rel).read_text()
+    code, expected = PLANTS[rule]
+    assert house_rules.findings([ROOT / rel], ROOT, REGISTERED, rule) == []
+    planted.write_text(text + "\n" + code)
+    last = len((text + "\n" + code).splitlines())
+    found = house_rules.findings([planted], tmp_path, REGISTERED, rule)
+    assert found == [f"{rel}:{last - back}: {words}; {FIXES[rule]}" for words, back in expected]

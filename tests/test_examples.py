@@ -23,9 +23,9 @@ import pytest
 from ftenv import outcome, variables
 from ftenv.stack import versions
 from ftenv.steps.hang import HUNG_RECORD
-from ftenv.train.runlife.record import STOP_RECORD
+from ftenv.trainer.runlife.record import STOP_RECORD
 from imagetools import tags
-from support import ROOT
+from support import ROOT, child_env
 from support.example_runs import SRUN_STANDIN, dry_run, finetune_args, record, shellcheck, split_docker_run
 from support.image_refs import COMMIT_PLACEHOLDER, moving_refs
 from support.manifests import (
@@ -496,13 +496,12 @@ def slurm_retries(name: str, layout: dict, tmp_path) -> dict[int, str]:
         requeued = []
         for restarts in range(6):
             rec = tmp_path / f"calls-{code}-{restarts}"
-            env = {
-                **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
+            env = child_env(unset=["SLURM_*", "PET_*"], **{
                 **{k: str(v) for k, v in layout.items()},
                 "SLURM_JOB_ID": "41", "SLURM_JOB_NAME": "nano", "SLURM_RESTART_COUNT": str(restarts),
                 "PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORD": str(rec), "LEAVES": leaves,
                 "SRUN_EXIT": str(srun_exit),
-            }  # fmt: skip
+            })  # fmt: skip
             proc = subprocess.run(["bash", str(EXAMPLES / name)], capture_output=True, text=True, env=env)
             calls = rec.read_text().splitlines()
             again = "scontrol requeue 41" in calls
@@ -527,12 +526,11 @@ def test_sbatch_examples_requeue_what_the_docs_say(name, layout, tmp_path):
     (layout["OUT_DIR"]).mkdir(parents=True, exist_ok=True)
     (layout["OUT_DIR"] / STOP_RECORD).write_text("{}")
     rec = tmp_path / "calls-stale"
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
+    env = child_env(unset=["SLURM_*", "PET_*"], **{
         **{k: str(v) for k, v in layout.items()},
         "SLURM_JOB_ID": "41", "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "RECORD": str(rec),
         "LEAVES": "", "SRUN_EXIT": "1",
-    }  # fmt: skip
+    })  # fmt: skip
     proc = subprocess.run(["bash", str(EXAMPLES / name)], capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and "scontrol requeue 41" not in rec.read_text(), proc.stderr
 

@@ -59,7 +59,7 @@ def train_steps(
     at the deadline."""
     import torch
 
-    from ftenv.train.fastpath.compiled_decoder import graphs_compiled
+    from ftenv.trainer.fastpath.compiled_decoder import graphs_compiled
 
     torch.manual_seed(0)
     torch.backends.cudnn.deterministic = True

@@ -5,11 +5,11 @@ and those batches as an arm's collator gives them."""
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
 from benchmarks.matrix.arms import Arm
+from ftenv import variables
 
 #: Qwen3-0.6B's published dimensions (its config.json), random weights.
 QWEN3_0_6B = {
@@ -66,7 +66,7 @@ def tiny_items(tiny):
     """The tiny data's items, through FunASR's own dataset class (its frontend and tokenizer)."""
     from ftenv.selfcheck import tinymodel
 
-    os.environ.update(tinymodel.OFFLINE_ENV)
+    variables.export(tinymodel.OFFLINE_ENV)
     from funasr import AutoModel
 
     tables = tinymodel.quiet_funasr_import()
@@ -95,8 +95,8 @@ def random_batches(dataset, items, n: int, seed: int, min_batch: int, max_batch:
 def prepared(arm: Arm, batches: list[dict]) -> list[dict]:
     """The batches as the arm's collator gives them: padded to its buckets, with the labelled
     positions for `lmhead` and the speech fingerprints for `audiocache` (FunASR's collator adds
-    them in training, ftenv.train.fastpath)."""
-    from ftenv.train.fastpath import audio_cache, buckets, labelled_head
+    them in training, ftenv.trainer.fastpath)."""
+    from ftenv.trainer.fastpath import audio_cache, buckets, labelled_head
 
     if arm.buckets:
         spec = buckets.parse(arm.buckets)

@@ -8,7 +8,6 @@ import contextlib
 import copy
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from benchmarks.matrix.measure import cudagraph_records, profile_steps, train_st
 from benchmarks.matrix.model import build_model, prepared, random_batches, sizes, tiny_items
 from benchmarks.matrix.stepcount import count_arm, graph_breaks
 from benchmarks.matrix.table import summary
+from ftenv import variables
 
 #: The command a fresh process runs (`--child`).
 COMMAND = Path(__file__).resolve().parents[1] / "compile_speedup.py"
@@ -47,16 +47,16 @@ def use_caches(cache: Path) -> None:
     from ftenv.train.compile_cache import COMPILER_CACHE_VARS
 
     for var, sub in COMPILER_CACHE_VARS.items():
-        os.environ[var] = str(cache / sub)
+        variables.export({var: str(cache / sub)})
 
 
 def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, deadline: float, eager) -> dict:
     """Train the arm's steps with a validation pass half-way; its numbers (not its ranking)."""
     import torch
 
-    from ftenv.train.fastpath import buckets
-    from ftenv.train.fastpath.parts import apply as apply_parts
-    from ftenv.train.fastpath.parts import remove as remove_parts
+    from ftenv.trainer.fastpath import buckets
+    from ftenv.trainer.fastpath.parts import apply as apply_parts
+    from ftenv.trainer.fastpath.parts import remove as remove_parts
 
     result = {"arm": arm.name, **asdict(arm), "parts": list(arm.parts)}
     model.load_state_dict(initial)
@@ -124,9 +124,9 @@ def run_profile(model, initial, arm: Arm, of: Arm, batches, args, cache_root: Pa
     one definition benchmarks/dispatch_proxy.py counts by too)."""
     import torch
 
-    from ftenv.train.fastpath import buckets
-    from ftenv.train.fastpath.parts import apply as apply_parts
-    from ftenv.train.fastpath.parts import remove as remove_parts
+    from ftenv.trainer.fastpath import buckets
+    from ftenv.trainer.fastpath.parts import apply as apply_parts
+    from ftenv.trainer.fastpath.parts import remove as remove_parts
 
     model.load_state_dict(initial)
     use_caches(cache_root / (of.cache_of or of.name))
@@ -181,9 +181,8 @@ def run_matrix(args) -> dict:
     (`args.json`) rewritten complete after every arm, so that a kill keeps what ran."""
     import torch
 
-    from ftenv import variables
     from ftenv.selfcheck import tinymodel
-    from ftenv.train.fastpath import buckets
+    from ftenv.trainer.fastpath import buckets
 
     start = time.monotonic()
     deadline = start + args.budget_s
@@ -210,7 +209,7 @@ def run_matrix(args) -> dict:
             else "CPU (a code path check, not a measurement)",
             "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version() if args.device == "cuda" else None,
-            "fix": os.environ.get(variables.SDPA_DEPRIORITIZED),
+            "fix": variables.given(variables.SDPA_DEPRIORITIZED),
             "backend": args.backend,
             "steps": args.steps,
             "warmup": args.warmup,

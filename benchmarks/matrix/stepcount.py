@@ -157,8 +157,8 @@ def count_arm(model, initial, arm: Arm, batches, device: str = "cpu", warm: int 
     compiled regions called."""
     import torch
 
-    from ftenv.train.fastpath import buckets
-    from ftenv.train.fastpath.parts import apply, remove
+    from ftenv.trainer.fastpath import buckets
+    from ftenv.trainer.fastpath.parts import apply, remove
 
     parts = tuple(p for p in arm.parts if p != "cudagraphs")
     model.load_state_dict(initial)

@@ -4,7 +4,6 @@ bug in any of them: exit 4, never a verdict's 0 or 1."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import traceback
 
@@ -56,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except Exception as exc:  # a bug in ftenv: never exit 0 or 1, which are verdicts
-        if os.environ.get(variables.DEBUG) == "1":
+        if variables.read(variables.DEBUG) == "1":
             traceback.print_exc()
         print(
             f"ftenv {args.command}: internal error (a bug in ftenv, not a verdict): {type(exc).__name__}: "

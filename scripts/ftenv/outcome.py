@@ -27,8 +27,14 @@ HUNG = 6
 #: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
 #: 128 and 139 as permanent).
 STOPPED = 75
+#: `ftenv watch`: its command was found but cannot be run (not executable, not a program): the
+#: shell's code for it, so that a wrapped command fails as it would unwrapped.
+NOT_RUNNABLE = 126
+#: `ftenv watch`: its command was not found; `ftenv finetune`: the watchdog could not be started.
+#: The shell's code for a command that cannot be started.
+NOT_FOUND = 127
 
-#: The line a stopped run prints (rank 0, then `ftenv finetune`): written by ftenv.train.runlife,
+#: The line a stopped run prints (rank 0, then `ftenv finetune`): written by ftenv.trainer.runlife,
 #: read back by the watchdog's closing lines and `ftenv analyze`, so that a saved stop never reads as
 #: a failure. Here, below both, so that the writer and the readers share one format.
 STOP_LINE = re.compile(
@@ -70,6 +76,8 @@ EXIT_CODES = (
     ),
     ExitCode(HUNG, "HUNG", "`ftenv watch` ended a run that printed nothing for the hard limit"),
     ExitCode(STOPPED, "STOPPED", "stopped on a signal with everything saved: run the same command again"),
+    ExitCode(NOT_RUNNABLE, "NOT_RUNNABLE", "the command was found but cannot be run (the shell's code)"),
+    ExitCode(NOT_FOUND, "NOT_FOUND", "the command was not found or could not be started (the shell's code)"),
 )
 
 

@@ -1,17 +1,19 @@
 """Every environment variable ftenv reads or sets, with its default and meaning: the one place a
-variable's name is spelled, so that the code, the messages and docs/variables.md (generated from
-REGISTRY by `make generate`) cannot drift apart.
+variable's name is spelled and its default written, so that the code, the messages and
+docs/variables.md (generated from REGISTRY by `make generate`) cannot drift apart. The launchers'
+variables ftenv reads and the third-party settings it sets for the trainer are listed too.
 
-Floor 0 (standard library only): every wing imports its names from here. Not listed: the
-variables a launcher sets for torchrun (Slurm's, Kubeflow's, torchrun's own), which
-ftenv.train.cluster_env reads as one rule, and the caches and NCCL settings ftenv finetune sets
-for third-party libraries beside the rule that sets them (ftenv.train; NCCL's debug settings in
-ftenv.train.nccl_debug). NCCL's own network settings, which the report reads to say which network
-NCCL will use, are named beside that rule too (ftenv.report.network).
+Floor 0 (standard library only): every wing, imagetools and the scripts beside them read and set
+the environment through the accessors at the bottom (`read`, `given`, `read_float`, `read_int`,
+`environment`, `export`); tests/test_architecture.py checks that nothing else touches os.environ.
+
+Long because it is the table of every variable with its meaning, one entry each.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: The default of a variable that is not set unless someone sets it.
@@ -70,6 +72,80 @@ SDPA_PREFERRED = "TORCH_CUDNN_SDPA_PREFERRED"
 CUDNN_VERSION = "CUDNN_VERSION"
 LOCAL_RANK = "LOCAL_RANK"
 SLURM_LOCALID = "SLURM_LOCALID"
+# --- read from the launchers (torchrun, Slurm, Kubeflow PyTorchJob; ftenv.train.cluster_env) -----------
+RANK = "RANK"
+WORLD_SIZE = "WORLD_SIZE"
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID"
+PET_NNODES = "PET_NNODES"
+PET_NODE_RANK = "PET_NODE_RANK"
+PET_MASTER_ADDR = "PET_MASTER_ADDR"
+PET_MASTER_PORT = "PET_MASTER_PORT"
+PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
+PET_RDZV_ID = "PET_RDZV_ID"
+SLURM_JOB_ID = "SLURM_JOB_ID"
+SLURM_NODEID = "SLURM_NODEID"
+SLURM_STEP_ID = "SLURM_STEP_ID"
+SLURM_STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
+SLURM_JOB_NUM_NODES = "SLURM_JOB_NUM_NODES"
+SLURM_NNODES = "SLURM_NNODES"
+SLURM_STEP_TASKS_PER_NODE = "SLURM_STEP_TASKS_PER_NODE"
+SLURM_STEP_NODELIST = "SLURM_STEP_NODELIST"
+SLURM_JOB_NODELIST = "SLURM_JOB_NODELIST"
+SLURM_NODELIST = "SLURM_NODELIST"
+KUBERNETES_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+# --- NCCL's network settings, read by the report (ftenv.report.network) ------------------------------
+NCCL_NET = "NCCL_NET"
+NCCL_NET_PLUGIN = "NCCL_NET_PLUGIN"
+NCCL_IB_DISABLE = "NCCL_IB_DISABLE"
+NCCL_IB_HCA = "NCCL_IB_HCA"
+NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+# --- set by ftenv finetune for torchrun and the trainer, unless set already --------------------------
+TORCH_NCCL_ASYNC_ERROR_HANDLING = "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+TORCH_NCCL_DUMP_ON_TIMEOUT = "TORCH_NCCL_DUMP_ON_TIMEOUT"
+TORCH_FR_BUFFER_SIZE = "TORCH_FR_BUFFER_SIZE"
+TORCH_NCCL_TRACE_BUFFER_SIZE = "TORCH_NCCL_TRACE_BUFFER_SIZE"
+TORCH_FR_DUMP_TEMP_FILE = "TORCH_FR_DUMP_TEMP_FILE"
+TORCH_NCCL_DEBUG_INFO_TEMP_FILE = "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"
+NCCL_DEBUG = "NCCL_DEBUG"
+NCCL_DEBUG_SUBSYS = "NCCL_DEBUG_SUBSYS"
+HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
+TRANSFORMERS_OFFLINE = "TRANSFORMERS_OFFLINE"
+MODELSCOPE_OFFLINE = "MODELSCOPE_OFFLINE"
+# --- the caches ftenv finetune repoints when they cannot be written (ftenv.train.cache_dirs) --------
+HOME = "HOME"
+XDG_CACHE_HOME = "XDG_CACHE_HOME"
+HF_HOME = "HF_HOME"
+MODELSCOPE_CACHE = "MODELSCOPE_CACHE"
+TORCH_HOME = "TORCH_HOME"
+TORCH_EXTENSIONS_DIR = "TORCH_EXTENSIONS_DIR"
+TORCHINDUCTOR_CACHE_DIR = "TORCHINDUCTOR_CACHE_DIR"
+TRITON_CACHE_DIR = "TRITON_CACHE_DIR"
+TRITON_HOME = "TRITON_HOME"
+CUDA_CACHE_PATH = "CUDA_CACHE_PATH"
+MPLCONFIGDIR = "MPLCONFIGDIR"
+# --- the image build's check (ftenv.stack.buildcheck): the versions the base image declares ------------
+PYTORCH_VERSION = "PYTORCH_VERSION"
+TORCHAUDIO_VERSION = "TORCHAUDIO_VERSION"
+CUDA_VERSION = "CUDA_VERSION"
+CUDNN_PACKAGE = "CUDNN_PACKAGE"
+TRANSFORMERS_VERSION = "TRANSFORMERS_VERSION"
+FUNASR_VERSION = "FUNASR_VERSION"
+MODELSCOPE_VERSION = "MODELSCOPE_VERSION"
+CC = "CC"
+TMPDIR = "TMPDIR"
+# --- processes ftenv and its tools start ----------------------------------------------------------------
+PATH = "PATH"
+PYTHONPATH = "PYTHONPATH"
+PYTHONUNBUFFERED = "PYTHONUNBUFFERED"
+CONTAINERS_CONF = "CONTAINERS_CONF"
+DEBIAN_FRONTEND = "DEBIAN_FRONTEND"
+OUT = "OUT"
 
 REGISTRY = (
     Variable(IMAGE, UNSET, "the image's reference, set by the image (the report names it)"),
@@ -165,6 +241,130 @@ REGISTRY = (
     Variable(CUDNN_VERSION, UNSET, "the cuDNN version the base image declares (read when torch cannot say)"),
     Variable(LOCAL_RANK, UNSET, "torchrun's local rank: only local rank 0 prints the start-up report"),
     Variable(SLURM_LOCALID, UNSET, "Slurm's local task id: only task 0 of a node prints the start-up report"),
+    Variable(RANK, "0", "the process's global rank (torchrun, Kubeflow: the node's rank); rank 0 when unset"),
+    Variable(
+        WORLD_SIZE,
+        UNSET,
+        "the job's process count (torchrun), or its node count (Kubeflow without nprocPerNode)",
+    ),
+    Variable(
+        LOCAL_WORLD_SIZE,
+        UNSET,
+        "torchrun's processes per node (with WORLD_SIZE: the node count the report uses)",
+    ),
+    Variable(
+        MASTER_ADDR, UNSET, "the rendezvous host (Kubeflow, a user); `ftenv finetune` passes it to torchrun"
+    ),
+    Variable(MASTER_PORT, UNSET, "the rendezvous port (Kubeflow, enroot's Slurm hook, a user)"),
+    Variable(
+        TORCHELASTIC_RUN_ID,
+        UNSET,
+        "set by torchrun in its workers: `ftenv finetune` refuses to run inside one",
+    ),
+    Variable(PET_NNODES, UNSET, "torchrun's node count as a variable (Kubeflow): `N` or `MIN:MAX`"),
+    Variable(PET_NODE_RANK, UNSET, "torchrun's node rank as a variable (Kubeflow)"),
+    Variable(PET_MASTER_ADDR, UNSET, "torchrun's rendezvous host as a variable (Kubeflow)"),
+    Variable(PET_MASTER_PORT, UNSET, "torchrun's rendezvous port as a variable (Kubeflow)"),
+    Variable(
+        PET_NPROC_PER_NODE, UNSET, "torchrun's processes per node as a variable (Kubeflow's nprocPerNode)"
+    ),
+    Variable(PET_RDZV_ENDPOINT, UNSET, "torchrun's rendezvous endpoint as a variable (an elastic job)"),
+    Variable(PET_RDZV_BACKEND, UNSET, "torchrun's rendezvous backend as a variable (default c10d)"),
+    Variable(PET_RDZV_ID, UNSET, "torchrun's rendezvous id as a variable"),
+    Variable(SLURM_JOB_ID, UNSET, "Slurm's job id: a Slurm job (with SLURM_NODEID); picks the default port"),
+    Variable(SLURM_NODEID, UNSET, "Slurm's node index: the node rank"),
+    Variable(
+        SLURM_STEP_ID, UNSET, "Slurm's step id: `ftenv finetune` runs under `srun` (not in the batch script)"
+    ),
+    Variable(SLURM_STEP_NUM_NODES, UNSET, "the nodes of the Slurm step (read first)"),
+    Variable(SLURM_JOB_NUM_NODES, UNSET, "the nodes of the Slurm job (read when the step does not say)"),
+    Variable(SLURM_NNODES, UNSET, "the nodes of the Slurm job (older Slurm)"),
+    Variable(SLURM_STEP_TASKS_PER_NODE, UNSET, "tasks per node of the Slurm step: must be one"),
+    Variable(SLURM_STEP_NODELIST, UNSET, "the Slurm step's hosts: the first is the master (read first)"),
+    Variable(SLURM_JOB_NODELIST, UNSET, "the Slurm job's hosts (read when the step does not say)"),
+    Variable(SLURM_NODELIST, UNSET, "the Slurm job's hosts (older Slurm)"),
+    Variable(
+        KUBERNETES_SERVICE_HOST,
+        UNSET,
+        "set in a Kubernetes pod: an unwritable output folder's hint names a volume",
+    ),
+    Variable(
+        CUDA_VISIBLE_DEVICES,
+        UNSET,
+        "the GPUs a process sees; empty: none (`ftenv finetune` then runs on the CPU)",
+    ),
+    Variable(
+        NCCL_NET, UNSET, "NCCL's network (`IB`, `Socket`...): the report names the network NCCL will use"
+    ),
+    Variable(NCCL_NET_PLUGIN, UNSET, "NCCL's network plugin: read by the report"),
+    Variable(NCCL_IB_DISABLE, UNSET, "`1`: NCCL uses no InfiniBand: read by the report"),
+    Variable(NCCL_IB_HCA, UNSET, "the InfiniBand adapters NCCL may use: read by the report"),
+    Variable(NCCL_SOCKET_IFNAME, UNSET, "the interfaces NCCL's sockets may use: read by the report"),
+    Variable(
+        TORCH_NCCL_ASYNC_ERROR_HANDLING,
+        "3",
+        "set by `ftenv finetune` unless set: a collective error or timeout tears the process down",
+    ),
+    Variable(
+        TORCH_NCCL_DUMP_ON_TIMEOUT,
+        "1",
+        "set by `ftenv finetune` unless set: the flight recorder dumps on a timeout",
+    ),
+    Variable(
+        TORCH_FR_BUFFER_SIZE,
+        "2000",
+        "set by `ftenv finetune` unless set: the flight recorder's entries (torch 2.11)",
+    ),
+    Variable(TORCH_NCCL_TRACE_BUFFER_SIZE, "2000", "the same for torch before 2.11, set beside it"),
+    Variable(
+        TORCH_FR_DUMP_TEMP_FILE,
+        UNSET,
+        "set by `ftenv finetune` unless set: the flight recorder's dumps, one per rank, under the output "
+        "folder's nccl-flight-recorder/",
+    ),
+    Variable(TORCH_NCCL_DEBUG_INFO_TEMP_FILE, UNSET, "the same for torch before 2.11, set beside it"),
+    Variable(
+        NCCL_DEBUG,
+        "INFO",
+        "set by `ftenv finetune` on several nodes unless NCCL_DEBUG or NCCL_DEBUG_SUBSYS is set",
+    ),
+    Variable(NCCL_DEBUG_SUBSYS, "INIT,NET", "set beside NCCL_DEBUG: NCCL logs the network it picked"),
+    Variable(HF_HUB_OFFLINE, "1", "set by the fine-tune, the self-check, eval and export: never a hub"),
+    Variable(TRANSFORMERS_OFFLINE, "1", "set beside HF_HUB_OFFLINE"),
+    Variable(MODELSCOPE_OFFLINE, "1", "set beside HF_HUB_OFFLINE"),
+    Variable(HOME, UNSET, "the home folder the caches default to"),
+    Variable(XDG_CACHE_HOME, UNSET, "a cache `ftenv finetune` repoints when it cannot be written"),
+    Variable(HF_HOME, UNSET, "Hugging Face's cache: repointed when it cannot be written"),
+    Variable(MODELSCOPE_CACHE, UNSET, "ModelScope's cache: repointed when it cannot be written"),
+    Variable(TORCH_HOME, UNSET, "torch's cache: repointed when it cannot be written"),
+    Variable(TORCH_EXTENSIONS_DIR, UNSET, "torch's extension builds: repointed when they cannot be written"),
+    Variable(
+        TORCHINDUCTOR_CACHE_DIR,
+        UNSET,
+        "Inductor's cache: repointed when it cannot be written; a compiled run's goes under its output "
+        "folder",
+    ),
+    Variable(TRITON_CACHE_DIR, UNSET, "Triton's cache: as TORCHINDUCTOR_CACHE_DIR"),
+    Variable(TRITON_HOME, UNSET, "Triton's dumps and overrides: repointed when they cannot be written"),
+    Variable(CUDA_CACHE_PATH, UNSET, "the driver's JIT cache: repointed when it cannot be written"),
+    Variable(MPLCONFIGDIR, UNSET, "matplotlib's settings: repointed when they cannot be written"),
+    Variable(PYTORCH_VERSION, UNSET, "the base image's torch: the build check holds it to versions.toml"),
+    Variable(TORCHAUDIO_VERSION, UNSET, "the base image's torchaudio: checked by the build check"),
+    Variable(CUDA_VERSION, UNSET, "the base image's CUDA: checked by the build check"),
+    Variable(CUDNN_PACKAGE, UNSET, "the base image's cuDNN package: checked by the build check"),
+    Variable(TRANSFORMERS_VERSION, UNSET, "the image's transformers: checked by the build check"),
+    Variable(FUNASR_VERSION, UNSET, "the image's funasr: checked by the build check"),
+    Variable(MODELSCOPE_VERSION, UNSET, "the image's modelscope: checked by the build check"),
+    Variable(CC, UNSET, "the C compiler the build check's compile uses (else gcc or clang)"),
+    Variable(TMPDIR, UNSET, "the temporary folder; the build check sets its own for its compile"),
+    Variable(PATH, UNSET, "where commands are found; the GPU kit puts its own first"),
+    Variable(PYTHONPATH, UNSET, "set for children so that they import this checkout's ftenv"),
+    Variable(PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU kit's children: their lines arrive as printed"),
+    Variable(
+        CONTAINERS_CONF, UNSET, "podman's settings file: `make run` and the layer check point it at their own"
+    ),
+    Variable(DEBIAN_FRONTEND, UNSET, "set to `noninteractive` for the engine's installation"),
+    Variable(OUT, UNSET, "where the GPU kit's checks write their results (default gpu-results/)"),
 )
 
 
@@ -174,3 +374,60 @@ def markdown_table(prefix: str = "") -> str:
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in REGISTRY if v.name.startswith(prefix)]
     return "\n".join(rows) + "\n"
+
+
+# --- the accessors: the one way to read and set the environment ----------------------------------------
+
+_BY_NAME = {v.name: v for v in REGISTRY}
+
+
+def _registered(name: str) -> Variable:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"{name} is not in ftenv.variables.REGISTRY: add it there with its default") from None
+
+
+def default(name: str) -> str | None:
+    """The registered default of a variable (None when it is unset unless someone sets it)."""
+    value = _registered(name).default
+    return None if value == UNSET else value
+
+
+def given(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value set in environ (this process's environment unless given), None when unset: for the
+    rules that tell a set variable from its default (which launcher started us, a user's own cache)."""
+    _registered(name)
+    return (os.environ if environ is None else environ).get(name)
+
+
+def read(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value set in environ (this process's environment unless given), else the registered default."""
+    value = given(name, environ)
+    return default(name) if value is None else value
+
+
+def read_float(name: str, environ: Mapping[str, str] | None = None) -> float:
+    """read() as a number (ValueError when the value is not one: the caller says what to set)."""
+    return float(read(name, environ))
+
+
+def read_int(name: str, environ: Mapping[str, str] | None = None) -> int:
+    """read() as a whole number (ValueError when the value is not one)."""
+    return int(read(name, environ))
+
+
+def environment(changes: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of this process's environment with changes: what a child process is started with."""
+    return {**os.environ, **(changes or {})}
+
+
+def export(values: Mapping[str, str], *, keep_set: bool = False) -> None:
+    """Set variables in this process's environment (its children inherit them); keep_set leaves the
+    ones already set as they are."""
+    for name, value in values.items():
+        _registered(name)
+        if keep_set:
+            os.environ.setdefault(name, value)
+        else:
+            os.environ[name] = value

@@ -6,7 +6,7 @@ locks) sits here at the top.
 Of ftenv it imports ftenv.stack and the shared floor-0 modules ftenv.variables and ftenv.outcome
 (the names of the variables and exit codes the image reads and gives); the GPU kit also
 ftenv.attention (the attention rule it checks a GPU against), and release.generated also
-ftenv.attention, ftenv.report and ftenv.train's compile setting (the docs' sample report is the
+ftenv.attention, ftenv.report and ftenv.trainer's compile setting (the docs' sample report is the
 report's own rendering, compile line included); never the others. A job's subpackage imports the top
 and itself, never another job (tests/test_architecture.py checks both). The top and local/ need only
 the standard library, as `make run` on a stock python3 does; release/ and gpukit/ run from the venv.

@@ -10,11 +10,14 @@ import argparse
 import importlib
 import sys
 
+from ftenv import outcome
+
 #: Each command and the module under imagetools/ that provides its `add_parser(subparsers)`; the
 #: order is the help's order.
 COMMANDS = {
     "release": "release.release",
     "locks": "locks",
+    "wheelfacts": "release.wheelfacts",
     "layers": "local.layers",
     "scan": "release.scan",
     "local": "local.local",
@@ -32,7 +35,7 @@ def _add_unavailable(sub, name: str, missing: str) -> None:
             f"imagetools {name}: this Python lacks {missing}: run it from the venv (`make venv`)",
             file=sys.stderr,
         )
-        return 2
+        return outcome.UNUSABLE
 
     p = sub.add_parser(name, help=f"(needs {missing}: run it from the venv)", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)

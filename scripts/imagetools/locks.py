@@ -10,6 +10,8 @@ import re
 import sys
 from pathlib import Path
 
+from ftenv import outcome
+
 ROOT = Path(__file__).resolve().parents[2]
 LOCKS = Path("docker/locks")
 #: Where the per-layer locks go (a folder of their own, beside the lock they derive from).
@@ -125,7 +127,7 @@ def run(args) -> int:
     problems = check(ROOT, names)
     for p in problems:
         print(f"locks: {p}", file=sys.stderr)
-    return 1 if problems else 0
+    return outcome.EXIT[outcome.FAIL] if problems else 0
 
 
 def add_parser(sub) -> None:

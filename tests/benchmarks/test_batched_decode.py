@@ -4,7 +4,6 @@ measurement): both paths run, their hypotheses are compared, the JSON is complet
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import torch
@@ -12,6 +11,7 @@ import torch
 from benchmarks import batched_decode
 from ftenv.selfcheck import tinymodel
 from imagetools.gpukit import gpu_decode_step, gpu_run, gpu_steps
+from support import child_env
 
 
 def test_the_benchmark_runs_both_paths_and_compares_them(tiny, tmp_path, capsys):
@@ -35,7 +35,7 @@ def test_the_benchmark_runs_both_paths_and_compares_them(tiny, tmp_path, capsys)
 
 
 def _kit_ctx(tmp_path, gpu):
-    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=time.monotonic() + 60)
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", child_env(), deadline=time.monotonic() + 60)
     ctx.gpu = gpu
     return ctx
 

@@ -5,13 +5,13 @@ stand-in for the GPU run."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
 from benchmarks import nccl_network as bench
 from imagetools.gpukit import gpu_run, gpu_steps
+from support import child_env
 
 HOST = "gpu1:811:811 [0] NCCL INFO "
 IB = [
@@ -52,7 +52,7 @@ def test_without_a_gpu_it_says_so_and_exits_0(capsys, tmp_path):
 
 
 def _ctx(tmp_path, gpu):
-    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=time.monotonic() + 60)
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", child_env(), deadline=time.monotonic() + 60)
     ctx.gpu = gpu
     return ctx
 

@@ -78,7 +78,7 @@ def test_docker_example_dry_runs_in_the_image(image, layout, tmp_path, name, val
     assert f"ftenv finetune: {VAR}={value}: {meaning}" in proc.stderr
     argv = proc.stdout.split()
     assert argv[0].startswith("/opt/venv/bin/python") and argv[1:3] == ["-m", "ftenv.train.runlife.torchrun"]
-    assert "ftenv.train.funasr_entry" in argv
+    assert "ftenv.trainer.funasr_entry" in argv
     assert f"++model={layout['MODEL_DIR']}" in argv and f"++output_dir={layout['OUT_DIR']}" in argv
     assert "--nproc_per_node" in argv and argv[argv.index("--nproc_per_node") + 1] == "1"
 
@@ -103,7 +103,7 @@ def test_a_typo_in_an_example_fails_in_the_image(image, layout, tmp_path):
 def test_one_gpu_example_trains_the_tiny_model_in_the_image_on_the_cpu(image, tmp_path_factory, tmp_path):
     """The example's own command line, really training: the tiny random Fun-ASR-Nano built here,
     mounted as the example mounts a real one, one epoch on the CPU through ftenv finetune, torchrun,
-    the watchdog and FunASR's funasr-train-ds (through `python -m ftenv.train.funasr_entry` with
+    the watchdog and FunASR's funasr-train-ds (through `python -m ftenv.trainer.funasr_entry` with
     FTENV_FUNASR_CPU_SHIM=1, which maps the trainer's hard-coded CUDA calls to the CPU), until the
     checkpoint is written."""
     from ftenv.selfcheck import tinymodel

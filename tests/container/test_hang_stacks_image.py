@@ -19,7 +19,7 @@ from ftenv.steps import hang
 #: process; it stops after step 30 and waits on stdin, which stays open: a hang.
 STUCK = [
     "python3", "-c",
-    "import runpy, sys; from ftenv.train.runlife import selfdump; selfdump.install(); "
+    "import runpy, sys; from ftenv.trainer.runlife import selfdump; selfdump.install(); "
     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
     "/t/fake_trainer.py", "--steps", "60", "--scale", "0.01", "--pause-after", "30",
 ]  # fmt: skip

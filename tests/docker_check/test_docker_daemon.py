@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from imagetools.local import local
-from support import ROOT
+from support import ROOT, child_env
 
 TAG = "localhost/ftenv-docker-check:cu130"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -78,8 +78,8 @@ def daemon():
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    env = dict(os.environ, PATH=f"{work / 'bin'}{os.pathsep}{os.environ['PATH']}", DOCKER_HOST=sock)
-    env.pop("DOCKER_BUILDKIT", None)
+    path = f"{work / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    env = child_env(unset=["DOCKER_BUILDKIT"], PATH=path, DOCKER_HOST=sock)
     try:
         for _ in range(60):
             info = subprocess.run(

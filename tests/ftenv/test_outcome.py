@@ -21,7 +21,7 @@ def block(text: str) -> str:
 
 def test_the_codes_are_the_agreed_ones_once_each():
     codes = [c.code for c in outcome.EXIT_CODES]
-    assert codes == [0, 1, 2, 3, 4, 6, 75] == sorted(set(codes))
+    assert codes == [0, 1, 2, 3, 4, 6, 75, 126, 127] == sorted(set(codes))
     assert outcome.EXIT == {outcome.PASS: 0, outcome.FAIL: 1, outcome.INCONCLUSIVE: 3}
     named = {c.name: c.code for c in outcome.EXIT_CODES}
     assert named == {
@@ -32,6 +32,8 @@ def test_the_codes_are_the_agreed_ones_once_each():
         "INTERNAL_ERROR": outcome.INTERNAL_ERROR,
         "HUNG": outcome.HUNG,
         "STOPPED": outcome.STOPPED,
+        "NOT_RUNNABLE": outcome.NOT_RUNNABLE,
+        "NOT_FOUND": outcome.NOT_FOUND,
     }
 
 

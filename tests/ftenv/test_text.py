@@ -1,4 +1,4 @@
-"""ftenv.text: the one way numbers and VAR=value settings are written in ftenv's messages."""
+"""ftenv.text: the one way numbers, VAR=value settings and Markdown tables are written in ftenv's messages."""
 
 import math
 import shlex
@@ -37,3 +37,14 @@ def test_assignment_quotes_only_where_needed():
     assert text.assignment("VAR", "") == "VAR=''"
     assert text.assignment("VAR", " 1") == "VAR=' 1'"
     assert text.assignment("VAR", None) == "VAR unset"
+
+
+def test_markdown_table_aligns_the_numbered_columns_right():
+    rows = [("base", 1.5, "`/m`"), ("ep1", None, "")]
+    assert text.markdown_table(("model", "rate", "path"), rows, right={1}) == [
+        "| model | rate | path |",
+        "|---|---:|---|",
+        "| base | 1.5 | `/m` |",
+        "| ep1 | None |  |",
+    ]
+    assert text.markdown_table(("a",), []) == ["| a |", "|---|"]

@@ -1,10 +1,10 @@
 """ftenv.variables is the one home of every environment variable: no other module of the package
-spells an FTENV_ name in its code, the registry matches the defaults the code applies, and
-docs/variables.md's table is the registry's (each rule shown failing on a planted fault)."""
+spells a variable's name in its code, its accessors read the registry's defaults, the registry
+matches the defaults the code applies, and docs/variables.md's table is the registry's (each rule
+shown failing on a planted fault)."""
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 from pathlib import Path
@@ -13,41 +13,23 @@ import pytest
 
 from ftenv import variables
 from imagetools.release import generated
-from support import ROOT
+from support import ROOT, house_rules
 
 PACKAGE = ROOT / "scripts/ftenv"
 DOC = ROOT / "docs/variables.md"
 NAME = re.compile(r"\bFTENV_[A-Z][A-Z0-9_]*")
-
-
-def docstrings(tree: ast.AST) -> set[int]:
-    """ids of the docstring nodes (module, class, function): prose may name a variable."""
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            first = node.body[0] if node.body else None
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
+REGISTERED = {v.name for v in variables.REGISTRY}
 
 
 def spelled_outside(package: Path) -> list[str]:
-    """`path:line: NAME` for each FTENV_ name in a string of the code (f-string parts included,
-    docstrings and comments not) of any module but variables.py."""
-    bad = []
-    for path in sorted(package.rglob("*.py")):
-        if path == package / "variables.py":
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        skip = docstrings(tree)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
-                rel = path.relative_to(package.parent)
-                bad += [f"{rel}:{node.lineno}: {m}" for m in NAME.findall(node.value)]
-    return bad
+    """`path:line: NAME` for each variable name in a string of the code (f-string parts included,
+    docstrings and comments not) of any module but variables.py (the rule of tests/support/house_rules)."""
+    files = [p for p in sorted(package.rglob("*.py")) if p != package / "variables.py"]
+    found = house_rules.findings(files, package.parent, REGISTERED, "spelling")
+    return [f.partition(";")[0] for f in found]
 
 
-def test_no_module_but_variables_spells_an_ftenv_name():
+def test_no_module_but_variables_spells_a_variable_name():
     assert spelled_outside(PACKAGE) == []
 
 
@@ -55,16 +37,52 @@ def test_a_planted_spelling_is_found_and_a_docstring_is_not(tmp_path):
     copy = tmp_path / "ftenv"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "steps/planted.py").write_text(
-        '"""FTENV_IN_PROSE is fine here."""\n\n'
+        '"""FTENV_IN_PROSE and RANK are fine here."""\n\n'
         'SWITCH = "FTENV_PLANTED"\n\n\n'
         "def hint(x):\n"
         '    """So is FTENV_IN_A_FUNCTION."""\n'
-        '    return f"set FTENV_IN_A_MESSAGE={x}"\n'
+        '    return f"set FTENV_IN_A_MESSAGE={x}", "RANK"\n'
     )
     assert spelled_outside(copy) == [
         "ftenv/steps/planted.py:3: FTENV_PLANTED",
         "ftenv/steps/planted.py:8: FTENV_IN_A_MESSAGE",
+        "ftenv/steps/planted.py:8: RANK",
     ]
+
+
+# --- the accessors -----------------------------------------------------------------------------------
+
+
+def test_read_gives_the_value_else_the_registered_default():
+    assert variables.read(variables.REPORT_TIMEOUT, {}) == "60"
+    assert variables.read(variables.REPORT_TIMEOUT, {variables.REPORT_TIMEOUT: "5"}) == "5"
+    assert variables.read(variables.IMAGE, {}) is None  # unset unless someone sets it
+    assert variables.read(variables.RANK, {}) == "0" and variables.given(variables.RANK, {}) is None
+    assert variables.given(variables.RANK, {variables.RANK: ""}) == ""
+    assert variables.read_float(variables.WATCH_HANG_LIMIT_S, {}) == 1800.0
+    assert variables.read_int(variables.RANK, {variables.RANK: "3"}) == 3
+    with pytest.raises(ValueError):
+        variables.read_float(variables.REPORT_TIMEOUT, {variables.REPORT_TIMEOUT: "soon"})
+
+
+def test_a_name_not_in_the_registry_is_refused():
+    for access in (variables.read, variables.given, variables.default):
+        with pytest.raises(KeyError, match=r"FTENV_PLANTED is not in ftenv\.variables\.REGISTRY"):
+            access("FTENV_PLANTED")
+    with pytest.raises(KeyError, match="FTENV_PLANTED"):
+        variables.export({"FTENV_PLANTED": "1"})
+
+
+def test_the_process_environment_is_read_and_set_through_the_accessors(monkeypatch):
+    monkeypatch.delenv(variables.RUN_ID, raising=False)
+    monkeypatch.setenv(variables.TINY_DIR, "/tiny")
+    assert variables.read(variables.TINY_DIR) == "/tiny"
+    child = variables.environment({variables.RUN_ID: "r1"})
+    assert child[variables.RUN_ID] == "r1" and child[variables.TINY_DIR] == "/tiny"
+    assert variables.given(variables.RUN_ID) is None  # a child's environment is a copy
+    variables.export({variables.RUN_ID: "r2"})
+    variables.export({variables.RUN_ID: "r3", variables.TINY_DIR: "/other"}, keep_set=True)
+    assert (variables.read(variables.RUN_ID), variables.read(variables.TINY_DIR)) == ("r2", "/tiny")
 
 
 def test_every_constant_is_registered_once_with_a_meaning():
@@ -92,7 +110,6 @@ def test_every_ftenv_name_the_docs_and_the_image_spell_is_registered():
 def test_the_registry_states_the_defaults_the_code_applies():
     from ftenv.report import startup
     from ftenv.steps import thresholds
-    from ftenv.train.runlife import failfast, torchrun
 
     default = {v.name: v.default for v in variables.REGISTRY}
     applied = {
@@ -100,8 +117,6 @@ def test_the_registry_states_the_defaults_the_code_applies():
         variables.WATCH_SILENCE_FACTOR: thresholds.SILENCE_FACTOR,
         variables.WATCH_SILENCE_MIN_S: thresholds.SILENCE_MIN_S,
         variables.WATCH_HANG_LIMIT_S: thresholds.HANG_LIMIT_S,
-        variables.COLLECTIVE_TIMEOUT_S: failfast.DEFAULT_TIMEOUT_S,
-        variables.STOP_GRACE_S: torchrun.DEFAULT_GRACE_S,
     }
     assert {name: float(default[name]) for name in applied} == {k: float(v) for k, v in applied.items()}
 

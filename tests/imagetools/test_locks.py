@@ -109,7 +109,8 @@ def test_locks_split_command_writes_then_checks(tmp_path, monkeypatch, capsys):
     from imagetools.__main__ import main
 
     (tmp_path / locks.LOCKS).mkdir(parents=True)
-    for name in ("cu128", "cu130"):
+    names = list(versions.load().variants)
+    for name in names:
         (tmp_path / locks.LOCKS / f"{name}.txt").write_text((ROOT / locks.LOCKS / f"{name}.txt").read_text())
     monkeypatch.setattr(locks, "ROOT", tmp_path)
     file = ["locks", "--file", str(ROOT / "versions.toml"), "split"]
@@ -119,13 +120,15 @@ def test_locks_split_command_writes_then_checks(tmp_path, monkeypatch, capsys):
         "wrote docker/locks/layers/cu130-rest.txt",
     ]
     assert main([*file, "--variant", "cu130"]) == 0
-    assert main(file) == 1  # cu128's layer locks are not written yet
+    assert main(file) == 1  # the other variants' layer locks are not written yet
     assert capsys.readouterr().err.splitlines() == [
-        f"locks: docker/locks/layers/cu128-{layer}.txt is not what cu128.txt derives: run `make lock`"
+        f"locks: docker/locks/layers/{name}-{layer}.txt is not what {name}.txt derives: run `make lock`"
+        for name in names
+        if name != "cu130"
         for layer in locks.LAYERS
     ]
     assert main([*file, "--write"]) == 0 and main(file) == 0
-    for name in ("cu128", "cu130"):
+    for name in names:
         for layer in locks.LAYERS:
             path = locks.layer_path(name, layer)
             assert (tmp_path / path).read_text() == (ROOT / path).read_text()  # what the checkout commits
@@ -157,3 +160,16 @@ def test_locks_command_reads_the_given_versions_file_and_explains_each_option(tm
     options = [a for p in (command, actions.choices["split"]) for a in p._actions if a.dest != "help"]
     helps = {a.dest: a.help for a in options if a.option_strings}
     assert set(helps) == {"file", "variant", "write"} and all(helps.values()), helps
+
+
+@pytest.mark.parametrize("name", [n for n, v in versions.load().variants.items() if not v.torch_index])
+def test_every_pypi_variant_pins_the_rest_as_the_default_does(name):
+    """The rest layer installs the same packages in every variant whose lock is all PyPI (`make lock`
+    starts a new variant's lock from the default's), so a node that has one pulls nothing new for it
+    but the build's own files (docs/releasing.md, "Layers")."""
+    default = versions.load().default.name
+    rest = {
+        variant: locks.parse((ROOT / locks.layer_path(variant, "rest")).read_text())[1]
+        for variant in (default, name)
+    }
+    assert rest[name] == rest[default]

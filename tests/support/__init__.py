@@ -6,10 +6,14 @@ layout with."""
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+
+from ftenv import variables
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,10 +37,17 @@ GOOD_RECORD = {
 }
 
 
-def child_env(**extra: str) -> dict[str, str]:
-    """This environment with the checkout's scripts/ first on PYTHONPATH (a child runs this ftenv)."""
-    env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "scripts"), env.get("PYTHONPATH")) if p)
+def child_env(*, unset: Iterable[str] = (), **extra: str) -> dict[str, str]:
+    """This environment with the checkout's scripts/ first on PYTHONPATH (a child runs this ftenv),
+    without the variables `unset` names (a name, or a shell pattern such as `SLURM_*`: a child that
+    must not see this machine's launcher), then with `extra` set."""
+    env = {
+        k: v for k, v in variables.environment().items() if not any(fnmatch.fnmatchcase(k, u) for u in unset)
+    }
+    env.update(extra)
+    env[variables.PYTHONPATH] = os.pathsep.join(
+        p for p in (str(ROOT / "scripts"), variables.read(variables.PYTHONPATH, env)) if p
+    )
     return env
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.commands import finetune as finetune_command
-from support import ROOT
+from support import child_env
 
 SHELLCHECK = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
 
@@ -53,13 +52,15 @@ def record(script: Path, tools: list[str], env: dict, tmp_path: Path) -> list[di
         (bin_dir / tool).write_text(RECORDER)
         (bin_dir / tool).chmod(0o755)
     rec = tmp_path / "record.jsonl"
-    full = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_"))},
-        **{k: str(v) for k, v in env.items()},
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "RECORD": str(rec),
-        "WATCH_VAR": variables.SDPA_DEPRIORITIZED,
-    }
+    full = child_env(
+        unset=["SLURM_*", "PET_*"],
+        **{
+            **{k: str(v) for k, v in env.items()},
+            variables.PATH: f"{bin_dir}:{variables.read(variables.PATH)}",
+            "RECORD": str(rec),
+            "WATCH_VAR": variables.SDPA_DEPRIORITIZED,
+        },
+    )
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=full, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in rec.read_text().splitlines()]
@@ -69,11 +70,8 @@ def dry_run(argv: list[str], env: dict | None = None) -> subprocess.CompletedPro
     """Run an example's `ftenv finetune ...` here, with --dry-run right after `finetune`."""
     assert argv[:2] == ["ftenv", "finetune"], argv
     cmd = [sys.executable, "-m", "ftenv.cli", "finetune", "--dry-run", *argv[2:]]
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_", "TORCH_CUDNN"))}
-    clean["PYTHONPATH"] = str(ROOT / "scripts")
-    clean["CUDA_VISIBLE_DEVICES"] = (
-        "" if env is None or "CUDA_VISIBLE_DEVICES" not in env else env["CUDA_VISIBLE_DEVICES"]
-    )
+    clean = child_env(unset=["SLURM_*", "PET_*", "TORCH_CUDNN*"])
+    clean[variables.CUDA_VISIBLE_DEVICES] = variables.given(variables.CUDA_VISIBLE_DEVICES, env or {}) or ""
     return subprocess.run(cmd, capture_output=True, text=True, env={**clean, **(env or {})})
 
 

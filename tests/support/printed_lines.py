@@ -11,9 +11,9 @@ from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
 from ftenv.stack import versions
+from ftenv.steps import slow_step_lines
 from ftenv.steps import step as step_types
-from ftenv.steps import watcher
-from ftenv.train import compile_setting
+from ftenv.trainer import compile_setting
 from support import ROOT
 
 #: The torch the images pin, as the rule reads it (the guide's sample lines are for this stack).
@@ -54,7 +54,7 @@ def numbers_blanked(line: str) -> str:
 
 def watchdog_lines() -> tuple[list[str], list[str]]:
     """What the watchdog prints for a steady run on four repeating shapes, then one slow new shape."""
-    w = watcher.Watcher()
+    w = slow_step_lines.SlowStepLines()
     for i in range(22):
         assert w.observe(step_types.Step(i, 0.080 + 0.001 * (i % 5), 2, 100 + 20 * (i % 4), 0)) == []
     w.val_lines = 3

@@ -10,7 +10,7 @@ import re
 
 from ftenv import outcome
 from ftenv.steps.hang import HUNG_RECORD
-from ftenv.train.runlife.record import STOP_RECORD
+from ftenv.trainer.runlife.record import STOP_RECORD
 from support.manifests import pod_specs
 
 

@@ -1,2 +1,3 @@
 """Attention wing: how torch picks the attention backend (the rule of FunASR issue #3704), the facts
-of the GPU and stack it is decided on, the settings a running process has, and the live probe."""
+of the GPU and stack it is decided on, the settings a running process has (read from outside it),
+and `ftenv probe`'s measurement."""

@@ -123,7 +123,7 @@ def read_stack(device: str) -> Stack:
 
     stack = Stack(
         torch.__version__,
-        deprioritized_raw=os.environ.get(variables.SDPA_DEPRIORITIZED),
+        deprioritized_raw=variables.read(variables.SDPA_DEPRIORITIZED),
         device=device,
         cpu_threads=torch.get_num_threads(),
     )
@@ -196,10 +196,10 @@ def _sdpa(facts: Facts, torch) -> None:
 def collect(live: bool = True) -> Facts:
     """Read everything; live=False lists the GPUs but skips the SDPA call on them (no kernel runs)."""
     facts = Facts(
-        image=os.environ.get(variables.IMAGE),
-        variant=os.environ.get(variables.VARIANT),
-        min_driver=os.environ.get(variables.MIN_DRIVER),
-        stack=Stack(deprioritized_raw=os.environ.get(variables.SDPA_DEPRIORITIZED)),
+        image=variables.read(variables.IMAGE),
+        variant=variables.read(variables.VARIANT),
+        min_driver=variables.read(variables.MIN_DRIVER),
+        stack=Stack(deprioritized_raw=variables.read(variables.SDPA_DEPRIORITIZED)),
         transformers_version=package_version("transformers"),
         funasr_version=package_version("funasr"),
     )

@@ -104,7 +104,7 @@ def probe(device: str = "cuda", heads: int = facts.LLM_HEADS, head_dim: int = fa
 
 def render(r: dict) -> str:
     where = f"{r['gpu']} ({r['sm']})" if r.get("gpu") else r["device"]
-    raw = r.get(variables.SDPA_DEPRIORITIZED)
+    raw = variables.given(variables.SDPA_DEPRIORITIZED, r)
     lines = [
         f"== ftenv probe: padded-mask bf16 attention ({r['heads']} heads x {r['head_dim']}), "
         "first vs second call per new shape ==",

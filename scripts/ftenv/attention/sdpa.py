@@ -29,6 +29,7 @@ CUDNN_COMPILED_BY_BUILD = {(TORCH_2_9, "cu128"): 90800}
 #: seq_len % 128 == 64; the kernel is fixed in the cuDNN library from 9.26 (PR #196861 moved the
 #: wheels to cuDNN 9.26, with guards for <= 9.25.1). Keyed on the LOADED cuDNN: which torch
 #: release carries the guards is not known from outside, and any torch can load any cuDNN.
+#: torch.backends.cudnn.version()'s form (cudnn_version.h): the 9.26.0.51 wheel reads 92600.
 NAN_GRAD_FIXED_CUDNN = 92600
 
 # --- the wording, one place ----------------------------------------------------------------------
@@ -47,6 +48,10 @@ COST_TEXT = f"about 1.05 s against 0.098 s a step on a B200 in {ISSUE_3704}: 59 
 NAN_RISK_TEXT = (
     "padded-mask training on cuDNN older than 9.26 can produce NaN gradients at lengths = 64 mod "
     "128 (pytorch/pytorch#196678)"
+)
+NAN_CORNER_CASE_TEXT = (
+    "cuDNN 9.26 still gives NaN dK/dV in attention's backward pass in one reported corner case: a "
+    "query of length 1 whose log-sum-exp is very negative (NVIDIA/cudnn-frontend#1072, open)"
 )
 EXPOSED_SYMPTOM = (
     "padded batches go to cuDNN attention, which builds a new plan for every (batch, padded "
@@ -203,14 +208,13 @@ def fix_text(torch_version: str | None, setting: DeprioritizedSetting) -> str | 
 def nan_risk(
     torch_version: str | None, setting: DeprioritizedSetting, cudnn_version: int | None
 ) -> str | None:
-    """pytorch#196678 applies where cuDNN runs padded-mask backward with a loaded cuDNN older than
-    9.26 (or unknown), whatever the torch version; the variable at 1 keeps cuDNN off the front,
-    except in torch 2.9, which does not read it."""
+    """The NaN warning where cuDNN may run the backward pass: pytorch#196678 below cuDNN 9.26 (or
+    unknown), from 9.26 on only the corner case still reported; none with the variable at 1 (torch
+    2.9 does not read it)."""
     if setting.deprioritizes and torch_release(torch_version) != TORCH_2_9:
         return None
-    if cudnn_version is not None and cudnn_version >= NAN_GRAD_FIXED_CUDNN:
-        return None
-    return NAN_RISK_TEXT
+    fixed = cudnn_version is not None and cudnn_version >= NAN_GRAD_FIXED_CUDNN
+    return NAN_CORNER_CASE_TEXT if fixed else NAN_RISK_TEXT
 
 
 @dataclass(frozen=True)

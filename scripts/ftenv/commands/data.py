@@ -1,12 +1,33 @@
-"""`ftenv data prepare` and `ftenv data check`: their parsers; the work is ftenv.data's."""
+"""`ftenv data prepare`, `check` and `split`: their parsers; the work is ftenv.data's, each handed the
+typed options its parser fills (one option per field, so that a new field is one `add_argument`)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Callable
 
-from ftenv.data import check, command, prepare, split
+from ftenv.data import check, check_command, prepare, split
 
-PROG = "ftenv data"
+
+def _handing(options_type: type, run: Callable[[object], int]) -> Callable[[argparse.Namespace], int]:
+    """The parser's func: the subcommand's options from the parsed arguments, one per field of the
+    same name (lists as tuples; a field no option sets keeps its default), handed to `run`."""
+
+    def handle(args: argparse.Namespace) -> int:
+        given = vars(args)
+        values = {
+            f.name: tuple(given[f.name]) if isinstance(given[f.name], list) else given[f.name]
+            for f in dataclasses.fields(options_type)
+            if f.name in given
+        }
+        return run(options_type(**values))
+
+    return handle
+
+
+def _add_jobs(p: argparse.ArgumentParser, work: str = "") -> None:
+    p.add_argument("--jobs", type=int, help=f"worker processes{work} (default: the usable cores)")
 
 
 def add_parser(sub) -> None:
@@ -22,7 +43,7 @@ def add_parser(sub) -> None:
             "recipe, the model's config.yaml, then ++dataset_conf.KEY=VALUE overrides). Exit 0 "
             "when usable (warnings allowed), 2 on any error. See docs/data.md."
         ),
-        usage=f"{PROG} check [--valid FILE] [--model-dir DIR] [--output-dir DIR] FILE... "
+        usage=f"{check_command.PROG} [--valid FILE] [--model-dir DIR] [--output-dir DIR] FILE... "
         "[++dataset_conf.KEY=VALUE ...]",
     )
     c.add_argument(
@@ -36,8 +57,8 @@ def add_parser(sub) -> None:
     )
     c.add_argument("--output-dir", default=".", help=f"where {check.REPORT_NAME} is written (default: here)")
     c.add_argument("--world-size", type=int, default=1, help="GPUs of the run in all (sampler buffers; 1)")
-    c.add_argument("--jobs", type=int, help="worker processes (default: the usable cores)")
-    c.set_defaults(func=run_check)
+    _add_jobs(c)
+    c.set_defaults(func=_handing(check_command.CheckOptions, check_command.run))
     _add_prepare(data)
     _add_split(data)
 
@@ -57,20 +78,7 @@ def _add_split(data) -> None:
     p.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
     p.add_argument("--by-speaker", action="store_true", help="no speaker in two sets")
     p.add_argument("--utt2spk", help="Kaldi utt2spk: the speaker of each key")
-    p.set_defaults(func=run_split)
-
-
-def run_split(args: argparse.Namespace) -> int:
-    options = split.SplitOptions(
-        jsonl=args.jsonl,
-        output_dir=args.output_dir,
-        valid=args.valid,
-        test=args.test,
-        seed=args.seed,
-        by_speaker=args.by_speaker,
-        utt2spk=args.utt2spk,
-    )
-    return split.run(options)
+    p.set_defaults(func=_handing(split.SplitOptions, split.run))
 
 
 def _add_prepare(data) -> None:
@@ -103,40 +111,12 @@ def _add_prepare(data) -> None:
     p.add_argument("--tokenizer", help="a tokenizer folder instead of --model-dir's")
     p.add_argument(
         "--normalize",
+        dest="normalization",
         metavar="PRESET",
         help="normalize the transcripts with a preset of the one normalization module (prepare: "
         "full-width forms folded, Kaldi spaces between CJK characters removed; scoring; raw); off by "
         "default; the choice is recorded in OUTPUT.prepare.json",
     )
     p.add_argument("--output", "-o", required=True, help="the JSONL to write")
-    p.add_argument("--jobs", type=int, help="worker processes for the audio (default: the usable cores)")
-    p.set_defaults(func=run_prepare)
-
-
-def run_check(args: argparse.Namespace) -> int:
-    options = command.CheckOptions(
-        files=tuple(args.files),
-        valid=tuple(args.valid),
-        model_dir=args.model_dir,
-        output_dir=args.output_dir,
-        world_size=args.world_size,
-        jobs=args.jobs,
-    )
-    return command.run_check(options)
-
-
-def run_prepare(args: argparse.Namespace) -> int:
-    options = prepare.PrepareOptions(
-        output=args.output,
-        wav_scp=args.wav_scp,
-        text=args.text,
-        table=args.table,
-        audio_dir=args.audio_dir,
-        model_dir=args.model_dir,
-        tokenizer=args.tokenizer,
-        jobs=args.jobs,
-        audio_out=args.audio_out,
-        run_commands=args.run_commands,
-        normalization=args.normalize,
-    )
-    return prepare.run(options)
+    _add_jobs(p, " for the audio")
+    p.set_defaults(func=_handing(prepare.PrepareOptions, prepare.run))

@@ -12,7 +12,6 @@ from ftenv.data import normalize
 from ftenv.evaluate import models, score_files
 from ftenv.outcome import UNUSABLE
 
-PROG = "ftenv eval"
 #: The first word that selects scoring files; anything else is a test set.
 SCORE = "score"
 
@@ -27,7 +26,7 @@ def add_parser(sub) -> None:
         "rate of two key<TAB>text files (FunASR's recipe format), CJK per character and Latin-script "
         "words per word, after the normalization it prints. See docs/scoring.md; `ftenv eval TEST.jsonl "
         "--help` lists the decoding options.",
-        usage=f"{PROG} TEST.jsonl MODEL... --out DIR [options] | {PROG} {SCORE} REF HYP [--raw | "
+        usage=f"{models.PROG} TEST.jsonl MODEL... --out DIR [options] | {score_files.PROG} REF HYP [--raw | "
         "--normalize NAME] [--out DIR]",
     )
     p.add_argument(
@@ -41,7 +40,7 @@ def add_parser(sub) -> None:
 
 def score_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=f"{PROG} {SCORE}",
+        prog=score_files.PROG,
         description="Scores HYP against REF: (S + D + I) / reference tokens over the set. A reference key "
         "without a hypothesis is scored as deletions and named; a hypothesis key the reference lacks is "
         f"an error (exit {UNUSABLE}). See docs/scoring.md.",
@@ -83,7 +82,7 @@ def _rules_options(p: argparse.ArgumentParser) -> None:
 
 def models_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog=PROG,
+        prog=models.PROG,
         description="Decodes TEST.jsonl (the ChatML JSONL `ftenv data prepare` writes) with each MODEL, "
         "greedy, and scores it against the transcripts in it. MODEL: a model folder as released (the "
         "base), a run's output folder (its model.pt.epN, model.pt.best and model.pt.avgN; not model.pt, "

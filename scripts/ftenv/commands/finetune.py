@@ -7,9 +7,10 @@ from __future__ import annotations
 import argparse
 
 from ftenv import variables
-from ftenv.train import cluster_env, compile_setting, finetune
+from ftenv.train import cluster_env, finetune
 from ftenv.train.speed_options import SpeedOptions
 from ftenv.train.torchrun_command import FinetuneOptions
+from ftenv.trainer import compile_setting
 
 
 def add_parser(sub) -> None:

@@ -1,12 +1,13 @@
-"""`ftenv report`: its parser; the report is ftenv.report's, its compile line ftenv.train's."""
+"""`ftenv report`: its parser; the report is ftenv.report's, its compile line ftenv.trainer's."""
 
 from __future__ import annotations
 
 import argparse
-import os
 
+from ftenv import variables
 from ftenv.report import report
-from ftenv.train import compile_setting, node_count
+from ftenv.train import node_count
+from ftenv.trainer import compile_setting
 
 
 def add_parser(sub) -> None:
@@ -18,5 +19,5 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = report.ReportOptions(json=args.json, stdout=args.stdout, gpu_probe=not args.no_gpu_probe)
-    return report.run(options, compile_setting.report_line(), *node_count.node_count(os.environ))
+    options = report.ReportOptions(json=args.json, stdout=args.stdout, sdpa_call=not args.no_gpu_probe)
+    return report.run(options, compile_setting.report_line(), *node_count.node_count(variables.environment()))

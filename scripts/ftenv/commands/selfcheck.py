@@ -6,7 +6,8 @@ import argparse
 
 from ftenv import variables
 from ftenv.selfcheck import mode_compile, selfcheck
-from ftenv.selfcheck.base import IMAGE_TINY_DIR, THRESHOLDS, SelfcheckOptions
+from ftenv.selfcheck.options import THRESHOLDS, SelfcheckOptions
+from ftenv.selfcheck.runs_on import IMAGE_TINY_DIR
 
 #: The step-time thresholds the user may set: option name, what it compares.
 THRESHOLD_OPTIONS = (

@@ -1,4 +1,4 @@
-"""`ftenv watch`: its parser; the watchdog is ftenv.steps.watch's."""
+"""`ftenv watch`: its parser; the watchdog is ftenv.steps.launcher_entry's."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.commands.options import add_factor_option, add_time_option, count_type
-from ftenv.steps import watch
+from ftenv.steps import launcher_entry
+from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT
-from ftenv.steps.watcher import PREFIX
+from ftenv.steps.watch_command import PROG, WatchOptions
 
 
 def add_parser(sub) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub) -> None:
             f"{PREFIX} with the step's batch shape, the attention settings, the cause and the fix. "
             f"{variables.WATCH}=0 in the image's fine-tune entry turns it off. See docs/watchdog.md."
         ),
-        usage="ftenv watch [OPTIONS] -- COMMAND [ARGS...]",
+        usage=f"{PROG} [OPTIONS] -- COMMAND [ARGS...]",
     )
     add_factor_option(p, "the running median")
     p.add_argument(
@@ -58,7 +59,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = watch.WatchOptions(
+    options = WatchOptions(
         cmd=tuple(args.cmd),
         factor=args.factor,
         warmup=args.warmup,
@@ -69,4 +70,4 @@ def run(args: argparse.Namespace) -> int:
         time=args.time,
         output_dir=args.output_dir,
     )
-    return watch.run(options)
+    return launcher_entry.run(options)

@@ -19,7 +19,7 @@ FFPROBE_TIMEOUT_S = 30
 
 
 @dataclass(frozen=True)
-class Probe:
+class AudioDuration:
     """seconds is None when the file is unusable; problem then says why (one sentence)."""
 
     seconds: float | None
@@ -31,7 +31,7 @@ class Probe:
 _PLAIN_WAV = (1, 3, 0xFFFE)
 
 
-def _plain_wav(head: bytes, size: int) -> Probe | None:
+def _plain_wav(head: bytes, size: int) -> AudioDuration | None:
     """A RIFF/WAVE file of plain samples read from its header alone (no decoder needed: its samples
     are the bytes), or None for anything else (then libsndfile reads it). A data chunk that
     declares more bytes than the file holds is a copy cut short."""
@@ -47,59 +47,59 @@ def _plain_wav(head: bytes, size: int) -> Probe | None:
                 return None
             _tag, channels, rate, _bps, align = fmt
             if not channels or not rate or not align:
-                return Probe(None, "the WAV header gives no channels, sample rate or block size")
+                return AudioDuration(None, "the WAV header gives no channels, sample rate or block size")
             missing = at + 8 + length - size
             if missing > 0:
-                return Probe(
+                return AudioDuration(
                     None,
                     f"truncated: the WAV header declares {missing} more bytes of audio than the file holds "
                     "(an interrupted copy?)",
                     "header",
                 )
-            return Probe(length // align / rate, None, "header")
+            return AudioDuration(length // align / rate, None, "header")
         at += 8 + length + (length & 1)
     return None
 
 
-def _ffprobe(path: str) -> Probe:
+def _ffprobe(path: str) -> AudioDuration:
     tool = shutil.which("ffprobe")
     if tool is None:
-        return Probe(None, "libsndfile cannot open it and ffmpeg (ffprobe) is not installed", "none")
+        return AudioDuration(None, "libsndfile cannot open it and ffmpeg (ffprobe) is not installed", "none")
     cmd = [tool, "-v", "error", "-show_entries", "format=duration", "-of", "default=nw=1:nk=1", path]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=FFPROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Probe(None, f"ffprobe failed: {exc}", "ffmpeg")
+        return AudioDuration(None, f"ffprobe failed: {exc}", "ffmpeg")
     try:
         seconds = float(out.stdout.strip().splitlines()[0])
     except (IndexError, ValueError):
         why = (out.stderr.strip().splitlines() or ["no duration"])[-1]
-        return Probe(None, f"neither libsndfile nor ffmpeg can decode it ({why})", "ffmpeg")
-    return Probe(seconds, None, "ffmpeg")
+        return AudioDuration(None, f"neither libsndfile nor ffmpeg can decode it ({why})", "ffmpeg")
+    return AudioDuration(seconds, None, "ffmpeg")
 
 
-def probe(path: str) -> Probe:
+def read_duration(path: str) -> AudioDuration:
     """The duration of the audio at `path` (a header read), or why the trainer could not use it."""
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        return Probe(None, "audio file not found")
+        return AudioDuration(None, "audio file not found")
     except OSError as exc:
-        return Probe(None, f"audio file not readable: {exc.strerror}")
+        return AudioDuration(None, f"audio file not readable: {exc.strerror}")
     if not stat.S_ISREG(info.st_mode):
-        return Probe(None, "audio path is not a file")
+        return AudioDuration(None, "audio path is not a file")
     if info.st_size == 0:
-        return Probe(None, "audio file is empty (0 bytes)")
+        return AudioDuration(None, "audio file is empty (0 bytes)")
     try:
         with open(path, "rb") as fh:
             head = fh.read(WAV_HEAD)
     except OSError as exc:
-        return Probe(None, f"audio file not readable: {exc.strerror}")
+        return AudioDuration(None, f"audio file not readable: {exc.strerror}")
     found = _plain_wav(head, info.st_size)
     return found if found is not None else _libsndfile(path)
 
 
-def _libsndfile(path: str) -> Probe:
+def _libsndfile(path: str) -> AudioDuration:
     import soundfile
 
     try:
@@ -109,5 +109,5 @@ def _libsndfile(path: str) -> Probe:
     except (soundfile.LibsndfileError, RuntimeError, OSError):
         return _ffprobe(path)
     if rate <= 0:
-        return Probe(None, "the header gives no sample rate")
-    return Probe(frames / rate)
+        return AudioDuration(None, "the header gives no sample rate")
+    return AudioDuration(frames / rate)

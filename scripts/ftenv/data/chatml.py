@@ -33,6 +33,11 @@ def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
     )
 
 
+def not_json(exc: json.JSONDecodeError) -> str:
+    """What is wrong with a line that is not JSON: FunASR's index logs it and skips the line."""
+    return f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it"
+
+
 def record(
     key: str, audio: str, text: str, speech_length: int, text_length: int, speaker: str | None = None
 ) -> dict:

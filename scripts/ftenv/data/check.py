@@ -21,6 +21,7 @@ from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
 from ftenv.steps import data_loss
 
 TRAIN, VALID = "train", "valid"
+PROG = "ftenv data check"
 REPORT_NAME = "data-check.json"
 #: Findings kept per code in the report (the counts stay exact) and shown per code on the terminal.
 KEEP_PER_CODE = 1000
@@ -307,14 +308,14 @@ def write_report(report: Report, path: Path, extra: dict | None = None) -> None:
     tmp.replace(path)
 
 
-def run_check(
+def check_and_report(
     train: list[Path],
     valid: list[Path],
     rules: LengthRules,
     base: Path,
     report_path: Path | None,
     jobs: int | None = None,
-    prog: str = "ftenv data check",
+    prog: str = PROG,
     read_audio: bool = True,
     stamp: dict | None = None,
 ) -> tuple[bool, Report]:

@@ -93,7 +93,7 @@ def check_line(
     try:
         item = json.loads(text)
     except json.JSONDecodeError as exc:
-        result.problem = (NOT_JSON, f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it")
+        result.problem = (NOT_JSON, chatml.not_json(exc))
         return result
     utt = chatml.parse(item)
     if isinstance(utt, str):
@@ -110,7 +110,7 @@ def check_line(
     result.audio = _absolute(utt.audio, base)
     if not read_audio:
         return result
-    found = audio.probe(result.audio)
+    found = audio.read_duration(result.audio)
     if found.seconds is None:
         misread = manifest_dir and paths.trainer_problem(utt.audio, Path(base), Path(manifest_dir))
         result.problem = result.problem or (

@@ -94,9 +94,9 @@ def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> 
             rejected.append(Rejected(row.source, row.line, row.key, "empty transcript"))
         else:
             usable.append(row)
-    probes = parallel_map(audio.probe, [r.audio for r in usable], jobs, "audio headers")
+    durations = parallel_map(audio.read_duration, [r.audio for r in usable], jobs, "audio headers")
     kept = []
-    for row, found in zip(usable, probes, strict=True):
+    for row, found in zip(usable, durations, strict=True):
         if found.seconds is None:
             rejected.append(Rejected(row.source, row.line, row.key, f"{row.audio}: {found.problem}"))
         else:

@@ -5,12 +5,11 @@ folder can tell what it is and check that it is whole."""
 from __future__ import annotations
 
 import json
-import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv import __version__, variables
+from ftenv import __version__, text, variables
 from ftenv.attention.facts import package_version
 from ftenv.data.check import REPORT_NAME as DATA_CHECK_REPORT
 from ftenv.evaluate.checkpoints import ModelLoadError
@@ -118,14 +117,14 @@ def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
     ]
     if summary.get("normalization"):
         lines += ["", f"Normalization: {summary['normalization']}"]
-    lines += ["", "| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(_value(r, keys)) for _, keys in columns) + " |" for r in rows]
+    cells = [[_cell(_value(r, keys)) for _, keys in columns] for r in rows]
+    lines += ["", *text.markdown_table([h for h, _ in columns], cells)]
     return lines
 
 
 def versions() -> list[str]:
-    image = os.environ.get(variables.IMAGE) or f"not in the image ({variables.IMAGE} unset)"
-    out = [f"- image: {image}", f"- variant: {os.environ.get(variables.VARIANT) or 'unknown'}"]
+    image = variables.read(variables.IMAGE) or f"not in the image ({variables.IMAGE} unset)"
+    out = [f"- image: {image}", f"- variant: {variables.read(variables.VARIANT) or 'unknown'}"]
     out.append(f"- ftenv: {__version__}")
     out += [f"- {name}: {package_version(name) or 'unknown'}" for name in STACK]
     out.append(f"- python: {platform.python_version()}")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.evaluate import checkpoints
 from ftenv.evaluate.checkpoints import ModelLoadError
 
@@ -139,8 +140,7 @@ def build(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
     from ftenv.train.quiet_import import quiet_funasr_import
     from ftenv.train.recipe import OFFLINE_ENV
 
-    for name, value in OFFLINE_ENV.items():
-        os.environ.setdefault(name, value)
+    variables.export(OFFLINE_ENV, keep_set=True)
     model_dir = Path(model_dir)
     conf = read_config(model_dir)
     device = pick_device(device)

@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.evaluate import card, checkpoints
 from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.evaluate.model_files import (
@@ -165,7 +166,7 @@ def export(options: ExportOptions) -> Exported:
     import torch
     import yaml
 
-    os.environ.update(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
+    variables.export(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
     check_out_folder(options)
     checkpoint = checkpoints.export_choice(options.source).resolve()
     base = base_folder(options, checkpoint)

@@ -94,11 +94,11 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
     out, unusable = [], []
     for number, key, utt in found:
         where = utt.audio if os.path.isabs(utt.audio) else str(base / utt.audio)
-        probe = audio.probe(where)
-        if probe.seconds is None:
-            unusable.append(f"line {number}: {where}: {probe.problem}")
+        duration = audio.read_duration(where)
+        if duration.seconds is None:
+            unusable.append(f"line {number}: {where}: {duration.problem}")
             continue
-        out.append(TestUtterance(key, where, utt.text, probe.seconds))
+        out.append(TestUtterance(key, where, utt.text, duration.seconds))
     if unusable:
         raise TestSetError(
             f"{path}: {len(unusable)} audio file(s) not usable: {_some(unusable)}; relative paths are read "

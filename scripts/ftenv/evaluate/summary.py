@@ -17,6 +17,11 @@ from ftenv.evaluate.transcripts import written_whole
 SUMMARY_MD = "summary.md"
 SUMMARY_JSON = "summary.json"
 #: What the error rate counts, said once for the table and the JSON.
+#: summary.md's columns: the label, then the numbers (aligned right), then the model's path.
+COLUMNS = (
+    "model", "error rate %", "vs base (points)", "sub", "del", "ins", "reference tokens", "utterances",
+    "hours", "decode s", "RTF", "path",
+)  # fmt: skip
 METRIC = "mixed error rate: (S + D + I) / reference tokens; a token is a CJK character or a Latin-script word"
 
 
@@ -106,13 +111,11 @@ def render_markdown(rows: Sequence[ModelRow], rules: Normalization) -> str:
         "",
         f"Metric: {METRIC}.",
         "",
-        "| model | error rate % | vs base (points) | sub | del | ins | reference tokens | utterances "
-        "| hours | decode s | RTF | path |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
+    cells = []
     for row in order:
         label = f"{row.label} (base)" if row.base else row.label
-        cells = (
+        cells.append((
             label,
             _percent(row.error_rate),
             _versus_base(row, base),
@@ -125,8 +128,8 @@ def render_markdown(rows: Sequence[ModelRow], rules: Normalization) -> str:
             text.number(row.decode_seconds, 1),
             text.number(row.real_time_factor, 4),
             f"`{row.path}`",
-        )
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        ))  # fmt: skip
+    lines += text.markdown_table(COLUMNS, cells, right=range(1, len(COLUMNS) - 1))
     for row in order:
         if row.missing:
             lines.append(

@@ -27,7 +27,7 @@ class TranscribeOptions:
 
 def run(options: TranscribeOptions) -> int:
     """Prints `AUDIO<TAB>transcript` per file, in the order given."""
-    unusable = [f"{a}: {p.problem}" for a in options.audio if (p := audio.probe(a)).seconds is None]
+    unusable = [f"{a}: {p.problem}" for a in options.audio if (p := audio.read_duration(a)).seconds is None]
     if unusable:
         print(f"{PROG}: {'; '.join(unusable)}; exit {UNUSABLE}", file=sys.stderr)
         return UNUSABLE

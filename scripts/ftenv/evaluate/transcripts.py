@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ftenv.data.rows import split_pair
-from ftenv.train.runlife.record import temp_name
+from ftenv.trainer.runlife.record import temp_name
 
 _ONE_LINE = str.maketrans("\t\r\n", "   ")
 

@@ -12,23 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import resource
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.attention.facts import package_version
 
 #: Where the kernel lists RDMA devices: <dev>/ports/<n>/{state,link_layer}.
 SYSFS_ROOT = Path("/sys/class/infiniband")
 VERBS_LIBRARY = "libibverbs.so.1"
 #: NCCL's own variables that steer which network it picks (NCCL's environment-variable docs).
-NET = "NCCL_NET"
-NET_PLUGIN = "NCCL_NET_PLUGIN"
-IB_DISABLE = "NCCL_IB_DISABLE"
-IB_HCA = "NCCL_IB_HCA"
-SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+NET = variables.NCCL_NET
+NET_PLUGIN = variables.NCCL_NET_PLUGIN
+IB_DISABLE = variables.NCCL_IB_DISABLE
+IB_HCA = variables.NCCL_IB_HCA
+SOCKET_IFNAME = variables.NCCL_SOCKET_IFNAME
 STEERING = (NET, NET_PLUGIN, IB_DISABLE, IB_HCA, SOCKET_IFNAME)
 #: The NCCL wheels torch depends on (CUDA 13, CUDA 12), read when torch cannot say.
 NCCL_PACKAGES = ("nvidia-nccl-cu13", "nvidia-nccl-cu12")
@@ -133,14 +133,13 @@ def collect(
     verbs: tuple[bool, str | None] | None = None,
 ) -> NetworkFacts:
     """Read the network facts; nodes and launcher come from the caller (see the module's docstring)."""
-    env = os.environ if environ is None else environ
     loads, error = verbs if verbs is not None else verbs_loads()
     return NetworkFacts(
         ports=read_ports(root),
         verbs_loads=loads,
         verbs_error=error,
         nccl_version=nccl_version(),
-        settings={name: env[name] for name in STEERING if name in env},
+        settings={name: value for name in STEERING if (value := variables.given(name, environ)) is not None},
         memlock_bytes=_memlock(),
         nodes=nodes,
         launcher=launcher,

@@ -6,7 +6,6 @@ and never fail.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
 from ftenv import text, variables
@@ -112,7 +111,7 @@ def build_line(environ) -> str | None:
     build's immutable `<stack>-<commit>` tag, from the commit the image sets. The digest itself is
     not visible from inside a container (it is a hash over the image's own config), nor passed in by
     enroot, Apptainer or Kubernetes; the line says where to read it."""
-    ref, rev = environ.get(variables.IMAGE), environ.get(variables.IMAGE_REVISION)
+    ref, rev = variables.read(variables.IMAGE, environ), variables.read(variables.IMAGE_REVISION, environ)
     if not ref or rev is None:
         return None
     where = (
@@ -140,9 +139,9 @@ def render_text(
         f"funasr {f.funasr_version or 'absent'}",
         f"driver  {driver}",
     ]
-    if standin := os.environ.get(variables.STANDIN_BASE):
+    if standin := variables.read(variables.STANDIN_BASE):
         lines.insert(1, f"base    built on a stand-in base ({standin}): for tests, not for training")
-    if build := build_line(os.environ):
+    if build := build_line(None):
         lines.insert(1, build)
     for g in f.gpus:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")

@@ -16,15 +16,15 @@ class ReportOptions:
 
     json: bool = False
     stdout: bool = False  # the text block to stdout, not stderr
-    gpu_probe: bool = True  # the tiny SDPA call on the GPU
+    sdpa_call: bool = True  # the tiny SDPA call on the GPU (--no-gpu-probe: False)
 
 
 def run(
     options: ReportOptions, compile_line: str, nodes: int | None = None, launcher: str | None = None
 ) -> int:
-    """Print the report; `compile_line` is the faster-training line (ftenv.train.compile_setting),
+    """Print the report; `compile_line` is the faster-training line (ftenv.trainer.compile_setting),
     `nodes` and `launcher` where the job runs (ftenv.train.cluster_env; None: unknown)."""
-    f = facts.collect(live=options.gpu_probe)
+    f = facts.collect(live=options.sdpa_call)
     a = assess(f)
     net = network.collect(nodes, launcher)
     if options.json:

@@ -5,28 +5,30 @@ selfcheck`. A failing or hanging report never stops the command.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Mapping
 
 from ftenv import variables
 
-DEFAULT_TIMEOUT_S = 60
+DEFAULT_TIMEOUT_S = float(variables.default(variables.REPORT_TIMEOUT))
 #: Set per task by Slurm, torchrun and enroot's PyTorch hook: only local rank 0 of a node prints.
 LOCAL_RANK_VARS = (variables.LOCAL_RANK, variables.SLURM_LOCALID)
 
 
 def wanted(environ: Mapping[str, str]) -> bool:
     """Whether this process should print the report: not skipped, not shown yet, local rank 0."""
-    if environ.get(variables.REPORT, "1") == "0" or environ.get(variables.REPORT_SHOWN) == "1":
+    if (
+        variables.read(variables.REPORT, environ) == "0"
+        or variables.read(variables.REPORT_SHOWN, environ) == "1"
+    ):
         return False
-    return all(environ.get(name, "0").strip() in ("0", "") for name in LOCAL_RANK_VARS)
+    return all((variables.given(name, environ) or "").strip() in ("0", "") for name in LOCAL_RANK_VARS)
 
 
 def _timeout(environ: Mapping[str, str]) -> float:
     try:
-        return max(1.0, float(environ.get(variables.REPORT_TIMEOUT, DEFAULT_TIMEOUT_S)))
+        return max(1.0, variables.read_float(variables.REPORT_TIMEOUT, environ))
     except ValueError:
         return DEFAULT_TIMEOUT_S
 
@@ -73,7 +75,7 @@ def show_once(
     in a process of its own with a time limit, so that a long-lived launcher holds no CUDA context;
     a command that uses the GPU anyway passes `compile_line` (and `nodes`: how many, which launcher)
     to render it here."""
-    env = os.environ if environ is None else environ
+    env = variables.environment() if environ is None else environ
     if not wanted(env):
         return False
     text, failure = _subprocess(env) if compile_line is None else _in_process(compile_line, nodes)

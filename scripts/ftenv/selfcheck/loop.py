@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.schedule import ScheduledStep, shape_schedule
 from ftenv.steps.step import Step
@@ -49,7 +49,7 @@ class Prepared:
 def prepare(tiny: Path, device: str, n_new: int, recur: int, seed: int, dtype: str = "bf16") -> Prepared:
     """Load the model with FunASR's AutoModel and collate the scheduled batches with FunASR's dataset."""
     t0 = time.perf_counter()
-    os.environ.update(tinymodel.OFFLINE_ENV)
+    variables.export(tinymodel.OFFLINE_ENV)
     tables = tinymodel.quiet_funasr_import()
     from funasr import AutoModel
 

@@ -11,18 +11,12 @@ import statistics
 import time
 from pathlib import Path
 
-from ftenv.selfcheck.base import (
-    Measured,
-    SelfcheckOptions,
-    environment,
-    llm_dtype,
-    pick_device,
-    thresholds_from,
-    tiny_dir,
-)
 from ftenv.selfcheck.loop import prepare, timed_steps, train
+from ftenv.selfcheck.measured import Measured
+from ftenv.selfcheck.options import SelfcheckOptions, llm_dtype, thresholds_from
+from ftenv.selfcheck.runs_on import environment, pick_device, tiny_dir
 from ftenv.steps import fixes
-from ftenv.train.fastpath import compiled_decoder
+from ftenv.trainer.fastpath import compiled_decoder
 
 #: Recompiles allowed after the first compile, over the new shapes of the schedule.
 MAX_RECOMPILES = 2

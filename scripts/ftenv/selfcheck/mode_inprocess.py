@@ -6,16 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ftenv.selfcheck.base import (
-    Measured,
-    SelfcheckOptions,
-    environment,
-    llm_dtype,
-    pick_device,
-    thresholds_from,
-    tiny_dir,
-)
 from ftenv.selfcheck.loop import prepare, timed_steps, train
+from ftenv.selfcheck.measured import Measured
+from ftenv.selfcheck.options import SelfcheckOptions, llm_dtype, thresholds_from
+from ftenv.selfcheck.runs_on import environment, pick_device, tiny_dir
 
 
 def run_inprocess(options: SelfcheckOptions, workdir: Path) -> Measured:
@@ -24,7 +18,7 @@ def run_inprocess(options: SelfcheckOptions, workdir: Path) -> Measured:
     device = pick_device(options.device)
     undo = None
     if options.inject_stall:
-        from ftenv.train import stall
+        from ftenv.trainer import stall
 
         undo = stall.install(options.inject_stall)
     try:

@@ -1,6 +1,7 @@
-"""`ftenv selfcheck --recipe`: the real `funasr-train-ds` through torchrun on the tiny model, with the
-recipe's overrides and 2 epochs (the first has every shape new, the second repeats every batch), its
-step lines read and judged like the in-process check, so that the whole trainer path is checked.
+"""`ftenv selfcheck --recipe`: the real `funasr-train-ds` through torchrun and the trainer entry every
+`ftenv finetune` runs, on the tiny model, with the recipe's overrides and 2 epochs (the first has
+every shape new, the second repeats every batch), its step lines read and judged like the
+in-process check, so that the fine-tune's own trainer path is checked.
 """
 
 from __future__ import annotations
@@ -15,18 +16,14 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.selfcheck import tinymodel
-from ftenv.selfcheck.base import (
-    Measured,
-    SelfcheckOptions,
-    environment,
-    pick_device,
-    thresholds_from,
-    tiny_dir,
-)
+from ftenv.selfcheck.measured import Measured
+from ftenv.selfcheck.options import SelfcheckOptions, thresholds_from
+from ftenv.selfcheck.runs_on import environment, pick_device, tiny_dir
 from ftenv.steps import funasr_log
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
+from ftenv.trainer import ENTRY_MODULE
+from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900
@@ -50,11 +47,12 @@ def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) ->
         "++{}={}".format(*hydra_run_dir(out)),  # the launcher's rule: Hydra writes under out
     ]
     if device == "cpu":
-        mine += CPU_OVERRIDES  # fp32 LLM on a CPU: see base.llm_dtype
+        mine += CPU_OVERRIDES  # fp32 LLM on a CPU: see options.llm_dtype
     return merge_overrides(RECIPE_DEFAULTS, mine)
 
 
-def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_entry: bool) -> list[str]:
+def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) -> list[str]:
+    """torchrun on one process with `ftenv finetune`'s trainer entry, on a CPU or a GPU alike."""
     torchrun = shutil.which("torchrun")
     launcher = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
     launcher += [
@@ -64,14 +62,7 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, use_
         "--master_addr=127.0.0.1",
         f"--master_port={_free_port()}",
     ]
-    if use_entry:
-        program = ["-m", "ftenv.train.funasr_entry"]
-    else:
-        script = shutil.which("funasr-train-ds")
-        if not script:
-            raise FileNotFoundError("funasr-train-ds is not on PATH")
-        program = [script]
-    return [*launcher, *program, *overrides(tiny, out, device, epochs)]
+    return [*launcher, "-m", ENTRY_MODULE, *overrides(tiny, out, device, epochs)]
 
 
 def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
@@ -80,17 +71,17 @@ def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
     device = pick_device(options.device)
     out = workdir / "recipe"
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env.update(tinymodel.OFFLINE_ENV)
+    env = variables.environment(tinymodel.OFFLINE_ENV)
     # The child must import this same ftenv (an editable or a source checkout included).
     here = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
-    use_entry = device == "cpu" or bool(options.inject_stall)
+    env[variables.PYTHONPATH] = os.pathsep.join(
+        p for p in (here, variables.read(variables.PYTHONPATH, env)) if p
+    )
     if device == "cpu":
         env[variables.FUNASR_CPU_SHIM] = "1"
     if options.inject_stall:
         env[variables.TEST_SDPA_STALL_S] = str(options.inject_stall)
-    cmd = command(tiny, out, device, options.recipe_epochs, use_entry)
+    cmd = command(tiny, out, device, options.recipe_epochs)
     log = out / "train.log"
     t0 = time.perf_counter()
     with open(log, "wb") as fh:

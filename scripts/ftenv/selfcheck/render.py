@@ -20,7 +20,7 @@ def render(result: dict) -> str:
         where = f"{env['gpu']} ({env['sm']})"
     cudnn = env.get("cudnn")
     cudnn_txt = cudnn_name(cudnn) if cudnn else "n/a"
-    raw = env.get(variables.SDPA_DEPRIORITIZED)
+    raw = variables.given(variables.SDPA_DEPRIORITIZED, env)
     lines = [
         f"== ftenv selfcheck ({result['mode']}): Fun-ASR-Nano fine-tune steps on {where} ==",
         f"stack     torch {env['torch']}, cuDNN {cudnn_txt}, "

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.outcome import EXIT, UNUSABLE
 from ftenv.report import startup
 from ftenv.selfcheck import mode_compile, mode_inprocess, mode_recipe, render
-from ftenv.selfcheck.base import SelfcheckOptions
+from ftenv.selfcheck.options import SelfcheckOptions
 from ftenv.selfcheck.verdict import verdict_of
-from ftenv.train import cache_dirs, compile_setting, node_count
+from ftenv.train import cache_dirs, node_count
+from ftenv.trainer import compile_setting
 
 
 def run(options: SelfcheckOptions) -> int:
@@ -28,7 +29,7 @@ def run(options: SelfcheckOptions) -> int:
     startup.show_once(
         "ftenv selfcheck",
         compile_line=compile_setting.report_line(),
-        nodes=node_count.node_count(os.environ),
+        nodes=node_count.node_count(variables.environment()),
     )
     if not options.compile and (options.force_recompiles or options.loss_rtol is not None):
         print("ftenv selfcheck: --force-recompiles and --loss-rtol need --compile", file=sys.stderr)

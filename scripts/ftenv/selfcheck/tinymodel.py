@@ -10,6 +10,7 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
 
 # Its home is the train wing (the eval imports it too); callers here use tinymodel.quiet_funasr_import.
@@ -231,7 +232,7 @@ def _write_wavs_and_jsonl(p: TinyPaths, tokenizer, rng: random.Random, n_train: 
 
 def build(out_dir: str | os.PathLike, *, seed: int = 0, n_train: int = 48, n_val: int = 4) -> TinyPaths:
     """Write the tiny model and data into out_dir (created; existing files are overwritten)."""
-    os.environ.update(OFFLINE_ENV)
+    variables.export(OFFLINE_ENV)
     p = paths(out_dir)
     p.root.mkdir(parents=True, exist_ok=True)
     p.llm_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ftenv import outcome, variables
 from ftenv.attention.sdpa import FIX, interpret_deprioritized
-from ftenv.selfcheck.base import Measured
+from ftenv.selfcheck.measured import Measured
 from ftenv.steps import stats
 from ftenv.steps.step import mark_new_shapes
 
@@ -20,7 +20,7 @@ def verdict_of(measured: Measured) -> dict:
         m.steps,
         t,
         deprioritized=interpret_deprioritized(
-            m.extra.get("environment", {}).get(variables.SDPA_DEPRIORITIZED)
+            variables.given(variables.SDPA_DEPRIORITIZED, m.extra.get("environment", {}))
         ),
     )
     result = {

@@ -5,7 +5,6 @@ under the same tag.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -14,21 +13,28 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from ftenv import outcome, variables
 from ftenv.stack.versions import cudnn_int, major_minor, public
+
+#: Each part of the stack and the variable of the image build that declares its version.
+DECLARED = {
+    "torch": variables.PYTORCH_VERSION,
+    "torchaudio": variables.TORCHAUDIO_VERSION,
+    "cuda": variables.CUDA_VERSION,
+    "cudnn_package": variables.CUDNN_PACKAGE,
+    "cudnn": variables.CUDNN_VERSION,
+    "transformers": variables.TRANSFORMERS_VERSION,
+    "funasr": variables.FUNASR_VERSION,
+    "modelscope": variables.MODELSCOPE_VERSION,
+}
 
 
 def _expected_from_env() -> dict[str, str]:
-    env = os.environ
-    return {
-        "torch": env["PYTORCH_VERSION"],
-        "torchaudio": env["TORCHAUDIO_VERSION"],
-        "cuda": env["CUDA_VERSION"],
-        "cudnn_package": env["CUDNN_PACKAGE"],
-        "cudnn": env["CUDNN_VERSION"],
-        "transformers": env["TRANSFORMERS_VERSION"],
-        "funasr": env["FUNASR_VERSION"],
-        "modelscope": env["MODELSCOPE_VERSION"],
-    }
+    """The declared versions; KeyError names the first variable that is not set."""
+    expected = {part: variables.read(name) for part, name in DECLARED.items()}
+    if missing := next((DECLARED[part] for part, value in expected.items() if value is None), None):
+        raise KeyError(missing)
+    return expected
 
 
 def mismatches(expected: dict[str, str]) -> list[str]:
@@ -89,7 +95,9 @@ def compile_problems(timeout_s: float = 600) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="ftenv-buildcheck-") as tmp:
         # TMPDIR too: Inductor keeps its precompiled headers (~120 MB) under the temp dir, not the
         # cache dir, and none of it may stay in the image.
-        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "inductor"), TMPDIR=tmp)
+        env = variables.environment(
+            {variables.TORCHINDUCTOR_CACHE_DIR: str(Path(tmp) / "inductor"), variables.TMPDIR: tmp}
+        )
         try:
             proc = subprocess.run(
                 [sys.executable, "-c", _INDUCTOR_CPU_SNIPPET],
@@ -104,7 +112,7 @@ def compile_problems(timeout_s: float = 600) -> list[str]:
                 problems.append(f"torch.compile on the CPU (Inductor, C++ compiler) failed: {why}")
         except subprocess.TimeoutExpired:
             problems.append(f"torch.compile on the CPU did not finish in {timeout_s:g} s")
-        cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+        cc = variables.read(variables.CC) or shutil.which("gcc") or shutil.which("clang")
         scheme = sysconfig.get_default_scheme()  # as Triton's build picks it (Debian's posix_local)
         include = sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
         src = Path(tmp) / "launcher.c"
@@ -131,12 +139,12 @@ def run() -> int:
         print(
             f"ftenv buildcheck: {exc.args[0]} is not set; run it inside an ftenv image build", file=sys.stderr
         )
-        return 2
+        return outcome.UNUSABLE
     for line in problems:
         print(f"ftenv buildcheck: MISMATCH {line}", file=sys.stderr)
     if problems:
         print("ftenv buildcheck: FAILED: fix versions.toml or run `make lock`, then rebuild", file=sys.stderr)
-        return 1
+        return outcome.EXIT[outcome.FAIL]
     print("ftenv buildcheck: installed stack matches versions.toml", file=sys.stderr)
     compile_issues = compile_problems()
     for line in compile_issues:
@@ -147,7 +155,7 @@ def run() -> int:
             "libpython3-dev in the image's apt line",
             file=sys.stderr,
         )
-        return 1
+        return outcome.EXIT[outcome.FAIL]
     print(
         "ftenv buildcheck: torch.compile works (Inductor C++ on CPU; C compiler, Python.h)", file=sys.stderr
     )

@@ -8,7 +8,6 @@ it for `make run`).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -142,7 +141,7 @@ def cuda_name(version: int) -> str:
 
 def default_path() -> Path:
     """The versions file: $FTENV_VERSIONS_FILE, else the checkout's, else the image's copy."""
-    if env := os.environ.get(variables.VERSIONS_FILE):
+    if env := variables.read(variables.VERSIONS_FILE):
         return Path(env)
     checkout = Path(__file__).resolve().parents[3] / "versions.toml"
     return checkout if checkout.is_file() else IMAGE_VERSIONS_FILE

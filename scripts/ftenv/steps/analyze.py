@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ftenv import outcome, text
 from ftenv.steps import apart, funasr_log, stats
 from ftenv.steps.detector import cause_of
-from ftenv.steps.log_context import Context, closing_lines, read_context
+from ftenv.steps.log_context import LogContext, closing_lines, read_context
 from ftenv.steps.stats import Summary
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_new_shapes, waits_text
 from ftenv.steps.thresholds import SLOW_FACTOR, Thresholds
@@ -95,7 +95,11 @@ def correlation(s: Summary) -> list[str]:
 
 
 def render_text(
-    scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], options: AnalyzeOptions, ctx: Context
+    scan: funasr_log.LogScan,
+    s: Summary,
+    per_rank: dict[int, Summary],
+    options: AnalyzeOptions,
+    ctx: LogContext,
 ) -> str:
     out = []
     ranks = sorted(per_rank)
@@ -146,7 +150,7 @@ def render_text(
 
 
 def to_json(
-    scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], bins: int, ctx: Context
+    scan: funasr_log.LogScan, s: Summary, per_rank: dict[int, Summary], bins: int, ctx: LogContext
 ) -> str:
     return json.dumps(
         {

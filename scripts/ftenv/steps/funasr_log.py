@@ -22,6 +22,9 @@ _PHASE_KEYS = [(name, b"'" + name.encode() + b"': '") for name in (*PHASES, "tot
 #: Longest line kept for parsing; longer ones pass through the watchdog but are not parsed
 #: (a FunASR step line is about 1 kB).
 MAX_LINE = 1 << 16
+#: Dynamo's line when a new shape breaks a compiled graph's guards (ftenv finetune --compile turns
+#: its recompile log on): a slow new-shape step after it is put down to recompiling, not to cuDNN.
+RECOMPILE_MARK = b"Recompiling function"
 
 
 def _field(line: bytes, key: bytes, end: bytes) -> bytes | None:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.attention.live import process_tree
+from ftenv.attention.process_settings import process_tree
 
 PY_SPY = "py-spy"
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -94,7 +94,7 @@ def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
     if scope >= 3:
         return f"ptrace is disabled on this host ({yama} = {scope})"
     # Scope 1 lets a process name its ptracer: the trainer entry names the watchdog it runs under.
-    named = scope == 1 and _environ(pid).get(variables.WATCH_PID) == str(os.getpid())
+    named = scope == 1 and variables.given(variables.WATCH_PID, _environ(pid)) == str(os.getpid())
     if scope in (1, 2) and not cap and not named:
         why = "" if scope == 2 else " or a trainer started under this watchdog (ftenv finetune)"
         return f"{yama} = {scope} allows it only with CAP_SYS_PTRACE{why}: {CAP_FIX}"
@@ -108,7 +108,7 @@ def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
 
 
 def _rank_of(pid: int) -> str | None:
-    return _environ(pid).get("RANK")
+    return variables.given(variables.RANK, _environ(pid))
 
 
 def _cmdline(pid: int) -> str:
@@ -138,7 +138,7 @@ def _self_dumps(processes: list[tuple[int, str | None]]) -> dict[int, str]:
     its own dump; what each appended to its file, by pid."""
     asked: dict[int, tuple[Path, int]] = {}
     for pid, rank in processes:
-        folder = _environ(pid).get(variables.WATCH_STACKS_DIR)
+        folder = variables.given(variables.WATCH_STACKS_DIR, _environ(pid))
         if not folder:
             continue
         path = stack_file(Path(folder), rank, pid)
@@ -239,15 +239,15 @@ def write_hung_record(folder: Path, silence_s: float, stacks: str | None) -> str
     return f"hang recorded in {path}"
 
 
-def stop_command(proc: subprocess.Popen, grace_s: float) -> int:
+def stop_command(proc: subprocess.Popen, kill_after_s: float) -> int:
     """Stop the command: SIGTERM to its process group (torchrun forwards it to its workers), wait
-    up to grace_s, then SIGKILL to the group and to every process of its tree (torchrun starts
+    up to kill_after_s, then SIGKILL to the group and to every process of its tree (torchrun starts
     its workers in sessions of their own, out of the group's reach); returns the command's exit
     status as Popen gives it."""
     tree = process_tree(proc.pid)[1:]  # taken now: once torchrun is gone its workers are orphans
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
+    deadline = time.monotonic() + kill_after_s
     while proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError, PermissionError):

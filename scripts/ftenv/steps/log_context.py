@@ -15,7 +15,7 @@ from ftenv.steps.step import Step
 
 
 @dataclass
-class Context:
+class LogContext:
     """What the log says besides the steps: its start-up report, the exception it ends with, and
     the network NCCL chose (ftenv.steps.nccl_net)."""
 
@@ -64,7 +64,7 @@ class Context:
         return f"start-up report in the log: {self.report.line()}"
 
 
-def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, Context]:
+def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, LogContext]:
     """Scan the logs for steps, the start-up report (ftenv.report.logged) and tracebacks
     (ftenv.steps.crash)."""
     reader, tracebacks, seen, network = ReportReader(), crash.Tracebacks(), [0], NcclNetwork()
@@ -84,11 +84,13 @@ def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, Conte
     scan = funasr_log.scan_files(paths, time=time, on_line=on_line)
     # A stop followed by steps was resumed (a requeued job appends to the same log): not the end.
     stop = stops[-1][1] if stops and stops[-1][0] == seen[0] else None
-    context = Context(reader.latest, tracebacks.crash(seen[0]), tracebacks.count, network=network, stop=stop)
+    context = LogContext(
+        reader.latest, tracebacks.crash(seen[0]), tracebacks.count, network=network, stop=stop
+    )
     return scan, context
 
 
-def closing_lines(s: Summary, ctx: Context, steps: list[Step]) -> list[str]:
+def closing_lines(s: Summary, ctx: LogContext, steps: list[Step]) -> list[str]:
     """The verdict and the fix; after a crash, the failure first and the verdict labelled as what
     it is (never a bare `verdict: PASS` under a traceback); after a saved stop, the stop first
     (never a failure)."""

@@ -4,18 +4,16 @@ both say the same.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ftenv import text, variables
 from ftenv.attention import sdpa
-from ftenv.attention.live import AttentionSettings
+from ftenv.attention.process_settings import AttentionSettings
 from ftenv.steps import fixes
 from ftenv.steps.detector import SlowEvent
+from ftenv.steps.line_mark import INDENT, PREFIX
 from ftenv.steps.step import DATA, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, waits_text
 
-PREFIX = "[ftenv-watch]"
-INDENT = f"{PREFIX}   "
 _PHASE_NAMES = {
     "data_load": "data",
     "forward_time": "forward",
@@ -50,7 +48,7 @@ def phases_text(step: Step) -> str:
 def _per_shape(event: SlowEvent, settings: AttentionSettings | None, lead: str, label: str) -> Explanation:
     """A new shape (this rank's, or another rank's that this one waited for)."""
     fix_var = fixes.SET_FIX
-    if os.environ.get(variables.IMAGE) and settings is not None and not settings.deprioritized.deprioritizes:
+    if variables.read(variables.IMAGE) and settings is not None and not settings.deprioritized.deprioritizes:
         fix_var += " (this image sets it to 1: something overrode it)"
     plan = f"{sdpa.PLAN_BUILD_TEXT} ({sdpa.COST_TEXT})"
     first = settings.cudnn_first if settings is not None else None

@@ -6,7 +6,6 @@ the clock is passed in.
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from collections import deque
 from collections.abc import Mapping
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 
 from ftenv import text, variables
 from ftenv.outcome import HUNG
-from ftenv.steps.messages import PREFIX
+from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.step import CHECKPOINT, EPOCH, VALIDATION
 from ftenv.steps.thresholds import HANG_LIMIT_S, SILENCE_FACTOR, SILENCE_MIN_S
 
@@ -48,7 +47,7 @@ class SilenceLimits:
         return self.factor > 0
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> SilenceLimits:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> SilenceLimits:
         """The limits the environment sets; a value that is not a number of 0 or more (the factor:
         0, or more than 1) is an error that names the setting and the fix."""
         values = {}
@@ -57,7 +56,7 @@ class SilenceLimits:
             (variables.WATCH_SILENCE_MIN_S, "min_s", SILENCE_MIN_S),
             (variables.WATCH_HANG_LIMIT_S, "hang_limit_s", HANG_LIMIT_S),
         ):
-            raw = environ.get(name, "").strip()
+            raw = (variables.given(name, environ) or "").strip()
             try:
                 value = float(raw) if raw else default
             except ValueError:
@@ -66,7 +65,9 @@ class SilenceLimits:
                 need = (
                     "0 (off) or a number above 1" if field == "factor" else "a number of seconds, 0 or more"
                 )
-                raise ValueError(f"{text.assignment(name, environ.get(name))} is not understood: set {need}")
+                raise ValueError(
+                    f"{text.assignment(name, variables.given(name, environ))} is not understood: set {need}"
+                )
             values[field] = value
         return cls(**values)
 
@@ -181,12 +182,12 @@ class Silence:
             f"other ranks' and nodes' logs, check `nvidia-smi` and the data's filesystem; {end}"
         )
 
-    def hang_line(self, now: float, grace_s: float) -> str:
+    def hang_line(self, now: float, kill_after_s: float) -> str:
         return (
             f"{PREFIX} HANG: no trainer line for {_secs(self.silence(now))}, the hard limit "
             f"({variables.WATCH_HANG_LIMIT_S}={self.limits.hang_limit_s:g}): stopping the command "
             "(SIGTERM to its process "
-            f"group, SIGKILL after {grace_s:g} s); exit {HUNG} so that the scheduler can retry the job"
+            f"group, SIGKILL after {kill_after_s:g} s); exit {HUNG} so that the scheduler can retry the job"
         )
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ftenv import variables
+
 #: A step is slow when it takes at least this many times the baseline (watch, analyze, timer).
 SLOW_FACTOR = 3.0
 #: Live detection: steps per rank before any is judged, slow steps of one cause printed before
@@ -24,11 +26,12 @@ DDP_BACKWARD_SHARE = 0.8
 #: FTENV_WATCH_HANG_LIMIT_S): the alarm comes after SILENCE_FACTOR x the longest gap between two
 #: trainer lines the run has shown (a step, a validation round, a checkpoint save, an epoch's
 #: start), and never before SILENCE_MIN_S; after HANG_LIMIT_S without a line (and never before the
-#: alarm) the watchdog stops the command and exits HUNG. STOP_GRACE_S: SIGTERM to SIGKILL.
-SILENCE_FACTOR = 5.0
-SILENCE_MIN_S = 300.0
-HANG_LIMIT_S = 1800.0
-STOP_GRACE_S = 30.0
+#: alarm) the watchdog stops the command and exits HUNG, HANG_KILL_AFTER_S after its SIGTERM
+#: with SIGKILL (not torchrun's grace for its workers, variables.STOP_GRACE_S).
+SILENCE_FACTOR = float(variables.default(variables.WATCH_SILENCE_FACTOR))
+SILENCE_MIN_S = float(variables.default(variables.WATCH_SILENCE_MIN_S))
+HANG_LIMIT_S = float(variables.default(variables.WATCH_HANG_LIMIT_S))
+HANG_KILL_AFTER_S = 30.0
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,13 @@ waits for the GPU (usage: docs/watchdog.md).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import TextIO
 
-from ftenv.attention import live
-from ftenv.steps import stats, watcher
+from ftenv import variables
+from ftenv.attention import process_settings
+from ftenv.steps import slow_step_lines, stats
 from ftenv.steps.step import Step
 from ftenv.steps.thresholds import LIVE_WARMUP, SLOW_FACTOR
 
@@ -24,10 +24,10 @@ class StepTimer:
         stream: TextIO | None = None,
         clock=time.perf_counter,
     ):
-        self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
+        self.rank = variables.read_int(variables.RANK) if rank is None else rank
         self.stream, self.clock = stream, clock
-        self.watcher = watcher.Watcher(
-            factor=factor, warmup=warmup, settings=lambda: live.read_live_settings(None)
+        self.slow_lines = slow_step_lines.SlowStepLines(
+            factor=factor, warmup=warmup, settings=lambda: process_settings.read_process_settings(None)
         )
         self._last = clock()
         self._index = 0
@@ -45,16 +45,16 @@ class StepTimer:
         """One step that took `seconds`; returns (and prints) the watchdog's lines, if any."""
         self._index += 1
         step = Step(self._index, float(seconds), batch, padded_len, self.rank)
-        lines = self.watcher.observe(step)
+        lines = self.slow_lines.observe(step)
         self._print(lines)
         return lines
 
     def summary(self) -> stats.Summary:
-        return self.watcher.summary()
+        return self.slow_lines.summary()
 
     def finish(self) -> stats.Summary:
         """Print the summary lines and return the summary."""
-        self._print(self.watcher.summary_lines(final=True))
+        self._print(self.slow_lines.summary_lines(final=True))
         return self.summary()
 
     def _print(self, lines: list[str]) -> None:

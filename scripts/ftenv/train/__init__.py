@@ -1,3 +1,4 @@
-"""Training wing: `ftenv finetune` works out and starts upstream's recipe (launcher side), and
-`python -m ftenv.train.funasr_entry` adds what every training process needs (trainer side).
+"""Launch wing: what runs before torchrun, so that `ftenv finetune` refuses a bad run once, not on
+every rank: the inputs, the recipe, the nodes, the output folder, the torchrun command and wrapper.
+What runs inside each training process is ftenv.trainer's.
 """

@@ -17,16 +17,16 @@ from ftenv import variables
 #: Each cache variable and where its library writes when it is unset (relative to HOME; None:
 #: the library's default is under the temporary directory already, only a set value is checked).
 CACHE_VARS: tuple[tuple[str, str | None], ...] = (
-    ("XDG_CACHE_HOME", ".cache"),
-    ("HF_HOME", ".cache/huggingface"),
-    ("MODELSCOPE_CACHE", ".cache/modelscope"),
-    ("TORCH_HOME", ".cache/torch"),
-    ("TORCH_EXTENSIONS_DIR", ".cache/torch_extensions"),
-    ("TORCHINDUCTOR_CACHE_DIR", None),
-    ("TRITON_CACHE_DIR", ".triton/cache"),
-    ("TRITON_HOME", ""),  # Triton's dumps and overrides: TRITON_HOME/.triton
-    ("CUDA_CACHE_PATH", ".nv/ComputeCache"),  # the driver's JIT cache
-    ("MPLCONFIGDIR", ".config/matplotlib"),
+    (variables.XDG_CACHE_HOME, ".cache"),
+    (variables.HF_HOME, ".cache/huggingface"),
+    (variables.MODELSCOPE_CACHE, ".cache/modelscope"),
+    (variables.TORCH_HOME, ".cache/torch"),
+    (variables.TORCH_EXTENSIONS_DIR, ".cache/torch_extensions"),
+    (variables.TORCHINDUCTOR_CACHE_DIR, None),
+    (variables.TRITON_CACHE_DIR, ".triton/cache"),
+    (variables.TRITON_HOME, ""),  # Triton's dumps and overrides: TRITON_HOME/.triton
+    (variables.CUDA_CACHE_PATH, ".nv/ComputeCache"),  # the driver's JIT cache
+    (variables.MPLCONFIGDIR, ".config/matplotlib"),
 )
 
 
@@ -36,7 +36,7 @@ CACHE_VARS: tuple[tuple[str, str | None], ...] = (
 
 def moved_here(environ: Mapping[str, str]) -> set[str]:
     """The cache variables that this rule (not the user) set in `environ`."""
-    return set(environ.get(variables.CACHES_MOVED, "").split())
+    return set((variables.read(variables.CACHES_MOVED, environ) or "").split())
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,10 @@ def _base(tmp: Path, create: bool) -> Path:
 def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
     """The cache variables to repoint, or None when every cache can be written where it is.
     create=False (a dry run) creates nothing."""
-    env = os.environ if environ is None else environ
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    home = Path(variables.read(variables.HOME, environ) or os.path.expanduser("~"))
     unwritable: list[tuple[str, Path]] = []
     for name, default in CACHE_VARS:
-        value = env.get(name)
+        value = variables.read(name, environ)
         if value:
             path = Path(value)
         elif default is None:
@@ -105,10 +104,12 @@ def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = Non
 
 def redirect(prog: str, environ: MutableMapping[str, str] | None = None, create: bool = True) -> None:
     """Apply the rule to this process's environment (children inherit it) and say so in one line."""
-    env = os.environ if environ is None else environ
-    moved = moves_needed(env, create=create)
+    moved = moves_needed(environ, create=create)
     if moved is None:
         return
-    env.update(moved.env)
-    env[variables.CACHES_MOVED] = " ".join(sorted(moved_here(env) | set(moved.env)))
+    changes = {**moved.env, variables.CACHES_MOVED: " ".join(sorted(moved_here(environ) | set(moved.env)))}
+    if environ is None:
+        variables.export(changes)
+    else:
+        environ.update(changes)
     print(f"{prog}: {moved.line}", file=sys.stderr, flush=True)

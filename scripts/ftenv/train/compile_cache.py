@@ -10,13 +10,14 @@ import contextlib
 import os
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.train import cache_dirs
 
 #: The folder under the output directory.
 CACHE_DIRNAME = "compile-cache"
 #: The variables Inductor and Triton read, and their subfolder (the compiler caches only; every
 #: cache a run may write is ftenv.train.cache_dirs.CACHE_VARS).
-COMPILER_CACHE_VARS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton"}
+COMPILER_CACHE_VARS = {variables.TORCHINDUCTOR_CACHE_DIR: "inductor", variables.TRITON_CACHE_DIR: "triton"}
 
 
 def cache_root(output_dir: str | os.PathLike, mount: str | None = None) -> Path:
@@ -45,7 +46,7 @@ def prepare(root: str | os.PathLike, uid: int | None = None) -> dict[str, str]:
 
 
 def cache_env(
-    output_dir: str | os.PathLike, environ=os.environ, mount: str | None = None, create: bool = True
+    output_dir: str | os.PathLike, environ=None, mount: str | None = None, create: bool = True
 ) -> dict[str, str]:
     """The cache variables for a run writing to output_dir (or to the mount); those already set in
     the environment by the user are kept as they are (not those that ftenv.train.cache_dirs moved
@@ -53,4 +54,4 @@ def cache_env(
     root = cache_root(output_dir, mount)
     wanted = prepare(root) if create else cache_paths(root)
     moved = cache_dirs.moved_here(environ)
-    return {var: path for var, path in wanted.items() if not environ.get(var) or var in moved}
+    return {var: path for var, path in wanted.items() if not variables.given(var, environ) or var in moved}

@@ -5,7 +5,6 @@ being silently dropped inside every rank.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -38,7 +37,7 @@ def check_before_launch(
     prog: str, argv: list[str], cwd: Path, skip: bool, node_rank: int | None
 ) -> int | None:
     """None when training may start, else the exit code (the report says what to fix)."""
-    if skip or os.environ.get(variables.DATA_CHECK) == "0":
+    if skip or variables.read(variables.DATA_CHECK) == "0":
         why = "--skip-data-check" if skip else f"{variables.DATA_CHECK}=0"
         print(f"{prog}: data check skipped ({why})", file=sys.stderr)
         return None
@@ -58,7 +57,7 @@ def check_before_launch(
         print(f"{prog}: data check: unchanged since {since}, skipped ({out / name})", file=sys.stderr)
         return None
     print(f"{prog}: checking every line of the data ({rules.describe()})", file=sys.stderr, flush=True)
-    usable, report = check.run_check(
+    usable, report = check.check_and_report(
         train, valid, rules, cwd, out / name, prog=prog, stamp=check_cache.stamp(key)
     )
     if not usable:

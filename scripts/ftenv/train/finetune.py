@@ -31,7 +31,7 @@ def _run_watched(argv: list[str]) -> int:
         os.execv(sys.executable, cmd)
     except OSError as exc:
         print(f"{PROG}: cannot start {shlex.join(cmd)}: {exc}", file=sys.stderr)
-        return 127
+        return outcome.NOT_FOUND
 
 
 def _check_folder(options: FinetuneOptions, p: TorchrunCommand) -> str | None:
@@ -73,13 +73,13 @@ def run(options: FinetuneOptions) -> int:
         p = work_out(options)
     except InputError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
+        return outcome.UNUSABLE
     # Before the report and the trainer import anything that reads them (Hugging Face reads HF_HOME
     # at import): the trainer and everything it starts inherit writable caches.
     cache_dirs.redirect(PROG, create=not options.dry_run)
     if not options.dry_run:
         startup.show_once(PROG)
-    raw = os.environ.get(variables.SDPA_DEPRIORITIZED)
+    raw = variables.read(variables.SDPA_DEPRIORITIZED)
     setting = sdpa.interpret_deprioritized(raw)
     info = [
         f"launch: {p.launch.describe()}",
@@ -101,6 +101,6 @@ def run(options: FinetuneOptions) -> int:
         PROG, p.argv, options.working_folder(), options.skip_data_check, p.launch.node_rank
     ):
         return refused
-    os.environ.update(p.env)
+    variables.export(p.env)
     print(f"{PROG}: running {shlex.join(p.argv)}", file=sys.stderr, flush=True)
     return _run_watched(p.argv)

@@ -11,8 +11,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ftenv.data import model_folder, paths
-from ftenv.data.chatml import SPEECH_MARK, not_utf8
+from ftenv import variables
+from ftenv.data import chatml, model_folder, paths
 from ftenv.train.cluster_env import valid_port
 
 #: How many leading lines of each JSONL are checked.
@@ -105,57 +105,18 @@ def _audio_problem(audio: str, base: Path, manifest_dir: Path) -> str | None:
 
 
 def check_line(line: str, base: Path, manifest_dir: Path | None = None) -> str | None:
-    """What is wrong with one JSONL line of the recipe's ChatML format (None when nothing)."""
+    """What is wrong with one JSONL line of the recipe's ChatML format (None when nothing): the
+    line as `ftenv data check` reads it (ftenv.data.chatml), then whether its audio is there."""
     if not line.strip():
         return "the line is empty"
     try:
         item = json.loads(line)
     except json.JSONDecodeError as exc:
-        return f"not valid JSON ({exc.msg} at column {exc.colno})"
-    if not isinstance(item, dict):
-        return f"a JSON {type(item).__name__}, expected an object with 'messages'"
-    if "messages" not in item:
-        keys = ", ".join(sorted(item)) or "none"
-        hint = (
-            ": this looks like FunASR's source/target format (Paraformer, SenseVoice), not "
-            "Fun-ASR-Nano's ChatML messages"
-            if {"source", "target"} & set(item)
-            else ""
-        )
-        return f"no 'messages' key (keys: {keys}){hint}"
-    messages = item["messages"]
-    if not isinstance(messages, list) or not messages:
-        return '\'messages\' must be a non-empty list of {"role": ..., "content": ...}'
-    roles = []
-    for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or "role" not in msg or "content" not in msg:
-            return f"messages[{i}] must be an object with 'role' and 'content'"
-        roles.append(msg["role"])
-    user = next((m["content"] for m in messages if m["role"] == "user"), None)
-    if user is None:
-        return f"no message with role 'user' (roles: {', '.join(map(str, roles))})"
-    if "assistant" not in roles:
-        return (
-            f"no message with role 'assistant' holding the transcript (roles: {', '.join(map(str, roles))})"
-        )
-    start, end = SPEECH_MARK
-    if not isinstance(user, str) or start not in user or end not in user:
-        return f"the user message has no {start}!/path/to/audio.wav{end}"
-    audio = user.split(start, 1)[1].split(end, 1)[0]
-    if not audio.startswith("!"):
-        return f"the audio path must follow {start} with '!' ({start}!/path/x.wav{end}), got {audio!r}"
-    if problem := _audio_problem(audio[1:], base, manifest_dir or base):
-        return problem
-    for key in ("speech_length", "text_length"):
-        value = item.get(key)
-        if isinstance(value, list) and value:
-            value = value[0]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            return (
-                f"{key} must be a positive integer (fbank frames for speech_length, tokens for "
-                f"text_length), got {item.get(key)!r}: FunASR silently drops such lines"
-            )
-    return None
+        return chatml.not_json(exc)
+    utt = chatml.parse(item)
+    if isinstance(utt, str):
+        return utt
+    return _audio_problem(utt.audio, base, manifest_dir or base)
 
 
 def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> list[str]:
@@ -186,7 +147,7 @@ def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> 
             try:
                 problem = check_line(raw.decode("utf-8"), base, path.parent)
             except UnicodeDecodeError as exc:
-                problem = not_utf8(raw, exc)
+                problem = chatml.not_utf8(raw, exc)
             if problem:
                 problems.append(f"{what} data {path} line {number}: {problem}")
         if count == 0:
@@ -199,9 +160,9 @@ def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> 
 # --- the output folder -----------------------------------------------------------------------
 
 
-def _write_hint(folder: Path | None, environ: Mapping[str, str]) -> str:
+def _write_hint(folder: Path | None, environ: Mapping[str, str] | None) -> str:
     """How to make the folder writable, for where this runs."""
-    if environ.get("KUBERNETES_SERVICE_HOST"):
+    if variables.read(variables.KUBERNETES_SERVICE_HOST, environ):
         return (
             f"make the volume writable by uid {IMAGE_UID} or gid 0 before the job starts (fsGroup is "
             "not applied to ReadWriteMany or most CSI volumes), or set runAsUser to its owner"
@@ -221,7 +182,6 @@ def _write_hint(folder: Path | None, environ: Mapping[str, str]) -> str:
 
 def check_output_dir(path: Path, create: bool = True, environ: Mapping[str, str] | None = None) -> list[str]:
     """Create the output dir if needed and prove it writable (create=False: only look)."""
-    env = os.environ if environ is None else environ
     who = f"uid {os.getuid()} gid {os.getgid()}"
     existing = path if path.exists() else next((p for p in path.parents if p.exists()), None)
     if not create:
@@ -229,24 +189,26 @@ def check_output_dir(path: Path, create: bool = True, environ: Mapping[str, str]
             if not path.is_dir():
                 return [f"output dir {path} is not a directory"]
             if not os.access(path, os.W_OK | os.X_OK):
-                return [f"output dir {path} is not writable by {who}: {_write_hint(path, env)}"]
+                return [f"output dir {path} is not writable by {who}: {_write_hint(path, environ)}"]
             return []
         parent = existing
         if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
             return [
                 f"output dir {path} cannot be created: {parent} is not writable by {who}: "
-                f"{_write_hint(parent, env)}"
+                f"{_write_hint(parent, environ)}"
             ]
         return []
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        return [f"output dir {path} cannot be created: {exc.strerror} ({who}): {_write_hint(existing, env)}"]
+        return [
+            f"output dir {path} cannot be created: {exc.strerror} ({who}): {_write_hint(existing, environ)}"
+        ]
     if not path.is_dir():
         return [f"output dir {path} is not a directory"]
     try:
         with tempfile.NamedTemporaryFile(dir=path, prefix=".ftenv-write-test-"):
             pass
     except OSError as exc:
-        return [f"output dir {path} is not writable by {who} ({exc.strerror}): {_write_hint(path, env)}"]
+        return [f"output dir {path} is not writable by {who} ({exc.strerror}): {_write_hint(path, environ)}"]
     return []

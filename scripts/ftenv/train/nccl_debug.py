@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-DEBUG = "NCCL_DEBUG"
-DEBUG_SUBSYS = "NCCL_DEBUG_SUBSYS"
-WANTED = {DEBUG: "INFO", DEBUG_SUBSYS: "INIT,NET"}
+from ftenv import variables
+
+WANTED = {name: variables.default(name) for name in (variables.NCCL_DEBUG, variables.NCCL_DEBUG_SUBSYS)}
 
 
 def spans_nodes(nnodes: str) -> bool:
@@ -22,6 +22,6 @@ def spans_nodes(nnodes: str) -> bool:
 def launcher_env(nnodes: str, environ: Mapping[str, str]) -> dict[str, str]:
     """NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=INIT,NET for a multi-node job; nothing on one node, and
     nothing when the user set either (their choice of NCCL's debug output stands whole)."""
-    if not spans_nodes(nnodes) or any(name in environ for name in WANTED):
+    if not spans_nodes(nnodes) or any(variables.given(name, environ) is not None for name in WANTED):
         return {}
     return dict(WANTED)

@@ -7,14 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv import variables
-from ftenv.train import compile_cache, compile_setting
-from ftenv.train.fastpath import buckets
+from ftenv.train import compile_cache
 from ftenv.train.inputs import InputError
+from ftenv.trainer import compile_setting
 
 FUSED_ADAMW = ("optim_conf.fused", "true")
-#: FunASR's gradient accumulation setting (trainer_ds.Trainer: accum_grad, default 1).
-ACCUM_GRAD = "train_conf.accum_grad"
 
 
 def accum_grad(overrides) -> int:
@@ -22,7 +19,7 @@ def accum_grad(overrides) -> int:
     number: the trainer then says what is wrong). The launcher has parsed them already."""
     for item in overrides or []:
         key, _, value = item.lstrip("+").partition("=")
-        if key.strip() == ACCUM_GRAD:
+        if key.strip() == compile_setting.ACCUM_GRAD:
             try:
                 return int(value.strip().strip("'\""))
             except ValueError:
@@ -53,38 +50,19 @@ def for_trainer(speed: SpeedOptions, overrides, env, output_dir: Path, create: b
     """What the options (and FTENV_COMPILE / FTENV_BUCKETS already set in `env`) add to the trainer's
     start; `overrides` are the user's `++key=value` (gradient accumulation rules out CUDA graphs)."""
     sp = TrainerAdditions()
-    wanted = dict(env)
-    if speed.compile_parts:
-        wanted[variables.COMPILE] = speed.compile_parts
-    elif speed.compile:
-        wanted[variables.COMPILE] = "1"
-    if speed.buckets:
-        wanted[variables.BUCKETS] = speed.buckets
-    spec = wanted.get(variables.BUCKETS)
+    wanted = compile_setting.requested(env, speed.compile, speed.compile_parts, speed.buckets)
     try:
-        parts = compile_setting.compile_parts(wanted)
-        if spec:
-            buckets.parse(spec)
+        parts, _ = compile_setting.read(wanted)
+        compile_setting.check_accumulation(parts, accum_grad(overrides))
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    accumulation = accum_grad(overrides)
-    if "cudagraphs" in parts and accumulation > 1:
-        raise InputError(
-            f"CUDA graphs with gradient accumulation ({ACCUM_GRAD}={accumulation}): each forward "
-            "starts a new graph step and reuses the previous forward's output buffers, which the "
-            "accumulated backward still needs; drop `cudagraphs` from --compile-parts or set "
-            f"++{ACCUM_GRAD}=1"
-        )
+    caches = {}
     if parts:
-        sp.env[variables.COMPILE] = wanted[variables.COMPILE]
-        caches = compile_cache.cache_env(
-            output_dir, env, mount=env.get(variables.COMPILE_CACHE_DIR), create=create
-        )
-        sp.env.update(caches)
+        mount = compile_setting.cache_mount(env)
+        caches = compile_cache.cache_env(output_dir, env, mount=mount, create=create)
         where = ", ".join(f"{k}={v}" for k, v in caches.items()) or "as set in the environment"
         sp.notes.append(f"compiled: {', '.join(parts)}; compile caches: {where} (a re-run starts warm)")
-    if spec:
-        sp.env[variables.BUCKETS] = spec
+    sp.env.update(compile_setting.trainer_env(wanted, caches))
     if speed.fused_adamw:
         sp.recipe.append(FUSED_ADAMW)
     return sp

@@ -15,14 +15,14 @@ from ftenv.train import cluster_env, nccl_debug, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
-from ftenv.train.runlife import failfast
+from ftenv.trainer import ENTRY_MODULE
+from ftenv.trainer.runlife import failfast
 
 #: torchrun forwards these to its workers (its default lacks SIGUSR1/SIGUSR2, which Slurm's
 #: `--signal` sends: torchrun would die of them and leave its workers running).
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
 #: torchrun, in-process, with the stop's exit code (ftenv.train.runlife.torchrun).
 TORCHRUN_MODULE = "ftenv.train.runlife.torchrun"
-ENTRY_MODULE = "ftenv.train.funasr_entry"
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class TorchrunCommand:
 
 
 def _gpu_count(env) -> int | None:
-    if env.get("CUDA_VISIBLE_DEVICES") == "":
+    if variables.read(variables.CUDA_VISIBLE_DEVICES, env) == "":
         return 0
     try:
         import torch
@@ -108,7 +108,7 @@ def _processes_per_node(options: FinetuneOptions, launch: cluster_env.Launch, en
 
 def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     """The command `ftenv finetune` will run, without running anything (the unit tests call this)."""
-    env = os.environ if environ is None else environ
+    env = variables.environment() if environ is None else environ
     extra = list(options.overrides)
     if extra[:1] == ["--"]:
         extra = extra[1:]

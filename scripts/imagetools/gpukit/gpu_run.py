@@ -25,7 +25,7 @@ SCRIPTS = ROOT / "scripts"
 #: a command and 15 minutes a session, start-up included: 8 minutes leaves room for a partial rerun).
 TOTAL_BUDGET_S = 480
 #: The stack the run expects: the lock of the image's variant, else of the default one.
-LOCK = ROOT / "docker" / "locks" / f"{os.environ.get('FTENV_VARIANT') or versions.load().default.name}.txt"
+LOCK = ROOT / "docker" / "locks" / f"{variables.read(variables.VARIANT) or versions.load().default.name}.txt"
 #: Test files holding `pytest.mark.gpu` tests (tests/imagetools/gpukit/test_gpu_kit.py keeps this list
 #: complete).
 GPU_TEST_FILES = ("tests/ftenv/report/test_report.py", "tests/ftenv/selfcheck/test_selfcheck.py")
@@ -56,6 +56,7 @@ class Context:
     deadline: float
     gpu: dict | None = None  # {"name", "sm", "driver", ...} once the environment step has read it
     facts: dict = field(default_factory=dict)
+    steps: tuple[str, ...] = ()  # the steps this run runs, in order (the matrix leaves time for later ones)
 
     @property
     def exposed_at_0(self) -> bool:

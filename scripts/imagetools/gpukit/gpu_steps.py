@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ftenv.attention import sdpa
+from imagetools.gpukit import gpu_variant_steps as variant
 from imagetools.gpukit.gpu_decode_step import step_batched_decode
 from imagetools.gpukit.gpu_run import (
     COMPILED_BENCHMARK_GLOB,
@@ -196,7 +197,9 @@ def step_compiled(ctx: Context) -> Result:
     if not ctx.gpu:
         r.got = NO_GPU
         return r
-    budget = max(ctx.deadline - time.monotonic() - COMPILED_BENCHMARK_MARGIN_S, 0)
+    budget = max(
+        ctx.deadline - time.monotonic() - COMPILED_BENCHMARK_MARGIN_S - variant.reserved_after_matrix(ctx), 0
+    )
     result = ctx.out / "compile_speedup.json"
     cmd = [sys.executable, str(script), "--json", str(result), "--budget-s", f"{budget:.0f}"]
     rc, output = run_logged(
@@ -256,6 +259,7 @@ STEPS = [
     "nccl-network",
     "selfcheck-compile",
     "steptime-compiled",
+    *variant.STEPS,
 ]
 
 
@@ -275,6 +279,8 @@ def dispatch(ctx: Context, name: str, wheels: Path | None, site: Path) -> Result
         return step_pytest(ctx)
     if name == "selfcheck-compile":
         return step_selfcheck_compiled(ctx)
+    if name in variant.STEPS:
+        return variant.dispatch(ctx, name, step_selfcheck)
     if name.startswith(("selfcheck-", "recipe-")):  # selfcheck-1, recipe-0, ...
         kind, value = name.split("-")
         return step_selfcheck(ctx, value, kind == "recipe")

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv import variables
+from ftenv import outcome, variables
 from ftenv.stack import versions
 from imagetools.local import local
 from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
@@ -140,7 +140,9 @@ def prefetch(variant: versions.Variant, target: Foreign) -> list[str]:
     target.wheelhouse.with_suffix(".pip.conf").write_text(
         "[global]\nno-index = true\nfind-links = /wheelhouse\n"
     )
-    if _timed(prefetch_command(variant, target), dict(os.environ), stdout=subprocess.DEVNULL).returncode:
+    if _timed(
+        prefetch_command(variant, target), variables.environment(), stdout=subprocess.DEVNULL
+    ).returncode:
         print(
             "ftenv: the native download failed: the build downloads under emulation (slow)", file=sys.stderr
         )
@@ -164,9 +166,9 @@ def check_commands(variant: versions.Variant, target: Foreign) -> list[list[str]
     the self-check on the CPU), with the report's time limit raised for emulation."""
     run = ["podman", "run", "--rm", "--pull=never", f"--platform={target.platform}"]
     image = emulated_tag(variant, target)
-    slow = f"--env=FTENV_REPORT_TIMEOUT={EMULATED_TIMEOUT_S}"
+    slow = f"--env={variables.REPORT_TIMEOUT}={EMULATED_TIMEOUT_S}"
     return [
-        [*run, "--env=FTENV_REPORT=0", image, "uname", "-m"],
+        [*run, f"--env={variables.REPORT}=0", image, "uname", "-m"],
         [*run, slow, image, "ftenv", "report"],
         [*run, slow, image],
     ]
@@ -220,7 +222,7 @@ def check(variant: versions.Variant, target: Foreign) -> int:
             f"ftenv: the container runs on {seen.stdout.strip() or 'nothing'}, not {target.machine}",
             file=sys.stderr,
         )
-        return 1
+        return outcome.EXIT[outcome.FAIL]
     for cmd in runs:
         done = _timed(cmd, env)
         if done.returncode:

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 
+from ftenv import outcome, variables
 from ftenv.stack import versions
 from imagetools.local.machine import docker_daemon_answers
 
@@ -71,7 +72,7 @@ def apt_command(purpose: str) -> str:
 
 
 def _apt_install(names: tuple[str, ...]) -> int:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    env = variables.environment({variables.DEBIAN_FRONTEND: "noninteractive"})
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *names]):
         done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
         if done.returncode:
@@ -91,12 +92,12 @@ def ensure_toml_parser() -> int:
     python = ".".join(map(str, sys.version_info[:2]))
     if not can_install():
         print("ftenv: " + versions.NO_TOML_PARSER.format(python=python), file=sys.stderr)
-        return 2
+        return outcome.UNUSABLE
     subprocess.run(["apt-get", "update", "-qq"], stdout=subprocess.DEVNULL)
     known = [p for p in TOML_PACKAGES if _apt_knows(p)]
     if not known:
         print("ftenv: " + versions.NO_TOML_PARSER.format(python=python), file=sys.stderr)
-        return 2
+        return outcome.UNUSABLE
     print(f"ftenv: Python {python} has no tomllib: installing {known[0]} with apt-get", file=sys.stderr)
     done = _apt_install((known[0],))
     if done:
@@ -110,6 +111,7 @@ def _apt_knows(package: str) -> bool:
 
 
 def ensure(purpose: str) -> int:
+    """Make the engine `purpose` needs available; the exit code of `make run`'s first step."""
     toml = ensure_toml_parser()
     if toml:
         return toml
@@ -123,7 +125,7 @@ def ensure(purpose: str) -> int:
             "`sudo dnf install -y podman buildah` (Fedora/RHEL); then run the same make command again.",
             file=sys.stderr,
         )
-        return 2
+        return outcome.UNUSABLE
     what = {
         "run": "podman and its tools",
         "test": "podman and its tools, tini and Slurm for the tests",

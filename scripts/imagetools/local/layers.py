@@ -6,7 +6,6 @@ under it) byte-identical; `make layer-check` rebuilds with FunASR's lock entry c
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import outcome, variables
 from imagetools import locks
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -134,7 +134,7 @@ def rebuild(
         lock.write_text(bump_funasr_entry(lock.read_text()))
         if (work / locks.LAYER_LOCKS).is_dir():
             locks.write(work, [variant])
-        env = os.environ | {"CONTAINERS_CONF": str(root / "scripts/containers.conf")}
+        env = variables.environment({variables.CONTAINERS_CONF: str(root / "scripts/containers.conf")})
         # --no-default-tag: the image under test keeps its name while the rebuild exists beside it
         cmd = [
             sys.executable,
@@ -153,7 +153,7 @@ def rebuild_check(variant: str, before: str, tag: str, keep: bool = False, root:
     if built.returncode != 0:
         print(built.stdout[-3000:] + built.stderr[-3000:], file=sys.stderr)
         print("layer-check: the rebuild failed", file=sys.stderr)
-        return 2
+        return outcome.UNUSABLE
     try:
         problems, added = compare(layers(before), layers(tag))
     finally:
@@ -165,7 +165,7 @@ def rebuild_check(variant: str, before: str, tag: str, keep: bool = False, root:
         print(f"layer-check: FAIL: {p}", file=sys.stderr)
     if not problems:
         print("layer-check: OK: the torch layer and everything under it kept their digests")
-    return 1 if problems else 0
+    return outcome.EXIT[outcome.FAIL] if problems else 0
 
 
 def run(args) -> int:
@@ -180,7 +180,7 @@ def run(args) -> int:
             print(f"added: {layer.diff_id}  {layer.created_by[:100]}")
         for p in problems:
             print(f"layers: FAIL: {p}", file=sys.stderr)
-        return 1 if problems else 0
+        return outcome.EXIT[outcome.FAIL] if problems else 0
     return rebuild_check(args.variant, args.image, args.tag, args.keep, Path(args.root))
 
 

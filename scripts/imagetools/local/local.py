@@ -89,7 +89,7 @@ def podman_build(
     ]
     cmd += [f"--build-arg={k}={v}" for k, v in args.items()]
     if choice.standin:
-        cmd.append(f"--label={STANDIN_LABEL}={args[variables.STANDIN_BASE]}")
+        cmd.append(f"--label={STANDIN_LABEL}={variables.given(variables.STANDIN_BASE, args)}")
     cmd += [f"--secret={secret}" for secret in secrets(ca_bundle)]
     for tag in tags:
         cmd += ["-t", tag]

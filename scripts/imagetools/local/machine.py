@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv import variables
 from ftenv.stack import versions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -190,9 +191,9 @@ def needs_engine_conf() -> bool:
 
 def engine_env(engine: str) -> dict[str, str]:
     """The environment for engine commands: CONTAINERS_CONF only where it is needed and unset."""
-    env = dict(os.environ)
-    if engine == "podman" and "CONTAINERS_CONF" not in env and needs_engine_conf():
-        env["CONTAINERS_CONF"] = str(ENGINE_CONF)
+    env = variables.environment()
+    if engine == "podman" and variables.given(variables.CONTAINERS_CONF) is None and needs_engine_conf():
+        env[variables.CONTAINERS_CONF] = str(ENGINE_CONF)
         print(
             f"ftenv: engine settings {ENGINE_CONF.name} (this root cannot raise its limits)", file=sys.stderr
         )

@@ -7,8 +7,10 @@ parts). What is generated here, in README.md and every file below docs/:
 - Markdown blocks between `<!-- generated: NAME -->` and `<!-- /generated -->`, written whole by
   the function BLOCKS[NAME] (the README's variant table, docs/report.md's sample report, and
   docs/variables.md's tables of ftenv's environment variables and exit codes);
-- inline Markdown values `<!-- v: KEY -->VALUE<!-- /v -->`, KEY being `python.funasr` or
-  `VARIANT.FIELD` (`cu130.cudnn`, `cu130.torch_base`, `cu130.base_image`: a Variant attribute).
+- inline Markdown values `<!-- v: KEY -->VALUE<!-- /v -->`, KEY being `python.funasr`,
+  `VARIANT.FIELD` (`cu130.cudnn`, `cu130.torch_base`, `cu130.base_image`: a Variant attribute) or
+  `wheels.VERSION.FIELD` (`wheels.2.15.0.cudnn`: what that torch wheel pins or holds, read from the
+  wheel by `make wheel-facts`, imagetools.release.wheelfacts).
 
 `check(root)` lists what is stale and every pinned version spelled outside those parts. A line that
 quotes a version of the past (a public report's environment) says so with `quoted: WHY` in a comment
@@ -48,8 +50,11 @@ def variant_table(v: versions.Versions) -> str:
     for var in v.variants.values():
         name = f"`{var.name}`" + (" (default)" if var is v.default else "")
         source = f"PyTorch {var.cuda_short} index" if var.torch_index else f"PyPI, {var.cuda_short}"
+        # torchaudio is spelled only where it is not torch's own release (2.11 serves later torches).
+        same = versions.public(var.torchaudio) == versions.public(var.torch)
+        torch = var.torch if same else f"{var.torch} / {var.torchaudio}"
         rows.append(
-            f"| {name} | `{var.base_image.removeprefix('docker.io/')}` | {var.torch} ({source}) | "
+            f"| {name} | `{var.base_image.removeprefix('docker.io/')}` | {torch} ({source}) | "
             f"{var.cudnn_package} {var.cudnn} | R{var.min_driver}+ | `{stack_tag(var)}` |"
         )
     common = ", ".join(f"{name} {version}" for name, version in sorted(v.default.python.items()))
@@ -60,7 +65,7 @@ def report_sample(v: versions.Versions) -> str:
     """`ftenv report` as the default image prints it on one H200, by the report's own code."""
     from ftenv.attention import facts
     from ftenv.report import render
-    from ftenv.train import compile_setting
+    from ftenv.trainer import compile_setting
 
     var = v.default
     torch_version = var.torch if versions.public(var.torch) != var.torch else f"{var.torch}+{var.cuda_short}"
@@ -87,7 +92,7 @@ BLOCKS: dict[str, Callable[[versions.Versions], str]] = {
     "report-sample": report_sample,
     # Not versions, but generated the same way: the tables of ftenv's variables and exit codes.
     "environment-variables": lambda v: variables.markdown_table(),
-    "watch-variables": lambda v: variables.markdown_table("FTENV_WATCH_"),
+    "watch-variables": lambda v: variables.markdown_table(f"{variables.WATCH}_"),
     "exit-codes": lambda v: outcome.markdown_table(),
 }
 
@@ -96,6 +101,10 @@ def value(v: versions.Versions, key: str) -> str:
     scope, _, field = key.partition(".")
     if scope == "python":
         return v.default.python[field]
+    if scope == "wheels":  # what a torch wheel pins or holds, from its recorded facts (`make wheel-facts`)
+        from imagetools.release import wheelfacts
+
+        return wheelfacts.value(field)
     return str(getattr(v.variant(scope), field))
 
 
@@ -204,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     problems = check(args.root)
     for line in problems:
         print(f"imagetools.release.generated: {line}", file=sys.stderr)
-    return 1 if problems else 0
+    return outcome.EXIT[outcome.FAIL] if problems else 0
 
 
 if __name__ == "__main__":

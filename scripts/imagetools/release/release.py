@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ftenv import outcome
 from ftenv.stack import versions
 from imagetools import bake, tags
 from imagetools.release import checks, manifest
@@ -18,7 +19,7 @@ from imagetools.release import checks, manifest
 ROOT = Path(__file__).resolve().parents[3]
 
 #: `release exists` exit codes: the workflow rebuilds only on NOT_FOUND; any other failure stops it.
-EXISTS, NOT_FOUND, PROBE_FAILED = 0, 3, 1
+EXISTS, NOT_FOUND, QUERY_FAILED = 0, 3, 1
 #: What buildx prints when the registry answers that the tag does not exist (and only then).
 _NOT_FOUND_MARKERS = (": not found", "manifest unknown", "MANIFEST_UNKNOWN")
 
@@ -31,16 +32,16 @@ def query_registry(ref: str, inspect: list[str] | None = None) -> tuple[int, str
             [*cmd, ref, "--format", "{{.Manifest.Digest}}"], capture_output=True, text=True, timeout=300
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        return PROBE_FAILED, f"could not run {cmd[0]}: {e}"
+        return QUERY_FAILED, f"could not run {cmd[0]}: {e}"
     if out.returncode == 0:
         digest = out.stdout.strip()
         if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-            return PROBE_FAILED, f"unexpected inspect output: {digest[:200]!r}"
+            return QUERY_FAILED, f"unexpected inspect output: {digest[:200]!r}"
         return EXISTS, digest
     err = out.stderr.strip()
     if any(marker in err for marker in _NOT_FOUND_MARKERS):
         return NOT_FOUND, err
-    return PROBE_FAILED, err or f"inspect exited {out.returncode}"
+    return QUERY_FAILED, err or f"inspect exited {out.returncode}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"release-check: {p}", file=sys.stderr)
         if problems:
             print(f"release-check: FAILED, {len(problems)} problem(s)", file=sys.stderr)
-            return 1
+            return outcome.EXIT[outcome.FAIL]
         names = ", ".join(checks.SUBCHECKS)
         print(f"release-check: OK ({len(v.variants)} variants; {names})")
     return 0
@@ -116,7 +117,7 @@ def add_parser(sub) -> None:
     e = acts.add_parser(
         "exists",
         help=f"digest of REF if it exists (exit {EXISTS}); exit {NOT_FOUND} only when the registry "
-        f"says not found, {PROBE_FAILED} on any other error",
+        f"says not found, {QUERY_FAILED} on any other error",
     )
     e.add_argument("ref", help="image reference, REPOSITORY:TAG or REPOSITORY@DIGEST")
     c = acts.add_parser("check", help="every release sub-check (exit 1 when any finds a problem)")

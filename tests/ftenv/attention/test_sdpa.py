@@ -1,5 +1,6 @@
 """torch's SDPA backend rule and the report's verdict, on injected facts (no GPU needed)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -168,7 +169,34 @@ def test_not_deprioritized_on_an_affected_gpu_names_the_nan_risk(raw):
 )
 def test_nan_risk_is_fixed_from_cudnn_9_26(cudnn, risky):
     v = _exposure([H100], raw="0", order=[3, 1, 2, 0, 4], cudnn=cudnn)
-    assert v.level == "exposed" and (v.risk is not None) is risky
+    assert v.level == "exposed" and (v.risk == sdpa.NAN_RISK_TEXT) is risky
+    assert (v.risk == sdpa.NAN_CORNER_CASE_TEXT) is not risky
+
+
+# The cuDNN wheels on both sides of the fix, read as the report reads them: torch.backends.cudnn.version()
+# is cudnn_version.h's CUDNN_VERSION, major * 10000 + minor * 100 + patch (the build number dropped).
+@pytest.mark.parametrize(
+    "wheel, fixed",
+    [
+        ("9.19.0.56", False),  # torch 2.11's, this image's
+        ("9.24.0.43", False),  # torch 2.14's
+        ("9.25.1", False),  # the last release PR #196861 guards
+        ("9.26.0.51", True),  # torch 2.15's, the first with the fix
+        ("9.27.0", True),
+    ],
+)
+def test_the_override_note_on_each_side_of_cudnn_9_26(wheel, fixed):
+    from ftenv.stack.versions import cudnn_int
+
+    torch_reads = int(wheel.split(".")[0]) * 10000 + int(wheel.split(".")[1]) * 100 + int(wheel.split(".")[2])
+    assert cudnn_int(wheel) == torch_reads
+    note = _exposure([H100], raw="0", cudnn=torch_reads).risk
+    if fixed:  # only the open corner case, none of the fixed bug's words
+        assert note == sdpa.NAN_CORNER_CASE_TEXT
+        assert "NVIDIA/cudnn-frontend#1072" in note and "length 1" in note and "log-sum-exp" in note
+        assert "#196678" not in note and "64 mod 128" not in note and "older than" not in note
+    else:  # today's warning, unchanged
+        assert note == sdpa.NAN_RISK_TEXT and "#1072" not in note
 
 
 # The wheels of torch 2.12 to 2.15, with the cuDNN their PyPI metadata pins (2.15: 9.26.0.51); 2.15
@@ -189,7 +217,8 @@ NEWER = [
 def test_torch_2_12_to_2_15_put_cudnn_first_on_the_affected_gpus(torch, cudnn, sm):
     v = _exposure([sm], torch=torch, cudnn=cudnn)
     assert v.level == "exposed" and v.fix.startswith(f"set {sdpa.FIX}")
-    assert (v.risk is not None) is (cudnn < 92600)  # keyed on the loaded cuDNN, not on torch
+    # keyed on the loaded cuDNN, not on torch
+    assert v.risk == (sdpa.NAN_RISK_TEXT if cudnn < 92600 else sdpa.NAN_CORNER_CASE_TEXT)
     assert _exposure([sm], torch=torch, cudnn=cudnn, raw="1").level == "ok"
     assert _exposure([A100], torch=torch, cudnn=cudnn).level == "ok"
 
@@ -204,13 +233,14 @@ def test_the_cu126_builds_with_their_cudnn_9_10_are_not_first(torch):
 def test_the_report_renders_the_newer_stacks_from_injected_facts(torch, cudnn):
     from ftenv.attention.facts import Facts, Gpu, Stack
     from ftenv.report import render
-    from ftenv.train import compile_setting
+    from ftenv.trainer import compile_setting
 
     f = Facts(stack=Stack(torch, cudnn), gpus=[Gpu(0, "NVIDIA H200", H100, 141 * 2**30)])
     text = render.render_text(f, render.assess(f), compile_setting.report_line())
     verdict = next(ln for ln in text.splitlines() if ln.startswith("verdict "))
     assert verdict.startswith("verdict EXPOSED: by torch's rule cuDNN goes first on sm_90")
     assert (sdpa.NAN_RISK_TEXT in text) is (cudnn < 92600)
+    assert (sdpa.NAN_CORNER_CASE_TEXT in text) is (cudnn >= 92600)
 
 
 def test_no_nan_risk_when_deprioritized_or_not_exposed():
@@ -254,7 +284,8 @@ GUIDE = Path(__file__).resolve().parents[3] / "docs/cudnn-sdpa-guide.md"
 
 
 def section(title_start: str) -> str:
-    text = GUIDE.read_text()
+    """A section of the guide as a reader sees it (without the generated values' markers)."""
+    text = re.sub(r"<!--.*?-->", "", GUIDE.read_text())
     start = text.index(f"## {title_start}")
     return text[start : text.index("\n## ", start + 3)]
 
@@ -263,6 +294,9 @@ def test_the_guides_override_section_names_the_nan_risk_in_the_rules_words():
     flat = " ".join(section("5.").split())
     core = sdpa.NAN_RISK_TEXT.split(" (")[0]
     assert core in flat and "pytorch#196678" in flat
+    corner = sdpa.NAN_CORNER_CASE_TEXT.split(" (")[0]
+    assert corner in flat and "NVIDIA/cudnn-frontend#1072" in flat
+    assert "cudnn-frontend#1072" in " ".join(section("6.").split())
 
 
 def test_the_guide_knows_torch_2_9_and_2_10_cu130():
@@ -282,7 +316,7 @@ def test_the_guide_knows_torch_2_12_to_2_15_and_torchaudio_with_them():
         "nvidia-cudnn-cu13 9.20.0.48 (both wheels pin it",
         "`pip install torch==2.14.0`",
         "nvidia-cudnn-cu13 9.24.0.43 (pinned in the wheels' PyPI metadata",
-        "`pip install torch==2.15.0` (PyPI) | nvidia-cudnn-cu13 9.26.0.51",
+        "`pip install torch==2.15.0` (PyPI; the `cu132` image) | nvidia-cudnn-cu13 9.26.0.51",
         "from 2.12 on there is no cu128 build",
         "The NaN risk of section 6 follows the cuDNN that is loaded, not the torch version",
         "2.11.1 declares `torch>=2.11`",

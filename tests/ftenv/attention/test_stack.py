@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 from ftenv import variables
-from ftenv.attention import facts, live, probe
+from ftenv.attention import facts, probe, process_settings
 from ftenv.report import render
-from ftenv.selfcheck import base
+from ftenv.selfcheck import runs_on
 from ftenv.stack import versions
 
 KEYS = ["device", "torch", "cudnn", variables.SDPA_DEPRIORITIZED, "cpu_threads"]
@@ -26,11 +26,11 @@ def test_the_json_form_keeps_the_keys_users_read(monkeypatch):
 
 def test_the_probe_and_the_selfcheck_record_the_same_shape(monkeypatch):
     monkeypatch.delenv(variables.SDPA_DEPRIORITIZED, raising=False)
-    assert base.environment("cpu") == facts.read_stack("cpu").as_dict()
+    assert runs_on.environment("cpu") == facts.read_stack("cpu").as_dict()
     monkeypatch.setattr(probe, "SHAPES", {"current": [(1, 8)]})
     monkeypatch.setattr(probe, "WARMUP_SHAPE", {"current": (1, 4)})
     result = probe.probe("cpu", heads=2, head_dim=8)
-    assert {k: result[k] for k in KEYS} == base.environment("cpu")
+    assert {k: result[k] for k in KEYS} == runs_on.environment("cpu")
 
 
 def test_the_report_and_the_watchdog_hold_the_same_stack(monkeypatch):
@@ -38,14 +38,14 @@ def test_the_report_and_the_watchdog_hold_the_same_stack(monkeypatch):
     one Stack, and agree on what both can read here."""
     monkeypatch.setenv(variables.SDPA_DEPRIORITIZED, "0")
     report = facts.collect(live=False)
-    watched = live.read_live_settings(None)
+    watched = process_settings.read_process_settings(None)
     assert type(report.stack) is type(watched.stack) is facts.Stack
     assert {f.name for f in dataclasses.fields(facts.Facts)} & {
         "torch_version",
         "cudnn_version",
         "env_raw",
     } == set()
-    assert {f.name for f in dataclasses.fields(live.AttentionSettings)} & {
+    assert {f.name for f in dataclasses.fields(process_settings.AttentionSettings)} & {
         "torch_version",
         "cudnn_version",
         "arches",
@@ -60,7 +60,9 @@ def test_the_report_and_the_watchdog_hold_the_same_stack(monkeypatch):
 
 
 def test_the_watchdog_says_unknown_for_what_it_cannot_read():
-    settings = live.AttentionSettings(facts.Stack(), "no NVML or nvidia-smi answer", "environment", None)
+    settings = process_settings.AttentionSettings(
+        facts.Stack(), "no NVML or nvidia-smi answer", "environment", None
+    )
     assert settings.unknown_facts() == ["GPU arch", "torch version", "cuDNN version"]
     assert settings.line() == (
         f"GPU arch unknown, {variables.SDPA_DEPRIORITIZED} unset, cuDNN attention first: unknown "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli, commands, variables
-from ftenv.train import compile_setting
+from ftenv.trainer import compile_setting
 
 PACKAGE = Path(commands.__file__).parent.parent
 #: The one module below commands/ with a command line of its own: the Makefile's

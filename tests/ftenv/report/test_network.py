@@ -1,12 +1,10 @@
 """The report's network line and verdict from planted sysfs trees and NCCL settings: which network
 NCCL will use between nodes, and the fix for the launcher when it is TCP sockets."""
 
-import os
-
 import pytest
 
 from ftenv.report import network
-from support import run_ftenv
+from support import child_env, run_ftenv
 
 LOADS = (True, None)
 
@@ -128,7 +126,7 @@ def test_json_has_the_verdict_for_many_nodes_only(tmp_path):
 
 
 def test_ftenv_report_gives_the_verdict_for_the_launchers_node_count():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PET_", "NCCL_"))}
+    env = child_env(unset=["SLURM_*", "PET_*", "NCCL_*"])
     many = {**env, "PET_NNODES": "4", "PET_NODE_RANK": "1", "PET_MASTER_ADDR": "m", "NCCL_NET": "Socket"}
     r = run_ftenv("report", "--no-gpu-probe", env=many)
     assert r.returncode == 0, r.stderr

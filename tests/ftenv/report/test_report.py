@@ -14,7 +14,8 @@ from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
-from ftenv.train import compile_setting
+from ftenv.trainer import compile_setting
+from support import child_env
 
 GIB = 2**30
 
@@ -52,7 +53,7 @@ def _facts(sms=((9, 0),), raw="1", cudnn=91900, order=None, choice=None, torch_v
         ((9, 0), "", 91900, "exposed"),
     ],
 )
-def test_matrix_without_live_probe(sm, raw, cudnn, level):
+def test_matrix_without_the_sdpa_call(sm, raw, cudnn, level):
     a = render.assess(_facts(sms=[sm], raw=raw, cudnn=cudnn))
     assert a.exposure.level == level
 
@@ -235,9 +236,27 @@ def test_the_report_names_the_nan_risk_next_to_the_speed_cost(raw):
     assert json.loads(render.render_json(f, render.assess(f)))["verdict"]["risk"]
 
 
-def test_no_nan_risk_line_with_the_variable_at_1_or_a_fixed_cudnn():
-    for f in (_facts(raw="1", order=[1, 2, 0, 3, 4], choice=2), _facts(raw="0", cudnn=92600, choice=3)):
-        assert "NaN" not in render.render_text(f, render.assess(f), compile_setting.report_line())
+def test_no_nan_risk_line_with_the_variable_at_1():
+    f = _facts(raw="1", order=[1, 2, 0, 3, 4], choice=2)
+    assert "NaN" not in render.render_text(f, render.assess(f), compile_setting.report_line())
+
+
+@pytest.mark.parametrize("cudnn_h, fixed", [((9, 25, 1), False), ((9, 26, 0), True)])
+def test_the_report_reads_the_loaded_cudnn_and_names_the_note_of_its_side(monkeypatch, cudnn_h, fixed):
+    """The version as the report reads it: torch.backends.cudnn.version() returns cudnn_version.h's
+    CUDNN_VERSION (major * 10000 + minor * 100 + patch): 9.26.0.51 is 92600."""
+    major, minor, patch = cudnn_h
+    torch = _fake_torch(private_apis=True)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    torch.__version__, torch.version = "2.15.0", types.SimpleNamespace(cuda="13.2")
+    cudnn = types.SimpleNamespace(version=lambda: major * 10000 + minor * 100 + patch)
+    torch.backends = types.SimpleNamespace(cudnn=cudnn)
+    monkeypatch.setenv(variables.SDPA_DEPRIORITIZED, "0")
+    f = facts_mod.collect()
+    text = render.render_text(f, render.assess(f), compile_setting.report_line())
+    also = next(line for line in text.splitlines() if line.strip().startswith("also:"))
+    assert f"cuDNN {major}.{minor}.{patch}," in text
+    assert ("NVIDIA/cudnn-frontend#1072" in also) is fixed and ("pytorch/pytorch#196678" in also) is not fixed
 
 
 def test_a_torch_2_9_report_is_not_ok_when_the_build_is_unknown():
@@ -262,8 +281,7 @@ def test_on_torch_2_9_the_sdpa_line_says_the_variable_is_not_read():
 
 
 def _report(value: str | None) -> dict:
-    env = dict(os.environ)
-    env.pop(variables.SDPA_DEPRIORITIZED, None)
+    env = child_env(unset=[variables.SDPA_DEPRIORITIZED])
     if value is not None:
         env[variables.SDPA_DEPRIORITIZED] = value
     out = subprocess.run(
@@ -286,7 +304,7 @@ def reports() -> dict:
 
 
 @pytest.mark.gpu
-def test_the_live_probe_reads_the_order_and_the_choice(reports):
+def test_the_sdpa_call_reads_the_order_and_the_choice(reports):
     facts = reports["1"]["facts"]
     assert facts["gpus"] and facts["live_order"] and facts["padded_choice"] is not None, facts["problems"]
 

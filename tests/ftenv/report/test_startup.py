@@ -14,7 +14,8 @@ import pytest
 from ftenv import cli, variables
 from ftenv.report import startup
 from ftenv.report.startup import show_once, wanted
-from ftenv.train import compile_setting, finetune
+from ftenv.train import finetune
+from ftenv.trainer import compile_setting
 
 
 @pytest.mark.parametrize(

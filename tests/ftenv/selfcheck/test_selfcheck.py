@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
 import subprocess
 import sys
@@ -18,10 +17,12 @@ import sys
 import pytest
 
 from ftenv import cli, outcome
-from ftenv.selfcheck import base, schedule, verdict
+from ftenv.selfcheck import render, schedule, verdict
+from ftenv.selfcheck.measured import Measured
+from ftenv.selfcheck.options import THRESHOLDS, thresholds_from
 from ftenv.steps import funasr_log, stats
 from ftenv.steps import step as step_types
-from support import ROOT, steplogs
+from support import captured, child_env, steplogs
 
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
 
@@ -36,7 +37,7 @@ def _steps(gen) -> list[step_types.Step]:
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_field_report_numbers_fail(kind):
     run = steplogs.field_report_run()
-    thresholds = base.THRESHOLDS[kind]
+    thresholds = THRESHOLDS[kind]
     counted = run[thresholds.warmup :]  # one rank: its first steps are left out
     slow = [g for g in counted if g.seconds > 0.5]  # the generator's slow steps, each on a new shape
     s = stats.summarize(_steps(run), thresholds)
@@ -50,7 +51,7 @@ def test_field_report_numbers_fail(kind):
 
 @pytest.mark.parametrize("kind", ["cuda", "cpu"])
 def test_flat_steps_with_5_percent_jitter_pass(kind):
-    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), base.THRESHOLDS[kind])
+    s = stats.summarize(_steps(steplogs.fixed_run(jitter=0.05)), THRESHOLDS[kind])
     assert s.verdict == outcome.PASS, s.reasons
     assert 0.9 < s.new_over_seen < 1.1
 
@@ -66,10 +67,10 @@ def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
         seen.add(p.shape)
         cost = 1.05 if new else 0.098
         steps.append(step_types.Step(i, cost * rng.uniform(0.95, 1.05), *p.shape))
-    s = stats.summarize(steps, base.THRESHOLDS[kind])
+    s = stats.summarize(steps, THRESHOLDS[kind])
     assert s.verdict == outcome.FAIL
     flat = [dataclasses.replace(x, seconds=0.1 * rng.uniform(0.95, 1.05)) for x in steps]
-    assert stats.summarize(flat, base.THRESHOLDS[kind]).verdict == outcome.PASS
+    assert stats.summarize(flat, THRESHOLDS[kind]).verdict == outcome.PASS
 
 
 def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
@@ -79,16 +80,16 @@ def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
         log = tmp_path / f"train-{fixed}.log"
         log.write_text("\n".join(lines) + "\n")
         scan = funasr_log.scan_files([str(log)])
-        measured = base.Measured("recipe", scan.steps, base.THRESHOLDS["cuda"])
+        measured = Measured("recipe", scan.steps, THRESHOLDS["cuda"])
         result = verdict.verdict_of(measured)
         assert result["verdict"] == expected, result["summary"]["reasons"]
 
 
 def test_thresholds_are_options():
     options = cli_args("selfcheck", "--new-over-seen", "12", "--p95-over-median", "15")
-    t = base.thresholds_from(options, "cuda")
+    t = thresholds_from(options, "cuda")
     assert (t.new_over_seen, t.p95_over_median) == (12, 15)
-    assert t.max_over_median == base.THRESHOLDS["cuda"].max_over_median
+    assert t.max_over_median == THRESHOLDS["cuda"].max_over_median
     run = steplogs.field_report_run()
     # With thresholds above the report's 10x, its pattern no longer fails on the shape rule.
     s = stats.summarize(_steps(run), dataclasses.replace(t, max_over_median=100))
@@ -141,8 +142,21 @@ def _selfcheck(capsys, *argv) -> tuple[int, dict]:
     return rc, json.loads(out)
 
 
-def test_inprocess_selfcheck_passes(tiny, tmp_path, capsys):
-    rc, r = _selfcheck(capsys, "--tiny", str(tiny), "--workdir", str(tmp_path))
+@pytest.fixture(scope="module")
+def inprocess_run(tiny, tmp_path_factory) -> tuple[int, captured.Output]:
+    """One in-process self-check (as `ftenv selfcheck --json`) for the tests of its verdict, its
+    output and its table: a run takes seconds to minutes on a shared CPU."""
+    workdir = tmp_path_factory.mktemp("selfcheck")
+    with captured.captured_fds() as got:
+        rc = cli.main(
+            ["selfcheck", "--json", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(workdir)]
+        )
+    return rc, got
+
+
+def test_inprocess_selfcheck_passes(inprocess_run):
+    rc, got = inprocess_run
+    r = json.loads(got.out)
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
     assert rc == 0
     s = r["summary"]
@@ -158,7 +172,7 @@ def test_inprocess_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_pa
     assert r["verdict"] == "FAIL"
     assert rc == 1
     s = r["summary"]
-    assert s["new_over_seen"] >= base.THRESHOLDS["cpu"].new_over_seen
+    assert s["new_over_seen"] >= THRESHOLDS["cpu"].new_over_seen
     assert s["slow_on_new"] >= 6
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1" in s["fix"]
     # The wrapper is gone afterwards.
@@ -167,23 +181,24 @@ def test_inprocess_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_pa
     assert not hasattr(F.scaled_dot_product_attention, "ftenv_injected_stall")
 
 
-def test_text_table(tiny, tmp_path, capsys):
-    rc = cli.main(["selfcheck", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(tmp_path)])
-    out = capsys.readouterr().out
+def test_text_table(inprocess_run):
+    """The table `ftenv selfcheck` prints without --json: render.render of the same result."""
+    rc, got = inprocess_run
+    out = render.render(json.loads(got.out))
     assert rc == 0
     for needle in ("median new-shape step", "median seen-shape step", "new / seen", "p95 / median"):
         assert needle in out
     assert out.strip().splitlines()[-1].startswith("PASS")
 
 
-def test_the_selfchecks_block_is_its_own(tiny, tmp_path, capfd, monkeypatch):
+def test_the_selfchecks_block_is_its_own(inprocess_run):
     """FunASR's AutoModel prints `funasr version: X.`; the self-check keeps that line out of
-    its output (both streams), and passes on anything else FunASR prints, to stderr."""
-    monkeypatch.setenv("FTENV_REPORT_SHOWN", "1")  # no start-up report in front
-    rc = cli.main(["selfcheck", "--device", "cpu", "--tiny", str(tiny), "--workdir", str(tmp_path)])
-    out, err = capfd.readouterr()
-    assert rc == 0 and out.startswith("== ftenv selfcheck (in-process)"), out[:200]
-    assert "funasr version" not in out + err
+    its output (both streams), and passes on anything else FunASR prints, to stderr. Its stdout is
+    the result alone (the start-up report, on in this run, goes to stderr)."""
+    rc, got = inprocess_run
+    result = json.loads(got.out)  # nothing in front of the result, nothing after it
+    assert rc == 0 and render.render(result).startswith("== ftenv selfcheck (in-process)")
+    assert "funasr version" not in got.out + got.err
 
 
 def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
@@ -199,12 +214,24 @@ def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
         raise RuntimeError("an error passes as it is")
 
 
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tmp_path, device):
+    """On a GPU too the check starts `ftenv finetune`'s trainer entry, not the bare script."""
+    from ftenv.selfcheck import mode_recipe, tinymodel
+    from ftenv.trainer import ENTRY_MODULE  # what ftenv finetune starts (ftenv.train.torchrun_command)
+
+    cmd = mode_recipe.command(tinymodel.paths(tmp_path / "tiny"), tmp_path, device, 2)
+    assert ["-m", ENTRY_MODULE] in [cmd[i : i + 2] for i in range(len(cmd))]
+    assert not any(part.endswith("funasr-train-ds") for part in cmd)
+
+
+@pytest.mark.slow
 def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     rc, r = _selfcheck(capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path))
     assert r["verdict"] == "PASS", r["summary"]["reasons"]
     assert rc == 0
     cmd = r["command"]
-    assert "-m" in cmd and "ftenv.train.funasr_entry" in cmd  # the CPU shim, named
+    assert "-m" in cmd and "ftenv.trainer.funasr_entry" in cmd  # the CPU shim, named
     for override in ("++audio_encoder_conf.freeze=true", "++llm_conf.freeze=false", "++disable_update=true"):
         assert override in cmd
     s = r["summary"]
@@ -212,13 +239,14 @@ def test_recipe_selfcheck_passes(tiny, tmp_path, capsys):
     assert r["val_lines"] > 0
 
 
+@pytest.mark.slow
 def test_recipe_selfcheck_fails_with_an_injected_per_shape_stall(tiny, tmp_path, capsys):
     rc, r = _selfcheck(
         capsys, "--recipe", "--tiny", str(tiny), "--workdir", str(tmp_path), "--inject-stall", str(STALL_S)
     )
     assert r["verdict"] == "FAIL"
     assert rc == 1
-    assert r["summary"]["new_over_seen"] >= base.THRESHOLDS["cpu"].new_over_seen
+    assert r["summary"]["new_over_seen"] >= THRESHOLDS["cpu"].new_over_seen
 
 
 def test_unusable_tiny_dir_is_an_error(tmp_path, capsys):
@@ -277,7 +305,7 @@ def _gpu_exposed_at_0() -> bool | None:
     """Whether torch puts cuDNN attention first with the variable at 0 on this GPU, read from the
     live order in a fresh process (the order is fixed once per process), not from our own rule;
     None when this torch cannot say."""
-    env = dict(os.environ, TORCH_CUDNN_SDPA_DEPRIORITIZED="0")
+    env = child_env(TORCH_CUDNN_SDPA_DEPRIORITIZED="0")
     proc = subprocess.run(
         [sys.executable, "-c", LIVE_ORDER_AT_0], capture_output=True, text=True, env=env, timeout=300
     )
@@ -288,8 +316,7 @@ def _gpu_exposed_at_0() -> bool | None:
 
 
 def _subprocess_selfcheck(value: str, *argv) -> tuple[int, dict]:
-    env = dict(os.environ, TORCH_CUDNN_SDPA_DEPRIORITIZED=value)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "scripts"), env.get("PYTHONPATH", "")])
+    env = child_env(TORCH_CUDNN_SDPA_DEPRIORITIZED=value)
     proc = subprocess.run(
         [sys.executable, "-m", "ftenv.cli", "selfcheck", "--json", "--device", "cuda", *argv],
         capture_output=True,

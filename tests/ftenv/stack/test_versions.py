@@ -237,14 +237,15 @@ def test_the_old_driver_note_names_the_variant_versions_toml_has(tmp_path, monke
 
 
 def test_the_watchdog_reads_the_cudnn_wheels_versions_toml_names(tmp_path, monkeypatch):
-    from ftenv.attention import live
+    from ftenv.attention import process_settings
 
-    assert live.cudnn_packages() == tuple(dict.fromkeys(v.cudnn_package for v in V.variants.values()))
+    packages = tuple(dict.fromkeys(v.cudnn_package for v in V.variants.values()))
+    assert process_settings.cudnn_packages() == packages
     package = V.default.cudnn_package
     _edited_versions(tmp_path, monkeypatch, f'"{package}"', '"nvidia-cudnn-cu99"')
-    assert "nvidia-cudnn-cu99" in live.cudnn_packages()
+    assert "nvidia-cudnn-cu99" in process_settings.cudnn_packages()
     monkeypatch.setenv("FTENV_VERSIONS_FILE", str(tmp_path / "missing.toml"))
-    assert live.cudnn_packages() == ()  # unknown, not a guess
+    assert process_settings.cudnn_packages() == ()  # unknown, not a guess
 
 
 #: Versions as packages, CUDA and cuDNN write them, and strings that are no version at all.

@@ -15,7 +15,7 @@ from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
 from ftenv.report.logged import ReportReader
-from ftenv.train import compile_setting
+from ftenv.trainer import compile_setting
 from support.steplogs import field_report_log
 
 B200, A100 = (10, 0), (8, 0)

@@ -15,10 +15,10 @@ import pytest
 
 from ftenv import outcome
 from ftenv.attention.sdpa import FIX
-from ftenv.selfcheck import base, verdict
+from ftenv.selfcheck import measured, verdict
 from ftenv.steps import fixes, stats, thresholds
+from ftenv.steps.slow_step_lines import SlowStepLines
 from ftenv.steps.step import EPOCH_START, RUN_START, Step
-from ftenv.steps.watcher import Watcher
 from support import run_ftenv
 from support.steplogs import EPOCH_STEPS, recipe_run
 
@@ -146,7 +146,7 @@ def test_a_fail_lists_the_failed_rule_first_and_the_others_as_passed():
 
 
 def test_the_watchdogs_fail_line_says_only_what_failed():
-    w = Watcher()
+    w = SlowStepLines()
     for st in _one_stall():
         w.observe(st)
     verdict_line = next(ln for ln in w.summary_lines() if "verdict:" in ln)
@@ -156,7 +156,7 @@ def test_the_watchdogs_fail_line_says_only_what_failed():
 
 def test_the_selfchecks_own_fail_comes_first_and_the_step_rules_as_passed():
     steps = [Step(i, 0.100, 2, 100 + 10 * (i % 8)) for i in range(1, 40)]
-    m = base.Measured("compile", steps, thresholds.SELFCHECK["cpu"], fails=["3 recompiles (FAIL at > 0)"])
+    m = measured.Measured("compile", steps, thresholds.SELFCHECK["cpu"], fails=["3 recompiles (FAIL at > 0)"])
     r = verdict.verdict_of(m)
     reasons = r["summary"]["reasons"]
     assert r["verdict"] == "FAIL" and reasons[0] == "3 recompiles (FAIL at > 0)"

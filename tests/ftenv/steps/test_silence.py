@@ -102,7 +102,7 @@ def test_a_bad_setting_names_itself_and_stops_before_the_command(name, value):
     r = subprocess.run(
         [*WATCH, "--", sys.executable, "-c", "print('ran')"],
         capture_output=True,
-        env={**os.environ, name: value},
+        env=child_env(**{name: value}),
         timeout=TIMEOUT,
     )
     assert r.returncode == outcome.UNUSABLE and b"ran" not in r.stdout and name.encode() in r.stderr
@@ -158,7 +158,7 @@ def test_no_alarm_on_a_multi_epoch_run_with_validation_and_checkpoints(tmp_path)
 #: dump on the watchdog's signal, the watchdog named its ptracer).
 SELF_DUMPING = [
     sys.executable, "-c",
-    "import runpy, sys; from ftenv.train.runlife import selfdump; selfdump.install(); "
+    "import runpy, sys; from ftenv.trainer.runlife import selfdump; selfdump.install(); "
     "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')",
     *FAKE[1:],
 ]  # fmt: skip
@@ -249,7 +249,7 @@ def test_a_rank_may_name_the_watchdog_its_ptracer(tmp_path, monkeypatch):
     monkeypatch.setattr(hang, "_has_cap_sys_ptrace", lambda: False)
     child = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(30)"],
-        env={**os.environ, **hang.command_env(tmp_path)},
+        env=child_env(**hang.command_env(tmp_path)),
     )
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -317,7 +317,7 @@ def test_a_clean_run_keeps_its_plain_verdict(tmp_path):
 
 
 def test_the_stacks_go_to_the_trainers_output_folder(tmp_path, monkeypatch):
-    from ftenv.steps.watch import output_folder
+    from ftenv.steps.process_life import output_folder
 
     monkeypatch.chdir(tmp_path)
     assert output_folder(["torchrun", "train.py", "++output_dir=/out/run1", "++x=1"]) == Path("/out/run1")

@@ -20,11 +20,11 @@ import time
 import pytest
 
 from ftenv import variables
-from ftenv.attention import live
+from ftenv.attention import process_settings
 from ftenv.steps import detector, funasr_log
 from ftenv.steps import step as step_types
-from ftenv.steps.watcher import Watcher
-from support import ROOT
+from ftenv.steps.slow_step_lines import SlowStepLines
+from support import ROOT, child_env
 from support.child_output import read_until
 from support.steplogs import ddp_log, field_report_run, flood
 
@@ -101,7 +101,7 @@ def direct(child):
 
 @pytest.fixture(scope="module")
 def watched(child):
-    return run([*WATCH, "--", *child], env={**os.environ, variables.SDPA_DEPRIORITIZED: "0"})
+    return run([*WATCH, "--", *child], env=child_env(**{variables.SDPA_DEPRIORITIZED: "0"}))
 
 
 def test_output_is_the_childs_byte_for_byte_plus_marked_lines(direct, watched):
@@ -209,19 +209,20 @@ def test_fixed_run_gets_no_hint_and_a_pass():
         ),
     ],
 )
-def test_hint_follows_the_live_settings(settings, expect, absent):
+def test_hint_follows_the_training_process_settings(settings, expect, absent):
     arches, raw, torch_version, cudnn = settings
     driver = textwrap.dedent(
         f"""
         import sys
         from ftenv.attention import sdpa
         from ftenv.attention.facts import Stack
-        from ftenv.attention.live import AttentionSettings
-        from ftenv.steps.watch import watch
+        from ftenv.attention.process_settings import AttentionSettings
+        from ftenv.steps.launcher_entry import watch
+        from ftenv.steps.watch_command import WatchOptions
         env = sdpa.interpret_deprioritized({raw!r})
         first = sdpa.cudnn_first_by_rule({torch_version!r}, {cudnn}, {arches[0]!r}, env)
         s = AttentionSettings(Stack({torch_version!r}, {cudnn}, {arches!r}, {raw!r}), "test", "test", first)
-        sys.exit(watch({[*FAKE, "--steps", "40"]!r}, settings=lambda: s))
+        sys.exit(watch(WatchOptions(cmd={(*FAKE, "--steps", "40")!r}), settings=lambda: s))
         """
     )
     r = run([sys.executable, "-c", driver])
@@ -232,12 +233,14 @@ def test_hint_follows_the_live_settings(settings, expect, absent):
         assert words not in full
 
 
-def test_a_hanging_settings_probe_never_holds_the_output():
+def test_a_hanging_settings_read_never_holds_the_output():
     driver = (
-        "import sys, time; from ftenv.steps.watch import watch; "
-        f"sys.exit(watch({[*FAKE, '--steps', '40']!r}, settings=lambda: time.sleep(600)))"
+        "import sys, time; from ftenv.steps.launcher_entry import watch; "
+        "from ftenv.steps.watch_command import WatchOptions; "
+        f"options = WatchOptions(cmd={(*FAKE, '--steps', '40')!r}); "
+        "sys.exit(watch(options, settings=lambda: time.sleep(600)))"
     )
-    r = run([sys.executable, "-c", driver])  # would time out if the hint waited for the probe
+    r = run([sys.executable, "-c", driver])  # would time out if the hint waited for the read
     full = " ".join(slow_lines(r.stdout))
     assert r.returncode == 0 and "attention: unknown" in full and "Fix: set TORCH" in full
 
@@ -436,15 +439,18 @@ def test_100_mb_through_both_streams_without_loss_or_deadlock():
 
 def test_ftenv_watch_0_execs_the_command_plainly():
     driver = (
-        "import os, sys; from ftenv.steps.watch import run_watched; "
+        "import os, sys; from ftenv.steps.watch_command import WatchOptions; "
+        "from ftenv.steps.launcher_entry import run; "
         "print('driver', os.getpid(), file=sys.stderr, flush=True); "
-        "sys.exit(run_watched(['sh', '-c', 'echo child $$ >&2; " + " ".join(FAKE) + " --steps 60 --exit 3']))"
+        "sys.exit(run(WatchOptions(cmd=('sh', '-c', 'echo child $$ >&2; "
+        + " ".join(FAKE)
+        + " --steps 60 --exit 3'))))"
     )
-    off = run([sys.executable, "-c", driver], env={**os.environ, "FTENV_WATCH": "0"})
+    off = run([sys.executable, "-c", driver], env=child_env(FTENV_WATCH="0"))
     assert off.returncode == 3 and b"[ftenv-watch]" not in off.stdout
     pids = re.findall(rb"(?:driver|child) (\d+)", off.stderr)
     assert len(pids) == 2 and pids[0] == pids[1]  # exec: the same process
-    on = run([sys.executable, "-c", driver], env={k: v for k, v in os.environ.items() if k != "FTENV_WATCH"})
+    on = run([sys.executable, "-c", driver], env=child_env(unset=["FTENV_WATCH"]))
     assert on.returncode == 3 and b"[ftenv-watch] SLOW STEP" in on.stdout
     pids = re.findall(rb"(?:driver|child) (\d+)", on.stderr)
     assert pids[0] != pids[1]
@@ -452,21 +458,22 @@ def test_ftenv_watch_0_execs_the_command_plainly():
 
 def test_the_watchdog_never_imports_torch():
     driver = (
-        "import sys; from ftenv.steps.watch import watch; "
-        f"rc = watch({[*FAKE, '--steps', '40']!r}); "
+        "import sys; from ftenv.steps.launcher_entry import watch; "
+        "from ftenv.steps.watch_command import WatchOptions; "
+        f"rc = watch(WatchOptions(cmd={(*FAKE, '--steps', '40')!r})); "
         "print('TORCH LOADED' if 'torch' in sys.modules else 'no torch', file=sys.stderr)"
     )
     r = run([sys.executable, "-c", driver])
-    assert b"SLOW STEP" in r.stdout  # the settings were probed
+    assert b"SLOW STEP" in r.stdout  # the settings were read
     assert r.stderr.strip().endswith(b"no torch")
 
 
 def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
     driver = (
-        "import sys; from ftenv.steps import funasr_log, watch\n"
+        "import sys; from ftenv.steps import funasr_log, launcher_entry, watch_command\n"
         "def boom(*a, **k): raise RuntimeError('injected')\n"
         "funasr_log.parse_line = boom\n"
-        f"sys.exit(watch.watch({child!r}))"
+        f"sys.exit(launcher_entry.watch(watch_command.WatchOptions(cmd={tuple(child)!r})))"
     )
     r = run([sys.executable, "-c", driver])
     assert r.returncode == 0
@@ -474,18 +481,20 @@ def test_an_internal_error_stops_the_watching_not_the_output(direct, child):
     assert b"[ftenv-watch] internal error, watching stopped: injected" in r.stdout
 
 
-# --- live settings without CUDA ------------------------------------------------------------------
+# --- the training process's settings without CUDA -----------------------------------------------
 
 
 def test_settings_come_from_the_training_process_environment():
-    env = {k: v for k, v in os.environ.items() if k != variables.SDPA_DEPRIORITIZED}
+    env = child_env(unset=[variables.SDPA_DEPRIORITIZED])
     proc = subprocess.Popen(
         ["sh", "-c", f"export {variables.SDPA_DEPRIORITIZED}=0 CUDNN_VERSION=9.19.0.56; exec sleep 30"],
         env=env,
     )
     try:
         for _ in range(100):  # until sh has exec'd into sleep with the exported variables
-            values, source = live.process_env(proc.pid, (variables.SDPA_DEPRIORITIZED, "CUDNN_VERSION"))
+            values, source = process_settings.process_env(
+                proc.pid, (variables.SDPA_DEPRIORITIZED, "CUDNN_VERSION")
+            )
             if values[variables.SDPA_DEPRIORITIZED] is not None:
                 break
             time.sleep(0.05)
@@ -493,56 +502,58 @@ def test_settings_come_from_the_training_process_environment():
             values == {variables.SDPA_DEPRIORITIZED: "0", "CUDNN_VERSION": "9.19.0.56"}
             and source == "training process"
         )
-        s = live.read_live_settings(proc.pid)
+        s = process_settings.read_process_settings(proc.pid)
         assert s.deprioritized.state == "prefer-cudnn" and s.stack.cudnn_version == 91900
     finally:
         proc.kill()
         proc.wait()
 
 
-def test_probe_without_gpu_says_unknown_and_never_raises(monkeypatch):
-    monkeypatch.setattr(live, "gpu_arches", lambda: ((), "none"))
+def test_settings_without_gpu_say_unknown_and_never_raise(monkeypatch):
+    monkeypatch.setattr(process_settings, "gpu_arches", lambda: ((), "none"))
     monkeypatch.setenv(variables.SDPA_DEPRIORITIZED, "1")
-    assert live.read_live_settings(None).cudnn_first is False
+    assert process_settings.read_process_settings(None).cudnn_first is False
     monkeypatch.setenv(variables.SDPA_DEPRIORITIZED, "0")
-    s = live.read_live_settings(None)
+    s = process_settings.read_process_settings(None)
     assert s.cudnn_first is None and "GPU arch unknown" in s.line() and "first: unknown" in s.line()
-    monkeypatch.setattr(live, "gpu_arches", lambda: (((10, 0),), "nvml"))
+    monkeypatch.setattr(process_settings, "gpu_arches", lambda: (((10, 0),), "nvml"))
     monkeypatch.setenv("CUDNN_VERSION", "9.19.0.56")
-    monkeypatch.setattr(live, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
-    assert live.read_live_settings(None).cudnn_first is True
-    monkeypatch.setattr(live, "_proc_environ", lambda pid: None)
-    assert live.read_live_settings(12345).variable_source == "environment"
+    monkeypatch.setattr(process_settings, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
+    assert process_settings.read_process_settings(None).cudnn_first is True
+    monkeypatch.setattr(process_settings, "_proc_environ", lambda pid: None)
+    assert process_settings.read_process_settings(12345).variable_source == "environment"
 
 
 def test_cudnn_version_text():
-    assert live.cudnn_int_or_none("9.19.0.56") == 91900
-    assert live.cudnn_int_or_none("9.10.2.21") == 91002
-    assert live.cudnn_int_or_none("") is None and live.cudnn_int_or_none(None) is None
+    assert process_settings.cudnn_int_or_none("9.19.0.56") == 91900
+    assert process_settings.cudnn_int_or_none("9.10.2.21") == 91002
+    assert process_settings.cudnn_int_or_none("") is None and process_settings.cudnn_int_or_none(None) is None
 
 
 # --- DDP: a rank waiting for another rank's new shape ------------------------------------------
 
 
-def _watch_lines(lines: list[str]) -> tuple[list[str], Watcher]:
-    watcher = Watcher(repeat=1000, settings=lambda: None)
+def _watch_lines(lines: list[str]) -> tuple[list[str], SlowStepLines]:
+    slow_lines = SlowStepLines(repeat=1000, settings=lambda: None)
     out = []
     for line in lines:
-        out += watcher.observe_values(*funasr_log.fast_fields(line.encode()))
-    return out, watcher
+        out += slow_lines.observe_values(*funasr_log.fast_fields(line.encode()))
+    return out, slow_lines
 
 
 def test_the_watchdog_names_a_ddp_wait_for_another_ranks_new_shape():
     lines, _ = ddp_log(ranks=2)  # every rank logged, rank 0's line first at each step
-    said, watcher = _watch_lines(lines)
+    said, slow_lines = _watch_lines(lines)
     # Rank 1's line comes after rank 0's: its wait lines up with rank 0's new shape.
     assert any("waits for rank 0's new shape (DDP all-reduce)" in x for x in said)
     # Rank 0 is judged before rank 1 logs the step: the backward-only signature tells.
     assert any("rank 0 step" in x and "waits for another rank's new shape" in x for x in said)
     assert not any("not shape-related" in x or "seen-shape" in x for x in said)
-    s = watcher.summary()
+    s = slow_lines.summary()
     assert s.slow_causes == {step_types.NEW_SHAPE: 70} and s.slow_waiting == 32  # each rank's step 1 apart
-    assert any("32 waiting for another rank's new shape (DDP) (100%)" in x for x in watcher.summary_lines())
+    assert any(
+        "32 waiting for another rank's new shape (DDP) (100%)" in x for x in slow_lines.summary_lines()
+    )
 
 
 def test_a_first_slow_step_that_waits_says_so_in_its_short_line():
@@ -554,11 +565,11 @@ def test_a_first_slow_step_that_waits_says_so_in_its_short_line():
 
 @pytest.mark.parametrize("repeat", [2, 3, 4])
 def test_repeat_prints_short_lines_up_to_the_pattern_line(repeat):
-    watcher = Watcher(repeat=repeat, settings=lambda: None)
+    slow_lines = SlowStepLines(repeat=repeat, settings=lambda: None)
     said = []
     for i in range(1, 31):  # steady seen-shape steps, then slow ones on new shapes
-        said += watcher.observe(step_types.Step(i, 0.125, 8, 100))
+        said += slow_lines.observe(step_types.Step(i, 0.125, 8, 100))
     for i in range(31, 41):
-        said += watcher.observe(step_types.Step(i, 1.0, 8, 100 + 4 * i))
+        said += slow_lines.observe(step_types.Step(i, 1.0, 8, 100 + 4 * i))
     kinds = [x.split()[1] for x in said if not x.startswith("[ftenv-watch]   ")]
     assert kinds == ["SLOW"] + ["slow"] * (repeat - 2) + ["PATTERN:"]

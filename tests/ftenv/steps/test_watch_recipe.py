@@ -1,14 +1,13 @@
 """`ftenv watch` around the real FunASR trainer (funasr-train-ds through torchrun, the self-check's
 tiny model, on the CPU): the lines it parses are the trainer's own, not generated ones.
 
-The slow steps are made with the self-check's test aid (ftenv.train.stall: attention sleeps 0.5 s the
+The slow steps are made with the self-check's test aid (ftenv.trainer.stall: attention sleeps 0.5 s the
 first time it sees a shape), which imitates cuDNN's per-shape plan build on any machine. This is a
 CPU run with an injected stall: it shows the watchdog reads the real trainer's output and tells the
 two cases apart, not how a GPU behaves. About 45 s (tiny model build, two short runs)."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -20,18 +19,21 @@ import pytest
 # modules is a failure, not a reason to skip.
 from ftenv import variables
 from ftenv.selfcheck import mode_recipe, tinymodel
+from support import child_env
 
-SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
+#: Each test trains the tiny model through the real trainer (tens of seconds).
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tinymodel.build(tmp_path_factory.mktemp("tiny") / "tiny")
+def tiny(tiny):
+    """The tiny model built once for the whole run (tests/conftest.py), as its paths."""
+    return tinymodel.paths(tiny)
 
 
 def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
     out.mkdir()
-    env = {**os.environ, **tinymodel.OFFLINE_ENV, "PYTHONPATH": SCRIPTS, variables.FUNASR_CPU_SHIM: "1"}
+    env = child_env(**tinymodel.OFFLINE_ENV, **{variables.FUNASR_CPU_SHIM: "1"})
     # The silence alarm at 10 s at least (5x the longest gap between the trainer's lines): the
     # real trainer's validation rounds, checkpoint saves and epoch starts must never raise it.
     env.update(

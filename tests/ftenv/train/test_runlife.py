@@ -23,8 +23,9 @@ import torch
 
 from ftenv.outcome import STOPPED, UNUSABLE
 from ftenv.selfcheck import tinymodel
-from ftenv.train.funasr_cpu_shim import CPU_OVERRIDES
-from ftenv.train.runlife import atomic, folder, space
+from ftenv.train.runlife import folder, space
+from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES
+from ftenv.trainer.runlife import atomic
 from support import child_env
 from support.trained_steps import epoch_length, steps_of
 
@@ -89,6 +90,7 @@ def saved(path: Path) -> dict:
     return {"epoch": data["epoch"], "step": data["step"], "step_in_epoch": data["step_in_epoch"]}
 
 
+@pytest.mark.slow
 def test_stop_resume_cut_file_and_finished_folder(tiny, tmp_path):
     """SIGTERM mid-epoch, then the same command: resumed at the step reached. model.pt cut in half:
     the rerun goes on from model.pt.ep0.S. A second stop (SIGUSR1, Slurm's --signal) in the same
@@ -166,6 +168,7 @@ def _rank_of(pid: int) -> int:
     return int(env[b"RANK"])
 
 
+@pytest.mark.slow
 def test_two_ranks_stop_at_the_same_step_when_one_is_signalled(tiny, tmp_path):
     """gloo on the CPU, two ranks; SIGUSR1 to rank 1's process only: both stop at one step."""
     out = tmp_path / "out"
@@ -215,6 +218,7 @@ def test_too_little_space_is_refused_before_launch_with_the_numbers(tiny, small_
     assert "train, rank" not in log and not list(out.glob("model.pt*"))
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_during_the_run_leaves_no_cut_file(tiny, small_disk, tmp_path):
     """The check passes (1 kept checkpoint), but a checkpoint every 2 steps that no validation ranks
     (FunASR keeps those on disk) fills the 56 MB: the save that does not fit fails with a clear
@@ -320,6 +324,7 @@ def test_space_check_numbers(tmp_path):
     assert space.check(tmp_path / "out", model_pt, 20, 5, big, environ={"FTENV_SPACE_CHECK": "0"})[0] is None
 
 
+@pytest.mark.slow
 def test_a_rank_that_dies_ends_the_job_as_a_crash(tiny, tmp_path):
     """SIGKILL to rank 1 (a node lost): torchrun ends the job with a crash's exit code, not the stop's,
     and with torchrun's own 30 s for the survivors (the longer wait is only for a signal torchrun got)."""

@@ -8,8 +8,8 @@ What differs from a GPU cluster, and why:
 - no pyxis/enroot here (not in Debian): the `--container-*` options are removed from the srun line
   and the job runs the host's ftenv, torch and funasr (the image's locked stack, in the venv);
 - no GPUs: the `#SBATCH --gpus-per-node` line is removed, GPUS_PER_NODE=1, and the trainer is
-  `python -m ftenv.train.funasr_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
-  funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/train/funasr_cpu_shim.py),
+  `python -m ftenv.trainer.funasr_entry` with FTENV_FUNASR_CPU_SHIM=1, which runs the real
+  funasr-train-ds after mapping its hard-coded CUDA calls to the CPU (ftenv/trainer/funasr_cpu_shim.py),
   with `++device=cpu ++backend=gloo` (NCCL needs GPUs).
 The cluster also has a partition of higher PriorityTier with PreemptMode=REQUEUE, whose jobs preempt
 the example's (a real preemption). Everything else is the example as users copy it: sbatch, one
@@ -34,8 +34,11 @@ from pathlib import Path
 import pytest
 
 from ftenv import variables
-from support import ROOT
+from support import ROOT, child_env
 from support.trained_steps import epoch_length, steps_of
+
+#: Every test needs the one-machine Slurm cluster; most train the tiny model under it (tens of seconds).
+pytestmark = pytest.mark.slow
 
 EXAMPLE = ROOT / "docs/examples/slurm/finetune-pyxis.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch")
@@ -70,7 +73,7 @@ class Cluster:
         # Slurm lists nodes sorted by name: the second must sort after this host to keep it first.
         self.other = "zzz-ftenv-node2"
         self.conf = base / "slurm.conf"
-        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.env = child_env(SLURM_CONF=str(self.conf))
 
     def start(self) -> None:
         b = self.base
@@ -184,11 +187,11 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny):
+    """The tiny model built once for the whole run (tests/conftest.py), as its paths."""
     from ftenv.selfcheck import tinymodel
 
-    out = tmp_path_factory.mktemp("tiny")
-    return tinymodel.build(out)
+    return tinymodel.paths(tiny)
 
 
 def runnable_example(text: str, batch_size: int = 400) -> str:

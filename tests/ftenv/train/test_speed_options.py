@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from ftenv import variables
-from ftenv.train import compile_cache, compile_setting
+from ftenv.train import compile_cache
 from ftenv.train.inputs import InputError
+from ftenv.trainer import compile_setting
 from support.finetune_launch import overrides_of, work_out
 
-ENTRY = "ftenv.train.funasr_entry"
+ENTRY = "ftenv.trainer.funasr_entry"
 
 
 def test_compile_turns_on_the_default_parts_and_the_caches_under_the_output_dir(work):
@@ -47,7 +48,9 @@ def test_cuda_graphs_go_with_no_gradient_accumulation(work):
     one = work_out(work, *flags, "++train_conf.accum_grad=1")
     assert "++train_conf.accum_grad=1" in overrides_of(one)
     # Accumulation without graphs is the user's choice, as before.
-    assert work_out(work, "--gpus-per-node", "1", "--compile-parts", "regional", "++train_conf.accum_grad=4")
+    four = work_out(work, "--gpus-per-node", "1", "--compile-parts", "regional", "++train_conf.accum_grad=4")
+    assert "++train_conf.accum_grad=4" in overrides_of(four)
+    assert compile_setting.compile_parts(four.env) == ("regional",)
 
 
 def test_off_by_default(work):

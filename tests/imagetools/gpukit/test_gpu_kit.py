@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from ftenv import variables
 from imagetools.__main__ import main as imagetools_main
-from imagetools.gpukit import gpu_run, gpu_setup, gpu_steps, gpukit
-from support import ROOT
+from imagetools.gpukit import gpu_run, gpu_setup, gpu_steps, gpu_variant_steps, gpukit
+from support import ROOT, child_env
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 GPU_STEPS = {
@@ -42,6 +43,9 @@ GPU_STEPS = {
 }
 #: Left out of the kit to show the rehearsal fails: FunASR's config layer, imported by its trainer.
 LEFT_OUT = "omegaconf"
+#: The steps that rank after the compile matrix (docs/gpu-results.md): the variant with cuDNN 9.26's
+#: self-check at 1 and 0 (they need its torch) and the NaN reproducer of pytorch#196678.
+AFTER_THE_MATRIX = ["steptime-compiled", "variant-selfcheck-1", "variant-selfcheck-0", "sdpa-nan"]
 
 
 def _present() -> set[str]:
@@ -102,7 +106,7 @@ def test_the_results_page_says_what_ran_on_which_gpu():
 
 
 def test_a_step_past_its_budget_is_stopped_with_its_children(tmp_path):
-    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", dict(os.environ), deadline=0)
+    ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", child_env(), deadline=0)
     ctx.deadline = time.monotonic() + 2  # the whole run's end comes first: it cuts the step's 60 s
     start = time.monotonic()
     rc, output = gpu_run.run_logged(ctx, "sleeper", ["sh", "-c", "sleep 30 & sleep 30"], budget_s=60)
@@ -130,6 +134,66 @@ def test_expectations_on_a_gpu_follow_the_sdpa_rule(sm, cudnn, at_1, at_0, unset
     assert [gpu_steps.expected_selfcheck(ctx, v) for v in ("1", "0")] == ["PASS", selfcheck_at_0]
     ctx.gpu = None
     assert gpu_steps.expected_verdict(ctx, "0") == "no-gpu"
+
+
+# --- the steps after the matrix: the variant with cuDNN 9.26, the NaN reproducer --------------------
+
+
+def _with_variant(tmp_path, monkeypatch, torch="2.15.0", cudnn="9.26.0.51"):
+    """versions.toml with one more variant, like the torch 2.15 one (CUDA 13.2, its cuDNN pinned)."""
+    text = (ROOT / "versions.toml").read_text() + (
+        f'\n[variants.cu132test]\nbase_image = "docker.io/nvidia/cuda:13.2.0-base-ubuntu24.04"\n'
+        f'cuda = "13.2.0"\ntorch = "{torch}"\ntorchaudio = "2.11.1"\ntorch_index = ""\n'
+        f'cudnn_package = "nvidia-cudnn-cu13"\ncudnn = "{cudnn}"\nmin_driver = "595"\n'
+    )
+    (path := tmp_path / "versions.toml").write_text(text)
+    monkeypatch.setenv(variables.VERSIONS_FILE, str(path))
+
+
+def _kit_ctx(torch_version, gpu=None, steps=()):
+    ctx = gpu_run.Context(Path("."), Path("log"), {}, deadline=0, gpu=gpu, steps=tuple(steps))
+    ctx.facts = {"torch_version": torch_version, "cudnn_version": 91900}
+    return ctx
+
+
+def test_the_variant_self_check_says_what_torch_it_needs_rather_than_pretending(tmp_path, monkeypatch):
+    h200 = {"name": "NVIDIA H200", "sm": [9, 0]}
+    for name in gpu_variant_steps.VARIANT_SELFCHECKS:  # no variant with the fixed cuDNN: says so
+        r = gpu_variant_steps.variant_not_run(_kit_ctx("2.11.0+cu130", h200), name)
+        assert (r.step, r.ok, r.got) == (
+            name,
+            None,
+            "no variant in versions.toml has cuDNN >= 9.26.0: not run",
+        )
+    _with_variant(tmp_path, monkeypatch, cudnn="9.25.1")  # 9.25.1 does not carry the fix
+    assert gpu_variant_steps.fixed_cudnn_variant() is None
+    _with_variant(tmp_path, monkeypatch)
+    assert gpu_variant_steps.fixed_cudnn_variant().name == "cu132test"
+    ctx = _kit_ctx("2.11.0+cu130", h200)
+    r = gpu_steps.dispatch(ctx, "variant-selfcheck-0", None, tmp_path)
+    assert (r.step, r.ok, r.got) == (
+        "variant-selfcheck-0",
+        None,
+        "needs torch 2.15.0, found 2.11.0+cu130: not run",
+    )
+    assert r.expected.startswith(
+        "cu132test (torch 2.15.0, cuDNN 9.26.0.51): FAIL where torch puts cuDNN first"
+    )
+    # Its own torch (any local build tag): the self-check runs, as the kit's other self-checks do.
+    assert gpu_variant_steps.variant_not_run(_kit_ctx("2.15.0+cu132", h200), "variant-selfcheck-1") is None
+    r = gpu_steps.dispatch(_kit_ctx("2.15.0+cu132"), "variant-selfcheck-1", None, tmp_path)
+    assert (r.step, r.got) == ("variant-selfcheck-1", gpu_run.NO_GPU)  # run, and no GPU here
+
+
+def test_the_matrix_leaves_time_only_for_the_steps_after_it_that_will_run(tmp_path, monkeypatch):
+    h200 = {"name": "NVIDIA H200", "sm": [9, 0]}
+    budget = gpu_variant_steps.BUDGET_S
+    assert gpu_variant_steps.reserved_after_matrix(_kit_ctx("2.11.0", h200, ["steptime-compiled"])) == 0
+    ctx = _kit_ctx("2.11.0+cu130", h200, gpu_steps.STEPS)
+    assert gpu_variant_steps.reserved_after_matrix(ctx) == budget["sdpa-nan"]  # the variant's cannot run
+    _with_variant(tmp_path, monkeypatch)
+    ctx = _kit_ctx("2.15.0+cu132", h200, gpu_steps.STEPS)
+    assert gpu_variant_steps.reserved_after_matrix(ctx) == sum(budget.values())
 
 
 def test_json_is_found_among_warnings():
@@ -221,6 +285,7 @@ def rehearse(python: Path, kit: Path, out: Path, *argv: str) -> tuple[subprocess
     return proc, summary
 
 
+@pytest.mark.slow
 def test_the_lent_machine_venv_lacks_funasr_until_the_kit_is_installed(machine_python):
     modules = ("torch", "transformers", "funasr", "omegaconf", "ftenv")
     probe = f"import importlib.util as u; print([bool(u.find_spec(m)) for m in {modules}])"
@@ -234,17 +299,24 @@ def test_the_lent_machine_venv_lacks_funasr_until_the_kit_is_installed(machine_p
     assert out.stdout.strip() == "[True, True, False, False, False]"
 
 
+@pytest.mark.slow
 def test_the_whole_gpu_run_rehearsed_without_a_gpu(kit, machine_python, tmp_path):
     proc, summary = rehearse(machine_python, kit, tmp_path / "out")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     steps = {s["step"]: s for s in summary["steps"]}
-    assert list(steps) == gpu_steps.STEPS
+    assert list(steps) == gpu_steps.STEPS and list(steps)[-len(AFTER_THE_MATRIX) :] == AFTER_THE_MATRIX
     assert summary["gpu"] is None and summary["python"].startswith(PYTHON)
     for name, s in steps.items():
         if name in GPU_STEPS:
             assert (s["got"], s["ok"]) == (gpu_run.NO_GPU, None), s
         elif name == "steptime-compiled":
             assert s["got"] in ("not present", gpu_run.NO_GPU), s
+        elif name.startswith("variant-selfcheck-"):  # this torch is not the variant's: said, not run
+            assert s["ok"] is None and s["got"].endswith(": not run"), s
+            assert s["got"].startswith(("needs torch ", "no variant in versions.toml has cuDNN >= 9.26.0")), s
+        elif name == "sdpa-nan":  # the reproducer ran on the lent machine's torch and said why not
+            got = "unknown: cuDNN attention cannot run here (no CUDA GPU visible), exit 3"
+            assert (s["got"], s["ok"], s["data"]["cases"]) == (got, True, []), s
         else:
             assert s["ok"] is True, s
     assert re.search(r"\d+ wheels installed", steps["install"]["got"])
@@ -258,6 +330,7 @@ def test_the_whole_gpu_run_rehearsed_without_a_gpu(kit, machine_python, tmp_path
         gpukit.render_results(summary)
 
 
+@pytest.mark.slow
 def test_the_rehearsal_fails_with_a_wheel_left_out(kit, machine_python, tmp_path):
     partial = tmp_path / "kit"
     partial.mkdir()
@@ -318,7 +391,7 @@ def test_a_gpu_the_driver_lists_but_the_report_misses_fails_the_environment(tmp_
     smi.write_text('#!/bin/sh\n[ "$1" = -L ] && echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\nexit 0\n')
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    env = dict(os.environ) | {"PYTHONPATH": str(ROOT / "scripts")}
+    env = child_env()
     ctx = gpu_run.Context(tmp_path, tmp_path / "steps.log", env, deadline=time.monotonic() + 120)
     r = gpu_setup.step_environment(ctx)  # this machine: torch sees no GPU
     assert not r.ok and "nvidia-smi lists 1" in r.got

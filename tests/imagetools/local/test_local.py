@@ -19,7 +19,7 @@ import pytest
 from ftenv import variables
 from ftenv.report import render
 from ftenv.stack import versions
-from ftenv.train import compile_setting
+from ftenv.trainer import compile_setting
 from imagetools import bake as bake_file
 from imagetools import tags
 from imagetools.local import local, machine

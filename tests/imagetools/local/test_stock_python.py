@@ -4,19 +4,21 @@ Each command the Makefile runs for `make run` (the variant, the engine step, the
 the build, the run) runs under the system's python3 in isolated mode (-I), with every module from
 site-packages or dist-packages hidden (what a stock interpreter has: the standard library only),
 against stand-in engines (tests/support/fake_engines.py). The TOML fallback below Python 3.11 is
-checked by hiding tomllib.
+checked by hiding tomllib. Every other make target is checked the same way below: what it starts
+with the PATH's python3 must run on that stock interpreter.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from support import ROOT
+from support import ROOT, child_env
 from support import fake_engines as fakes
 
 #: The system interpreters this test looks for (the distributions' own, never a venv's).
@@ -180,8 +182,57 @@ def test_the_makefile_reads_versions_through_the_module_alone():
     assert "ftenv.cli" not in makefile
     r = subprocess.run(
         [sys.executable, "-m", "ftenv.stack.versions", "name"],
-        env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")},
+        env=child_env(),
         capture_output=True,
         text=True,
     )
     assert (r.returncode, r.stdout) == (0, "cu130\n"), r.stderr
+
+
+# --- every make target ------------------------------------------------------------------------
+
+#: A `python3` (a recipe's word, not a path's tail) and its arguments up to the shell's next operator.
+BARE_PYTHON = re.compile(r"(?<![\w/.$-])python3((?:[ \t]+[^\s;|&)\\]+)*)")
+
+
+def _make_targets() -> list[str]:
+    """Every target `make help` lists (each has a `##` comment)."""
+    return re.findall(r"(?m)^([a-z0-9-]+):.*## ", (ROOT / "Makefile").read_text())
+
+
+@pytest.fixture
+def stock_python3(tmp_path):
+    """A PATH whose `python3` is a distribution's stock interpreter: standard library only."""
+    system = FOUND[0] if FOUND else sys.executable
+    (tmp_path / "boot.py").write_text(BOOT)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "python3"
+    shim.write_text(f'#!/bin/sh\nexec {system} -I {tmp_path / "boot.py"} "$PYTHONPATH" - "$@"\n')
+    shim.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(tmp_path)}
+
+
+@pytest.mark.parametrize("target", _make_targets())
+def test_every_make_target_runs_its_python3_on_a_stock_interpreter(target, stock_python3, tmp_path):
+    """`make -n TARGET` with a stock python3 first on PATH (its VARIANT and IMAGE are worked out by
+    that python3), then every command it would start with the PATH's python3, started there: one
+    that writes generated files (`--write`) in its checking form, which renders the same files and
+    writes nothing; any other with --help (the modules the command imports and its parser; the build
+    and run paths run whole in the test above). What needs the lock (packaging, PyYAML,
+    dockerfile-parse, torch) runs in the venv, `$(PY)`, and is not among them."""
+    env = stock_python3
+    planned = subprocess.run(
+        ["make", "-n", "--no-print-directory", target, f"VENV={tmp_path / 'venv'}"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    assert "Traceback" not in planned.stderr and "No module named" not in planned.stderr, planned.stderr
+    for found in BARE_PYTHON.finditer(planned.stdout):
+        args = found.group(1).split()
+        args = [a for a in args if a != "--write"] if "--write" in args else [*args, "--help"]
+        r = subprocess.run(
+            ["python3", *args],
+            env={**env, "PYTHONPATH": "scripts"}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, f"make {target}: python3 {' '.join(args)}:\n{r.stderr[-3000:]}"

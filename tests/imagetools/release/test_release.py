@@ -27,7 +27,7 @@ from imagetools import bake as bakefile
 from imagetools import build_args as derived
 from imagetools import tags
 from imagetools.release import checks, release
-from support import ROOT
+from support import ROOT, child_env
 
 V = versions.load(ROOT / "versions.toml")
 #: versions.toml as plain TOML: the expected tags are spelled from it here, apart from the code under test.
@@ -174,7 +174,7 @@ def test_check_tags_names_each_tag_that_is_invalid(tmp_path):
         (ROOT / "versions.toml").read_text().replace(f'funasr = "{funasr}"', f'funasr = "{funasr}+x"')
     )
     problems = []
-    for name in ("cu130", "cu128"):
+    for name in V.variants:  # every variant carries the common funasr pin
         stack = tags.stack_tag(V.variants[name]).replace(funasr, f"{funasr}+x")
         problems += [
             f"{name}: '{stack}-0123456789ab' is not a valid image tag",
@@ -242,7 +242,7 @@ def test_a_changed_version_moves_tags_labels_and_bake_targets(tmp_path):
 
 def test_a_new_variant_gets_its_own_target_and_tags(tmp_path):
     text = (ROOT / "versions.toml").read_text()
-    table = text.split("[variants.cu128]", 1)[1]
+    table = text.split("[variants.cu128]", 1)[1].split("\n[variants.", 1)[0]
     cu128 = PINS["variants"]["cu128"]
     local = "+" + cuda_suffix(cu128["cuda"])  # torch's local tag, +cu126 in the new variant
     path = tmp_path / "versions.toml"
@@ -251,7 +251,7 @@ def test_a_new_variant_gets_its_own_target_and_tags(tmp_path):
     )
     new = versions.load(path)
     bake = json.loads(bakefile.render_bake(new))
-    assert bake["group"]["default"]["targets"] == ["cu130", "cu128", "cu126"]
+    assert bake["group"]["default"]["targets"] == [*V.variants, "cu126"]
     tags = bakefile.resolve_target(bake, "cu126", {"COMMIT": SHA[:12]})["tags"]
     stack = expected_stack_tag(PINS["python"]["funasr"], cu128 | {"cuda": "12.6.3"})
     assert tags == [f"ghcr.io/funasr-nano-images/funasr-nano:{stack}-{SHA[:12]}"]
@@ -260,6 +260,25 @@ def test_a_new_variant_gets_its_own_target_and_tags(tmp_path):
         "image": "ghcr.io/funasr-nano-images/funasr-nano",
         "platforms": "linux/amd64",
     }
+
+
+def test_the_torch_2_15_variant_has_its_tag_bake_target_labels_and_matrix_row():
+    cu132 = V.variants["cu132"]
+    pins = PINS["variants"]["cu132"]
+    stack = expected_stack_tag(PINS["python"]["funasr"], pins)
+    assert stack.startswith(f"funasr{PINS['python']['funasr']}-torch{pins['torch']}-cu132-cudnn")
+    assert tags.release_tags(V, cu132, SHA) == [f"{stack}-{SHA[:12]}", stack, "cu132"]  # not `latest`
+    target = bakefile.resolve_target(json.loads(BAKE_TEXT), "cu132", {"COMMIT": SHA[:12]})
+    assert (
+        target["args"]["TORCH_VERSION"] == pins["torch"] and target["args"]["CUDNN_VERSION"] == pins["cudnn"]
+    )
+    assert target["args"]["BASE_IMAGE"] == pins["base_image"] and target["platforms"] == ["linux/amd64"]
+    assert target["labels"]["ftenv.variant"] == "cu132"
+    assert target["labels"]["org.opencontainers.image.version"] == stack
+    assert target["tags"] == [f"{cu132.image['repository']}:{stack}-{SHA[:12]}"]
+    assert {"variant": "cu132", "image": cu132.image["repository"], "platforms": "linux/amd64"} in json.loads(
+        cli("matrix")
+    )
 
 
 # --- the bake check fails on what it guards --------------------------------------------------------
@@ -461,12 +480,12 @@ def fake_docker(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "docker").write_text(FAKE_DOCKER)
     (bin_dir / "docker").chmod(0o755)
-    env = os.environ | {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_LOG": str(tmp_path / "docker.log"),
-        "SMOKE_OUT": str(tmp_path / "smoke"),
-        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
-    }
+    env = child_env(
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        FAKE_LOG=str(tmp_path / "docker.log"),
+        SMOKE_OUT=str(tmp_path / "smoke"),
+        GITHUB_STEP_SUMMARY=str(tmp_path / "summary.md"),
+    )
     return env, tmp_path
 
 

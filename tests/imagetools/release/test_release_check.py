@@ -8,7 +8,6 @@ that dropped a sub-check, or a sub-check that passed on a missing file would fai
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 
 from ftenv.stack import versions
 from imagetools.release import checks, release, workflow_rules
-from support import ROOT
+from support import ROOT, child_env
 
 COPIED = ("versions.toml", "docker", ".github", "README.md", "docs")
 
@@ -36,7 +35,7 @@ def repo(tmp_path):
 
 
 def release_check(root: Path) -> subprocess.CompletedProcess:
-    env = os.environ | {"PYTHONPATH": str(ROOT / "scripts")}
+    env = child_env()
     cmd = [sys.executable, "-m", "imagetools", "release", "--file", str(root / "versions.toml")]
     return subprocess.run([*cmd, "check", "--root", str(root)], capture_output=True, text=True, env=env)
 
@@ -257,14 +256,14 @@ def test_a_self_hosted_runner_in_a_pull_request_workflow_is_a_problem(repo):
     ("stdout", "stderr", "rc", "expected"),
     [
         ("sha256:" + "a" * 64, "", 0, release.EXISTS),
-        ("<no value>", "", 0, release.PROBE_FAILED),
+        ("<no value>", "", 0, release.QUERY_FAILED),
         ("", "ERROR: ghcr.io/o/i:t: not found", 1, release.NOT_FOUND),
-        ("", "ERROR: unexpected status from HEAD request: 401 Unauthorized", 1, release.PROBE_FAILED),
-        ("", "ERROR: failed to do request: dial tcp: lookup ghcr.io: no such host", 1, release.PROBE_FAILED),
-        ("", "", 1, release.PROBE_FAILED),
+        ("", "ERROR: unexpected status from HEAD request: 401 Unauthorized", 1, release.QUERY_FAILED),
+        ("", "ERROR: failed to do request: dial tcp: lookup ghcr.io: no such host", 1, release.QUERY_FAILED),
+        ("", "", 1, release.QUERY_FAILED),
     ],
 )
-def test_exists_probe_rebuilds_only_on_not_found(tmp_path, stdout, stderr, rc, expected):
+def test_exists_query_rebuilds_only_on_not_found(tmp_path, stdout, stderr, rc, expected):
     fake = tmp_path / "inspect"
     fake.write_text(f"#!/bin/sh\nprintf '%s' '{stdout}'\nprintf '%s' '{stderr}' >&2\nexit {rc}\n")
     fake.chmod(0o755)
@@ -310,7 +309,7 @@ def test_release_rules_on_a_workflow_with_each_finding():
         "'skipped' && needs.ghost.result == 'success')) && needs.scan.result == 'success'"
     )
     disk = " ".join(f"{p}/" for p in workflow_rules.DISK_HOGS)  # a trailing slash still counts
-    probe = 'x=$(docker buildx imagetools inspect "$ref" 2> /dev/null)\ncurl x 2>/dev/null'
+    query = 'x=$(docker buildx imagetools inspect "$ref" 2> /dev/null)\ncurl x 2>/dev/null'
     wf = {
         "jobs": {
             # gpu-smoke has an environment, but it is the job being skipped: it decides nothing
@@ -319,7 +318,7 @@ def test_release_rules_on_a_workflow_with_each_finding():
             "build": {
                 "steps": [
                     {"run": f"rm -rf {disk}"},
-                    {"run": f"{probe}\ngit merge-base --is-ancestor a b"},
+                    {"run": f"{query}\ngit merge-base --is-ancestor a b"},
                     {"uses": "sigstore/cosign-installer@abc", "with": {"cosign-release": "${{ env.C }}"}},
                     {"uses": "docker/setup-qemu-action@abc", "with": {"image": "${{ env.NOPE }}"}},
                     {"uses": "docker/setup-buildx-action@abc"},

@@ -208,19 +208,19 @@ def test_exists_exits_not_found_only_when_the_registry_says_so(capsys, registry,
         ("x" * 300, "", 0, f"unexpected inspect output: {'x' * 200!r}\n"),
     ],
 )
-def test_exists_exits_probe_failed_on_any_other_answer(capsys, registry, stdout, stderr, rc, detail):
-    assert release.PROBE_FAILED not in (release.EXISTS, release.NOT_FOUND)
+def test_exists_exits_query_failed_on_any_other_answer(capsys, registry, stdout, stderr, rc, detail):
+    assert release.QUERY_FAILED not in (release.EXISTS, release.NOT_FOUND)
     registry(stdout=stdout, stderr=stderr, rc=rc)
     code, out, err = cli(capsys, "exists", REF)
-    assert (code, out) == (release.PROBE_FAILED, "")
+    assert (code, out) == (release.QUERY_FAILED, "")
     assert err.startswith(f"release exists: {REF}: registry query failed (not a not-found): "), err
     assert detail in err
 
 
-def test_exists_without_docker_is_a_probe_failure_that_names_docker(capsys, tmp_path, monkeypatch):
+def test_exists_without_docker_is_a_query_failure_that_names_docker(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker here
     code, out, err = cli(capsys, "exists", REF)
-    assert (code, out) == (release.PROBE_FAILED, "")
+    assert (code, out) == (release.QUERY_FAILED, "")
     assert "registry query failed (not a not-found): could not run docker: " in err
 
 
@@ -348,4 +348,4 @@ def test_the_help_gives_the_manifest_scripts_dpkg_format_and_the_exit_codes_of_e
     assert dpkg and dpkg[1] in (ROOT / "scripts/release-manifest.sh").read_text()
     text = _help(capsys, monkeypatch)
     assert f"(exit {release.EXISTS}); exit {release.NOT_FOUND} only when the registry says not found" in text
-    assert f"{release.PROBE_FAILED} on any other error" in text
+    assert f"{release.QUERY_FAILED} on any other error" in text

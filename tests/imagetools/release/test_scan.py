@@ -6,7 +6,6 @@ network.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 from ftenv.stack import versions
 from imagetools import locks
 from imagetools.release import scan
-from support import ROOT
+from support import ROOT, child_env
 
 LOCK = (ROOT / "docker/locks/cu130.txt").read_text()
 
@@ -81,7 +80,7 @@ def test_make_scan_outcomes(tmp_path, capsys, case, code, says):
 
 
 def test_make_scan_without_grype_says_so_and_is_not_a_pass(tmp_path):
-    env = os.environ | {"PYTHONPATH": str(ROOT / "scripts"), "PATH": str(tmp_path)}
+    env = child_env(PATH=str(tmp_path))
     r = subprocess.run(
         [sys.executable, "-m", "imagetools", "scan", "cu130"], capture_output=True, text=True, env=env
     )
@@ -90,7 +89,7 @@ def test_make_scan_without_grype_says_so_and_is_not_a_pass(tmp_path):
 
 
 def test_lock_sbom_cli_prints_json():
-    env = os.environ | {"PYTHONPATH": str(ROOT / "scripts")}
+    env = child_env()
     cmd = [sys.executable, "-m", "imagetools", "scan", "cu130", "--lock-sbom"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
     assert json.loads(out)["components"]

@@ -146,7 +146,7 @@ def test_a_version_planted_by_hand_fails_the_checks(tmp_path):
     funasr = tomllib.loads((repo / "versions.toml").read_text())["python"]["funasr"]
     with (repo / "docs/finetune.md").open("a") as f:
         f.write(f"\nTested with funasr {funasr}.\n")
-    with (repo / "scripts/ftenv/train/stall.py").open("a") as f:
+    with (repo / "scripts/ftenv/trainer/stall.py").open("a") as f:
         f.write(f"# works with funasr {funasr}\n")
     git(repo, "commit", "-qam", "plant")
     # The docs check names the planted line before any bump...
@@ -155,7 +155,7 @@ def test_a_version_planted_by_hand_fails_the_checks(tmp_path):
     changes = bump(repo)
     regenerate(repo)
     found = leftovers(repo, {old for old, _ in changes.values()})
-    assert {x.split(":")[0] for x in found} == {"docs/finetune.md", "scripts/ftenv/train/stall.py"}
+    assert {x.split(":")[0] for x in found} == {"docs/finetune.md", "scripts/ftenv/trainer/stall.py"}
     # A line that says it quotes a past version is not a leftover.
     lines = (
         (repo / "docs/finetune.md")

@@ -1,3 +1,3 @@
-"""A run's life: a stop on a signal with everything saved, crash-safe checkpoints, and a resume that
-says what it does, because preemption and crashes are normal on shared clusters.
+"""A run's life around torchrun: the output folder read and made ready, the space its checkpoints
+need, and torchrun's exit on a stop, because preemption and crashes are normal on shared clusters.
 """

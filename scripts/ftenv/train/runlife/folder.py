@@ -13,7 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.train.runlife.record import STOP_RECORD, TEMP_MARK, TEMP_PREFIX, temp_name
+from ftenv.trainer.runlife.record import STOP_RECORD, TEMP_MARK, TEMP_PREFIX, temp_name
 
 LATEST = "model.pt"
 EPOCH_FILE = re.compile(r"^model\.pt\.ep(\d+)(?:\.(\d+))?$")

@@ -5,7 +5,6 @@ rather than failing at a save hours in. FTENV_SPACE_CHECK=0 skips it.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -21,8 +20,7 @@ def check(
     out: Path, model_pt: Path | None, keep: int, max_epoch: int, existing: Path | None, environ=None
 ) -> tuple[str | None, str]:
     """(the refusal, or None; a line for the log)."""
-    env = os.environ if environ is None else environ
-    if env.get(variables.SPACE_CHECK) == "0":
+    if variables.read(variables.SPACE_CHECK, environ) == "0":
         return None, f"free-space check skipped ({variables.SPACE_CHECK}=0)"
     if existing is not None and existing.is_file():
         size, how = existing.stat().st_size, f"the size of {existing.name}"

@@ -11,13 +11,13 @@ import time
 
 from ftenv import variables
 from ftenv.outcome import STOPPED
-from ftenv.train.runlife import record
+from ftenv.trainer.runlife import record
 
 
 def _stopped(run_id: str, started: float, failures=None) -> dict | None:
     """This launch's stop: its record (rank 0 may run on another node: any record written since this
     node's launch began counts), else every failed worker exited STOPPED."""
-    rec = record.read_stop(os.environ.get(variables.OUTPUT_DIR), run_id, since=started)
+    rec = record.read_stop(variables.read(variables.OUTPUT_DIR), run_id, since=started)
     if rec is not None:
         return rec
     codes = {getattr(f, "exitcode", None) for f in (failures or {}).values()}
@@ -28,18 +28,12 @@ def _stopped(run_id: str, started: float, failures=None) -> dict | None:
     )
 
 
-#: How long torchrun waits for its workers after it forwards a signal (its own: 30 s, then SIGKILL),
-#: so that a stop's save can finish; the launcher's grace period (Kubernetes
-#: terminationGracePeriodSeconds, Slurm KillWait, `docker stop -t`) is the outer limit.
-DEFAULT_GRACE_S = 300
-
-
 def _longer_grace_after_a_signal() -> str:
     """Only after torchrun itself was signalled: when a worker fails, torchrun's 30 s still apply
     (the job must end soon); the first signal starts the stop, later ones do not interrupt it.
     Private torch API: when it is not there, torchrun's 30 s stay."""
     try:
-        grace = float(os.environ.get(variables.STOP_GRACE_S, DEFAULT_GRACE_S))
+        grace = variables.read_float(variables.STOP_GRACE_S)
         from torch.distributed.elastic.multiprocessing import api
 
         handler, close = api._terminate_process_handler, api.PContext.close
@@ -74,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     run_id = f"{os.getpid()}-{time.time_ns()}"
-    os.environ[variables.RUN_ID] = run_id
+    variables.export({variables.RUN_ID: run_id})
     sys.argv[0] = "torchrun"
     print(f"ftenv finetune: {_longer_grace_after_a_signal()}", file=sys.stderr, flush=True)
     try:

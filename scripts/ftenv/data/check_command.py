@@ -1,0 +1,56 @@
+"""`ftenv data check` run over the manifests it names (the command line: ftenv.commands.data)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftenv.data import check, dataset_conf, lines, model_folder
+from ftenv.outcome import UNUSABLE
+
+PROG = check.PROG
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """What `ftenv data check` was asked for."""
+
+    files: tuple[str, ...] = ()  # training manifests, then any ++dataset_conf overrides
+    valid: tuple[str, ...] = ()
+    model_dir: str | None = None
+    output_dir: str = "."
+    world_size: int = 1
+    jobs: int | None = None
+
+
+def run(options: CheckOptions) -> int:
+    overrides = [x for x in options.files if x.startswith("+")]
+    train = [p for x in options.files if not x.startswith("+") for p in lines.manifests(x, Path.cwd())]
+    if not train and not options.valid:
+        print(f"{PROG}: no file given; usage: {PROG} [--valid FILE] FILE...", file=sys.stderr)
+        return UNUSABLE
+    try:
+        rules = dataset_conf.rules_for(
+            Path(options.model_dir) if options.model_dir else None, overrides, options.world_size
+        )
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return UNUSABLE
+    model_errors = 0
+    if options.model_dir:
+        for problem in model_folder.inspect(Path(options.model_dir), Path.cwd()):
+            model_errors += problem.severity == model_folder.ERROR
+            print(f"{PROG}: model: {problem.severity}: {problem.message}", file=sys.stderr)
+    out = Path(options.output_dir) / check.REPORT_NAME
+    usable, _ = check.check_and_report(
+        train,
+        [p for v in options.valid for p in lines.manifests(v, Path.cwd())],
+        rules,
+        Path.cwd(),
+        out,
+        options.jobs,
+    )
+    if model_errors:
+        print(f"{PROG}: UNUSABLE: the model folder has {model_errors} error(s) (above)", file=sys.stderr)
+    return 0 if usable and not model_errors else UNUSABLE

@@ -1,0 +1,159 @@
+"""FunASR's Trainer changed at run time in each training process (never in site-packages): a stop at
+a step boundary saved through FunASR's own save_checkpoint, a resume step count that survives a
+second resume in one epoch, and atomic torch.save.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import os
+import sys
+
+from ftenv.outcome import STOPPED
+from ftenv.trainer.runlife import atomic, failfast, record
+from ftenv.trainer.runlife.signals import BoundaryLoader, StopRequest, agree
+
+log = logging.getLogger(__name__)
+
+
+class RunState:
+    """Where the run is, as far as saving goes: (epoch, data slice, step) of the last checkpoint
+    written or loaded, and the slice's first step in this process."""
+
+    def __init__(self) -> None:
+        self.stop = StopRequest(STOPPED)
+        self.saved_at: tuple[int, int, int] | None = None
+        self.slice_start = 0
+        self.absolute_step = False  # our own save passes the step from the slice's start
+
+
+def _say(text: str) -> None:
+    print(f"ftenv: {text}", file=sys.stderr, flush=True)
+
+
+def _position(epoch, step, data_split_i) -> tuple[int, int, int]:
+    """FunASR's epoch-end save is save_checkpoint(epoch + 1) without a step: epoch + 1, slice 0, 0."""
+    return (int(epoch), int(data_split_i or 0), int(step or 0))
+
+
+def _wrap_save(trainer_cls, state: RunState) -> None:
+    original = trainer_cls.save_checkpoint
+
+    @functools.wraps(original)
+    def save_checkpoint(self, epoch, step=None, *args, **kwargs):
+        if step is not None and not state.absolute_step:
+            step = state.slice_start + step
+        original(self, epoch, step, *args, **kwargs)
+        state.saved_at = _position(epoch, step, kwargs.get("data_split_i", 0) if step is not None else 0)
+
+    trainer_cls.save_checkpoint = save_checkpoint
+
+
+def _wrap_resume(trainer_cls, state: RunState) -> None:
+    original = trainer_cls.resume_checkpoint
+
+    @functools.wraps(original)
+    def resume_checkpoint(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        if os.path.isfile(os.path.join(self.output_dir, "model.pt")) and self.resume:
+            state.saved_at = _position(self.start_epoch, self.start_step, self.start_data_split_i)
+
+    trainer_cls.resume_checkpoint = resume_checkpoint
+
+
+def _stop(trainer, state: RunState, signum: int, args: dict, done: int) -> None:
+    """Every rank: save (if the position is not saved yet) and exit STOPPED."""
+    import signal
+
+    import torch.distributed as dist
+
+    epoch, split = args["epoch"], args["data_split_i"]
+    step = state.slice_start + done
+    name = signal.Signals(signum).name
+    here = _position(epoch, step, split)
+    ckpt = os.path.join(trainer.output_dir, "model.pt")
+    if state.saved_at != here:
+        state.absolute_step = True
+        trainer.save_checkpoint(
+            epoch,
+            step=step,
+            model=args["model"],
+            optim=args["optim"],
+            scheduler=args["scheduler"],
+            scaler=args["scaler"],
+            step_in_epoch=trainer.step_in_epoch,
+            data_split_i=split,
+            data_split_num=args["data_split_num"],
+            train_loss_avg=trainer.train_loss_avg,
+            train_acc_avg=trainer.train_acc_avg,
+        )
+        saved = f"{ckpt} (and model.pt.ep{epoch}.{trainer.step_in_epoch})"
+    else:
+        saved = f"{ckpt} (already there: nothing trained since it was saved)"
+    if trainer.rank == 0:
+        data = {
+            "signal": name,
+            "epoch": int(epoch),
+            "step": int(step),
+            "data_split_i": int(split),
+            "file": saved,
+            "saved_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
+        record.write_stop(trainer.output_dir, data)
+        _say(record.stop_line(data))
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+    # Everything is saved and synced: leave now. A normal interpreter exit (tearing down torch,
+    # transformers and FunASR, joining their threads) took seconds on a busy machine, out of the
+    # launcher's grace period.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(STOPPED)
+
+
+def _wrap_train_epoch(trainer_cls, state: RunState) -> None:
+    original = trainer_cls.train_epoch
+
+    @functools.wraps(original)
+    def train_epoch(self, model=None, optim=None, scheduler=None, scaler=None, dataloader_train=None,
+                    dataloader_val=None, epoch=None, **kwargs):  # fmt: skip
+        state.slice_start = int(kwargs.get("start_step") or 0)
+        state.absolute_step = False
+        state.stop.in_loop = True
+        args = {
+            "model": model, "optim": optim, "scheduler": scheduler, "scaler": scaler, "epoch": epoch,
+            "data_split_i": kwargs.get("data_split_i", 0), "data_split_num": kwargs.get("data_split_num", 1),
+        }  # fmt: skip
+        accum = max(int(getattr(self, "accum_grad", 1) or 1), 1)
+
+        def on_boundary(done: int) -> None:
+            if done % accum:
+                return
+            signum = agree(state.stop.pending, self.device)
+            if signum:
+                _stop(self, state, signum, args, done)
+
+        loader = BoundaryLoader(dataloader_train, on_boundary)
+        parts = {"model": model, "optim": optim, "scheduler": scheduler, "scaler": scaler}
+        return original(
+            self, **parts, dataloader_train=loader, dataloader_val=dataloader_val, epoch=epoch, **kwargs
+        )
+
+    trainer_cls.train_epoch = train_epoch
+
+
+def install() -> list[str]:
+    """Install everything on FunASR's Trainer in this process; returns the lines for the log."""
+    from funasr.train_utils import trainer_ds
+
+    state = RunState()
+    notes = [state.stop.install(), atomic.install(), failfast.install()]
+    _wrap_save(trainer_ds.Trainer, state)
+    _wrap_resume(trainer_ds.Trainer, state)
+    _wrap_train_epoch(trainer_ds.Trainer, state)
+    notes.append("saved step: counted from the start of the epoch's data slice")
+    return notes
