@@ -26,6 +26,8 @@ import pytest
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from ftenv import variables
+from ftenv.attention import sdpa
+from ftenv.stack import versions
 from imagetools.__main__ import main as imagetools_main
 from imagetools.gpukit import gpu_run, gpu_setup, gpu_steps, gpu_variant_steps, gpukit
 from support import ROOT, child_env
@@ -139,15 +141,30 @@ def test_expectations_on_a_gpu_follow_the_sdpa_rule(sm, cudnn, at_1, at_0, unset
 # --- the steps after the matrix: the variant with cuDNN 9.26, the NaN reproducer --------------------
 
 
+def _without_fixed_variants() -> str:
+    """versions.toml less its variants whose cuDNN carries the fix (a stack from before the torch 2.15
+    variant), so that a test controls which variant the kit finds."""
+    text = (ROOT / "versions.toml").read_text()
+    for name, variant in versions.load(ROOT / "versions.toml").variants.items():
+        if variant.cudnn_int >= sdpa.NAN_GRAD_FIXED_CUDNN:
+            text = re.sub(rf"\n\[variants\.{name}\]\n.*?(?=\n\[|\Z)", "\n", text, flags=re.S)
+    return text
+
+
+def _use_versions(tmp_path, monkeypatch, text: str) -> None:
+    (path := tmp_path / "versions.toml").write_text(text)
+    monkeypatch.setenv(variables.VERSIONS_FILE, str(path))
+
+
 def _with_variant(tmp_path, monkeypatch, torch="2.15.0", cudnn="9.26.0.51"):
-    """versions.toml with one more variant, like the torch 2.15 one (CUDA 13.2, its cuDNN pinned)."""
-    text = (ROOT / "versions.toml").read_text() + (
+    """versions.toml (less its fixed-cuDNN variants) with one more variant, like the torch 2.15 one
+    (CUDA 13.2, its cuDNN pinned)."""
+    text = _without_fixed_variants() + (
         f'\n[variants.cu132test]\nbase_image = "docker.io/nvidia/cuda:13.2.0-base-ubuntu24.04"\n'
         f'cuda = "13.2.0"\ntorch = "{torch}"\ntorchaudio = "2.11.1"\ntorch_index = ""\n'
         f'cudnn_package = "nvidia-cudnn-cu13"\ncudnn = "{cudnn}"\nmin_driver = "595"\n'
     )
-    (path := tmp_path / "versions.toml").write_text(text)
-    monkeypatch.setenv(variables.VERSIONS_FILE, str(path))
+    _use_versions(tmp_path, monkeypatch, text)
 
 
 def _kit_ctx(torch_version, gpu=None, steps=()):
@@ -158,6 +175,7 @@ def _kit_ctx(torch_version, gpu=None, steps=()):
 
 def test_the_variant_self_check_says_what_torch_it_needs_rather_than_pretending(tmp_path, monkeypatch):
     h200 = {"name": "NVIDIA H200", "sm": [9, 0]}
+    _use_versions(tmp_path, monkeypatch, _without_fixed_variants())
     for name in gpu_variant_steps.VARIANT_SELFCHECKS:  # no variant with the fixed cuDNN: says so
         r = gpu_variant_steps.variant_not_run(_kit_ctx("2.11.0+cu130", h200), name)
         assert (r.step, r.ok, r.got) == (
