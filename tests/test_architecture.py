@@ -386,11 +386,7 @@ def rule_files(root: Path, folder: str) -> list[Path]:
 
 def rule_findings(root: Path, folder: str, rule: str) -> list[str]:
     """`path:line: what; fix` for each breach of rule in folder, less its home and the exceptions."""
-    files = [
-        p
-        for p in rule_files(root, folder)
-        if str(p.relative_to(root)) not in RULE_HOMES[rule]
-    ]
+    files = [p for p in rule_files(root, folder) if str(p.relative_to(root)) not in RULE_HOMES[rule]]
     return [f for f in house_rules.findings(files, root, REGISTERED, rule) if not _excepted(f, rule)]
 
 
