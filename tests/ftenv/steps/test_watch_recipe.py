@@ -47,7 +47,7 @@ def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
     env.pop("TORCH_CUDNN_SDPA_DEPRIORITIZED", None)
     if stall_s:
         env[variables.TEST_SDPA_STALL_S] = str(stall_s)
-    cmd = mode_recipe.command(tiny, out, "cpu", 2, True)
+    cmd = mode_recipe.command(tiny, out, "cpu", 2)
     r = subprocess.run(
         # K=4: the stall makes new-shape steps about 8x; a busy shared CPU must not make a clean
         # step look slow.
