@@ -21,6 +21,7 @@ def _llm_params(llm_dir) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.slow  # its setup builds the session's tiny model when it runs first
 def test_counts_the_llm_in_bf16_as_the_recipe_trains_it(tiny, tmp_path):
     folder = tmp_path / "model"
     shutil.copytree(tiny, folder, ignore=shutil.ignore_patterns("data", "model.pt"))

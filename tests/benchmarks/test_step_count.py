@@ -38,7 +38,7 @@ def trained(tiny, tmp_path_factory):
     return net, copy.deepcopy(net.state_dict()), batches, work
 
 
-@pytest.mark.parametrize("name", ["eager", "best-guess"])
+@pytest.mark.parametrize("name", ["eager", pytest.param("best-guess", marks=pytest.mark.slow)])
 def test_the_floor_counts_a_step_as_the_dispatch_proxy_does(trained, name):
     net, initial, batches, work = trained
     of = next(a for a in arms.ARMS if a.name == name)
