@@ -72,7 +72,7 @@ def compiled_selfcheck(run, tmp_path_factory) -> tuple[subprocess.CompletedProce
         "--json",
         env={"TORCHINDUCTOR_CACHE_DIR": "/home/ftenv/.cache/torchinductor"},
         extra=[*read_only(out), "--network=none"],
-        user="12345:0",
+        user="12345:12345",  # the enroot/pyxis case: the user's own uid and gid
         timeout=1500,
     )
     return r, out
