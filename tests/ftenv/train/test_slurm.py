@@ -21,6 +21,7 @@ Needs root and `slurm-wlm munge` (installed by `make engine`, part of `make test
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -222,13 +223,13 @@ def runnable_example(text: str, batch_size: int = 400) -> str:
     return script + "\n"
 
 
-def job_env(cluster: Cluster, tiny, out_dir: Path) -> dict[str, str]:
+def job_env(cluster: Cluster, tiny, out_dir: Path, data_dir: Path | None = None) -> dict[str, str]:
     """The job's environment: the example's paths on the tiny model, one CPU rank per node."""
     return {
         **cluster.env,
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "MODEL_DIR": str(tiny.root),
-        "DATA_DIR": str(tiny.train_jsonl.parent),
+        "DATA_DIR": str(data_dir or tiny.train_jsonl.parent),
         "OUT_DIR": str(out_dir),
         "GPUS_PER_NODE": "1",
         "MASTER_PORT": str(_free_port()),
@@ -296,6 +297,28 @@ def job_state(cluster: Cluster, job: str) -> dict[str, str]:
 #: to every process of the job's steps, as `scancel --signal=USR1` does), and a real preemption (a job
 #: of a partition with a higher PriorityTier needs the nodes; PreemptMode=REQUEUE: Slurm sends SIGTERM
 #: to the steps, then to the batch step and srun, SIGKILL KillWait later, and requeues the job).
+#: How many times the stop tests repeat the tiny training set (new keys, the same audio): one step
+#: per utterance, so the epoch lasts long enough (seconds) for a stop sent after step 2 to land in
+#: it; with the tiny set alone (24 steps a rank, a few seconds) a preemption, which Slurm delivers
+#: seconds after the preempting job's submission, came after the run's last save.
+EPOCH_REPEATS = 6
+
+
+def longer_epoch(tiny, folder: Path, repeats: int = EPOCH_REPEATS) -> Path:
+    """A data folder whose train.jsonl is the tiny model's repeated `repeats` times, val.jsonl as is."""
+    folder.mkdir()
+    lines = tiny.train_jsonl.read_text(encoding="utf-8").splitlines()
+    repeated = []
+    for k in range(repeats):
+        for line in lines:
+            record = json.loads(line)
+            record["key"] = f"{record['key']}-{k}"
+            repeated.append(json.dumps(record, ensure_ascii=False))
+    (folder / "train.jsonl").write_text("\n".join(repeated) + "\n", encoding="utf-8")
+    shutil.copyfile(tiny.val_jsonl, folder / "val.jsonl")
+    return folder
+
+
 STOPS = {
     "USR1-before-the-time-limit": (["scancel", "--signal=USR1"], "SIGUSR1"),
     "preempted-PreemptMode-REQUEUE": (
@@ -315,7 +338,7 @@ def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path
     script = tmp_path / "job.sbatch"
     script.write_text(runnable_example(EXAMPLE.read_text(), batch_size=150))
     out_dir = tmp_path / "run"
-    env = job_env(cluster, tiny, out_dir)
+    env = job_env(cluster, tiny, out_dir, data_dir=longer_epoch(tiny, tmp_path / "data"))
     log = tmp_path / "job.out"
     job = subprocess.run(
         ["sbatch", "--parsable", "--output", str(log), str(script)],
