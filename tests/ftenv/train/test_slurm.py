@@ -293,10 +293,6 @@ def job_state(cluster: Cluster, job: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.split() if "=" in item)
 
 
-#: How the job is stopped mid-epoch: the signal before the time limit (`--signal=USR1@300` sends it
-#: to every process of the job's steps, as `scancel --signal=USR1` does), and a real preemption (a job
-#: of a partition with a higher PriorityTier needs the nodes; PreemptMode=REQUEUE: Slurm sends SIGTERM
-#: to the steps, then to the batch step and srun, SIGKILL KillWait later, and requeues the job).
 #: How many times the stop tests repeat the tiny training set (new keys, the same audio): one step
 #: per utterance, so the epoch lasts long enough (seconds) for a stop sent after step 2 to land in
 #: it; with the tiny set alone (24 steps a rank, a few seconds) a preemption, which Slurm delivers
@@ -319,6 +315,10 @@ def longer_epoch(tiny, folder: Path, repeats: int = EPOCH_REPEATS) -> Path:
     return folder
 
 
+#: How the job is stopped mid-epoch: the signal before the time limit (`--signal=USR1@300` sends it
+#: to every process of the job's steps, as `scancel --signal=USR1` does), and a real preemption (a job
+#: of a partition with a higher PriorityTier needs the nodes; PreemptMode=REQUEUE: Slurm sends SIGTERM
+#: to the steps, then to the batch step and srun, SIGKILL KillWait later, and requeues the job).
 STOPS = {
     "USR1-before-the-time-limit": (["scancel", "--signal=USR1"], "SIGUSR1"),
     "preempted-PreemptMode-REQUEUE": (
