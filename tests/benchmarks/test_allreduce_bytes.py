@@ -1,4 +1,4 @@
-"""benchmarks/bench.py on the tiny model: what it counts is the recipe's trainable part
+"""benchmarks/allreduce_bytes.py on the tiny model: what it counts is the recipe's trainable part
 (the LLM, in its bf16), whatever the folder's own freeze settings say, and the ring all-reduce's
 arithmetic. The guide's numbers for the real model come from the same code (docs/network.md)."""
 

@@ -1,4 +1,4 @@
-"""benchmarks/bench.py, the GPU kit's NCCL call, on the CPU: what it reads from NCCL's
+"""benchmarks/nccl_network.py, the GPU kit's NCCL call, on the CPU: what it reads from NCCL's
 INIT/NET lines (sockets vs IB), what it says without a GPU, and the kit's step around it with a
 stand-in for the GPU run."""
 
