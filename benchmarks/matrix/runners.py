@@ -50,27 +50,39 @@ def use_caches(cache: Path) -> None:
         variables.export({var: str(cache / sub)})
 
 
-def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, deadline: float, eager) -> dict:
-    """Train the arm's steps with a validation pass half-way; its numbers (not its ranking)."""
+@contextlib.contextmanager
+def applied(model, initial, arm: Arm, args, cache_root: Path):
+    """The model at its first weights with the arm's parts on, compiling afresh on the arm's caches
+    (another arm's: from disk); the parts removed on the way out. Yields apply's record."""
     import torch
 
     from ftenv.trainer.fastpath import buckets
     from ftenv.trainer.fastpath.parts import apply as apply_parts
     from ftenv.trainer.fastpath.parts import remove as remove_parts
 
-    result = {"arm": arm.name, **asdict(arm), "parts": list(arm.parts)}
     model.load_state_dict(initial)
     use_caches(cache_root / (arm.cache_of or arm.name))
-    torch._dynamo.reset()  # each arm compiles afresh (on another arm's caches: from disk)
+    torch._dynamo.reset()
     with contextlib.suppress(Exception):  # private: the counts then read "unknown"
         torch._dynamo.utils.counters.clear()
-    batches, val = prepared(arm, batches), prepared(arm, val)
     spec = buckets.parse(arm.buckets) if arm.buckets else None
     done = apply_parts(model, arm.parts, spec, devices=(args.device,), backend=args.backend)
-    if args.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    steps = batches[: WARM_STEPS if arm.fresh_process else args.steps]
     try:
+        yield done
+    finally:
+        remove_parts(model, done)
+
+
+def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, deadline: float, eager) -> dict:
+    """Train the arm's steps with a validation pass half-way; its numbers (not its ranking)."""
+    import torch
+
+    result = {"arm": arm.name, **asdict(arm), "parts": list(arm.parts)}
+    batches, val = prepared(arm, batches), prepared(arm, val)
+    steps = batches[: WARM_STEPS if arm.fresh_process else args.steps]
+    with applied(model, initial, arm, args, cache_root) as done:
+        if args.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
         t = train_steps(
             model,
             steps,
@@ -81,8 +93,6 @@ def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, dead
             val=val,
             val_at=max(1, int(args.steps * VALIDATE_AFTER)),  # the same step in every arm (warm: none)
         )
-    finally:
-        remove_parts(model, done)
     if not t.seconds:
         return result | {"status": "not run: the time budget was spent"}
     warm = min(args.warmup, len(t.seconds) - 1)
@@ -122,21 +132,8 @@ def run_profile(model, initial, arm: Arm, of: Arm, batches, args, cache_root: Pa
     """The floor's passes over arm `of`: the profiler's (its caches warm; kernels and GPU-busy
     seconds on a GPU), then the count of a step's ATen ops and host syncs (stepcount.count_arm, the
     one definition benchmarks/dispatch_proxy.py counts by too)."""
-    import torch
-
-    from ftenv.trainer.fastpath import buckets
-    from ftenv.trainer.fastpath.parts import apply as apply_parts
-    from ftenv.trainer.fastpath.parts import remove as remove_parts
-
-    model.load_state_dict(initial)
-    use_caches(cache_root / (of.cache_of or of.name))
-    torch._dynamo.reset()
-    spec = buckets.parse(of.buckets) if of.buckets else None
-    done = apply_parts(model, of.parts, spec, devices=(args.device,), backend=args.backend)
-    try:
+    with applied(model, initial, of, args, cache_root):
         numbers = profile_steps(model, prepared(of, batches)[: PROFILE_STEPS + 1], args.device, of.fused)
-    finally:
-        remove_parts(model, done)
     counts = count_arm(model, initial, of, batches[: PROFILE_STEPS + 1], args.device)
     counts = {k: v for k, v in counts.items() if k not in ("parts", "steps")}
     return {"arm": arm.name, "profile_of": of.name, "parts": [], "status": "ran", **numbers, **counts}
