@@ -27,6 +27,9 @@ class Variable:
     name: str
     default: str
     meaning: str
+    #: The value the image's Dockerfile sets (ENV), where it sets one that matters to a user: the
+    #: docs show it beside the default that applies outside the image.
+    image: str | None = None
 
 
 # --- the image ------------------------------------------------------------------------------------
@@ -236,6 +239,7 @@ REGISTRY = (
         SDPA_DEPRIORITIZED,
         UNSET,
         "torch 2.10 and later: `1` keeps cuDNN attention out of the front of the order (FunASR issue #3704)",
+        image="1",
     ),
     Variable(SDPA_PREFERRED, UNSET, "torch 2.9: `0` keeps cuDNN attention out of the front of the order"),
     Variable(CUDNN_VERSION, UNSET, "the cuDNN version the base image declares (read when torch cannot say)"),
@@ -291,7 +295,7 @@ REGISTRY = (
     Variable(
         CUDA_VISIBLE_DEVICES,
         UNSET,
-        "the GPUs a process sees; empty: none (`ftenv finetune` then runs on the CPU)",
+        "the GPUs a process sees (`0,1`: the first two); empty: none, and `ftenv finetune` refuses to start (training needs a GPU; `--dry-run` works without one)",
     ),
     Variable(
         NCCL_NET, UNSET, "NCCL's network (`IB`, `Socket`...): the report names the network NCCL will use"
@@ -368,11 +372,17 @@ REGISTRY = (
 )
 
 
+def _default_text(v: Variable) -> str:
+    return v.default if v.image is None else f"`{v.image}` in the image ({v.default} outside it)"
+
+
 def markdown_table(prefix: str = "") -> str:
     """REGISTRY (the variables whose name starts with prefix) as the docs show it: docs/variables.md
     and the watchdog's page generate their tables from it."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in REGISTRY if v.name.startswith(prefix)]
+    rows += [
+        f"| `{v.name}` | {_default_text(v)} | {v.meaning} |" for v in REGISTRY if v.name.startswith(prefix)
+    ]
     return "\n".join(rows) + "\n"
 
 

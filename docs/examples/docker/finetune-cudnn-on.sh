@@ -32,7 +32,7 @@ docker run --rm --gpus '"device=0"' --ipc=host \
   ftenv finetune \
     --model-dir "$MODEL_DIR" \
     --train "$DATA_DIR/train.jsonl" \
-    --valid "$DATA_DIR/val.jsonl" \
+    --valid "$DATA_DIR/valid.jsonl" \
     --output-dir "$OUT_DIR" \
     --gpus-per-node 1 \
     ++train_conf.max_epoch=1

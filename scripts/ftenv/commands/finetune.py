@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
             f"node, unless the image's entrypoint already did ({variables.REPORT}=0 skips it)."
         ),
         epilog="Example: ftenv finetune --model-dir /models/Fun-ASR-Nano-2512 --train /data/train.jsonl "
-        "--valid /data/val.jsonl --output-dir /out --gpus-per-node 8 ++train_conf.max_epoch=5",
+        "--valid /data/valid.jsonl --output-dir /out --gpus-per-node 8 ++train_conf.max_epoch=5",
     )
     p.add_argument("--model-dir", help="local Fun-ASR-Nano checkout (config.yaml, model.pt)")
     p.add_argument("--train", help="training data, ChatML JSONL (upstream's format)")

@@ -17,6 +17,8 @@ from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data split"
 SETS = ("train", "valid", "test")
+#: The file each set is written to in OUT: the names the docs' examples pass to `ftenv finetune`.
+FILE_NAMES = {name: f"{name}.jsonl" for name in SETS}
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def run(options: SplitOptions) -> int:
     if empty:
         print(f"{PROG}: the {' and '.join(empty)} set would be empty ({len(lines)} lines)", file=sys.stderr)
         return UNUSABLE
-    targets = {name: out / f"{name}.jsonl" for name in ("train", *wanted)}
+    targets = {name: out / FILE_NAMES[name] for name in ("train", *wanted)}
     if any(t.resolve() == source.resolve() for t in targets.values()):
         print(f"{PROG}: the output would overwrite {source}: choose another --output-dir", file=sys.stderr)
         return UNUSABLE
