@@ -163,7 +163,7 @@ REGISTRY = (
     Variable(
         STANDIN_BASE,
         UNSET,
-        "set only in images built on a local stand-in base instead of the real one (the report says so)",
+        "set only in images built for tests on a local base instead of the real one (the report says so)",
     ),
     Variable(VERSIONS_FILE, UNSET, "the versions file to read instead of the checkout's or the image's copy"),
     Variable(DEBUG, UNSET, "`1`: an internal error prints its traceback"),
@@ -361,14 +361,14 @@ REGISTRY = (
     Variable(MODELSCOPE_VERSION, UNSET, "the image's modelscope: checked by the build check"),
     Variable(CC, UNSET, "the C compiler the build check's compile uses (else gcc or clang)"),
     Variable(TMPDIR, UNSET, "the temporary folder; the build check sets its own for its compile"),
-    Variable(PATH, UNSET, "where commands are found; the GPU kit puts its own first"),
+    Variable(PATH, UNSET, "where commands are found; the GPU check scripts put their own first"),
     Variable(PYTHONPATH, UNSET, "set for children so that they import this checkout's ftenv"),
-    Variable(PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU kit's children: their lines arrive as printed"),
+    Variable(PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU check scripts' children: their lines arrive as printed"),
     Variable(
         CONTAINERS_CONF, UNSET, "podman's settings file: `make run` and the layer check point it at their own"
     ),
     Variable(DEBIAN_FRONTEND, UNSET, "set to `noninteractive` for the engine's installation"),
-    Variable(OUT, UNSET, "where the GPU kit's checks write their results (default gpu-results/)"),
+    Variable(OUT, UNSET, "where the GPU check scripts write their results (default gpu-results/)"),
 )
 
 

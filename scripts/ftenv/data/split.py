@@ -13,12 +13,10 @@ from pathlib import Path
 
 from ftenv.data import chatml, kaldi
 from ftenv.data.rows import Rejected
+from ftenv.data.sets import FILE_NAMES, SETS
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data split"
-SETS = ("train", "valid", "test")
-#: The file each set is written to in OUT: the names the docs' examples pass to `ftenv finetune`.
-FILE_NAMES = {name: f"{name}.jsonl" for name in SETS}
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
-from ftenv.data.split import FILE_NAMES
+from ftenv.data.sets import FILE_NAMES
 
 # Its home is the train wing (the eval imports it too); callers here use tinymodel.quiet_funasr_import.
 from ftenv.train.quiet_import import quiet_funasr_import

@@ -1,0 +1,246 @@
+"""The docs say what the code does, wherever a test can read it: the data names the examples pass are
+the ones `ftenv data split` writes, every exit code a doc table or a manifest names is one ftenv
+chooses (ftenv.outcome), every `ftenv` option a doc shows is in the parser, the report sample's
+lines are the ones docs/report.md explains, every message docs/troubleshooting.md quotes is still
+in the code, CHANGELOG.md's newest version is the package's, the user pages name the image by an
+immutable tag and speak no internal words. Each check is also shown failing on a broken copy."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from ftenv import __version__, outcome
+from ftenv.data.sets import FILE_NAMES
+from ftenv.stack import versions
+from support import ROOT
+from support.doc_refs import unknown_options
+from support.image_refs import moving_refs
+from support.manifests import load_yaml
+
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+EXAMPLES = sorted(p for p in (ROOT / "docs/examples").rglob("*") if p.is_file())
+TROUBLESHOOTING = ROOT / "docs/troubleshooting.md"
+CHANGELOG = ROOT / "CHANGELOG.md"
+VERSIONS = versions.load(ROOT / "versions.toml")
+#: The pages a fine-tuner reads (the README's "Use" table), and the README itself.
+USE_PAGES = [
+    ROOT / "README.md",
+    CHANGELOG,
+    *(
+        ROOT / "docs" / name
+        for name in (
+            "cudnn-sdpa-guide.md", "data.md", "finetune.md", "report.md", "selfcheck.md", "watchdog.md",
+            "troubleshooting.md", "evaluate.md", "scoring.md", "network.md", "compile.md", "variables.md",
+        )
+    ),
+]  # fmt: skip
+#: Words of the project's own workshop that mean nothing to a user.
+INTERNAL_WORDS = (
+    r"\bwings?\b", r"stand-in base", r"GPU kit", r"lent machine", r"\blevers?\b", r"\barms?\b",
+    r"\bfloors?\b", r"one home", r"field report",
+)  # fmt: skip
+
+
+# --- data names -------------------------------------------------------------------------------------
+
+
+def data_names(text: str) -> set[str]:
+    """The file names an example passes to `--train` and `--valid`."""
+    return set(re.findall(r"--(?:train|valid)[ =]\"?[^\s\"]*/([\w.-]+\.jsonl)", text))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_pass_the_names_ftenv_data_split_writes(path):
+    names = data_names(path.read_text())
+    assert names <= set(FILE_NAMES.values()), names
+    if "ftenv finetune" in path.read_text():
+        assert names == {FILE_NAMES["train"], FILE_NAMES["valid"]}
+
+
+def test_a_name_the_split_does_not_write_is_caught():
+    text = (ROOT / "docs/examples/docker/finetune-one-gpu.sh").read_text().replace("valid.jsonl", "val.jsonl")
+    assert "val.jsonl" in data_names(text) - set(FILE_NAMES.values())
+
+
+# --- exit codes -------------------------------------------------------------------------------------
+
+CODES = {c.code for c in outcome.EXIT_CODES}
+
+
+def documented_codes(text: str) -> set[int]:
+    """The codes in the first column of every Markdown table whose first header is `code`."""
+    found = set()
+    for table in re.findall(r"^\| code \|.*?(?=\n\n|\n[^|]|\Z)", text, re.M | re.S):
+        found |= {int(c) for c in re.findall(r"^\| (\d+) \|", table, re.M)}
+    return found
+
+
+def manifest_codes(path: Path) -> set[int]:
+    """The exit codes a Kubernetes manifest's podFailurePolicy acts on."""
+    found = set()
+    for doc in load_yaml(path.name):
+        policy = doc.get("spec", {}).get("podFailurePolicy", {})
+        for rule in policy.get("rules", []):
+            found |= set(rule.get("onExitCodes", {}).get("values", []))
+    return found
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *DOCS], ids=lambda p: p.name)
+def test_every_exit_code_a_doc_table_names_is_ftenvs(path):
+    assert documented_codes(path.read_text()) <= CODES
+
+
+def test_every_exit_code_a_manifest_names_is_ftenvs():
+    manifests = sorted((ROOT / "docs/examples/kubernetes").glob("*.yaml"))
+    assert any(manifest_codes(p) for p in manifests)
+    for path in manifests:
+        assert manifest_codes(path) <= CODES, path.name
+
+
+def test_the_finetune_docs_name_the_codes_the_job_fails_on():
+    """The Job fails on exactly the codes finetune.md says (a crash and a bad input)."""
+    job = manifest_codes(ROOT / "docs/examples/kubernetes/job-one-node.yaml")
+    text = " ".join((ROOT / "docs/finetune.md").read_text().split())
+    said = re.search(r"fails the job on exit codes? ([\d, and]+)", text)
+    assert said and {int(c) for c in re.findall(r"\d+", said[1])} == job
+
+
+def test_a_code_ftenv_does_not_choose_is_caught():
+    text = (ROOT / "docs/finetune.md").read_text().replace("| 75 |", "| 76 |", 1)
+    assert documented_codes(text) - CODES == {76}
+
+
+# --- options ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *DOCS], ids=lambda p: p.name)
+def test_every_ftenv_option_a_doc_shows_is_in_the_parser(path):
+    assert unknown_options(path.read_text()) == []
+
+
+def test_an_unknown_option_is_caught():
+    assert unknown_options("run `ftenv finetune --gpus 2`") == ["ftenv finetune --gpus"]
+    assert unknown_options("```\nftenv data split --valid 5% --ouput-dir out x.jsonl\n```") == [
+        "ftenv data split --ouput-dir"
+    ]
+    assert unknown_options("`ftenv eval score a b --rawx`") == ["ftenv eval score --rawx"]
+    assert unknown_options("ftenv finetune: --not-an-option in a message") == []
+
+
+# --- the report sample ------------------------------------------------------------------------------
+
+REPORT = ROOT / "docs/report.md"
+
+
+def sample_lines(text: str) -> list[str]:
+    block = re.search(r"<!-- generated: report-sample -->\n```\n(.*?)```", text, re.S)
+    return block[1].splitlines() if block else []
+
+
+def explained_lines(text: str) -> set[str]:
+    """The line names docs/report.md's table explains (its first column's code spans)."""
+    return set(re.findall(r"^\| `([^`]+)` \|", text, re.M))
+
+
+def unexplained(text: str) -> list[str]:
+    """The sample's lines (by their first word, `GPU n` for a GPU) the table does not explain."""
+    names = explained_lines(text)
+    missing = []
+    for line in sample_lines(text):
+        if line.startswith(("==", " ")):
+            continue
+        word = "GPU n" if re.match(r"GPU \d", line) else line.split()[0]
+        if word not in names:
+            missing.append(word)
+    return missing
+
+
+def test_the_report_table_explains_every_line_of_the_sample():
+    text = REPORT.read_text()
+    assert {"build", "network", "verdict"} <= {ln.split()[0] for ln in sample_lines(text)}
+    assert unexplained(text) == []
+
+
+def test_a_sample_line_the_table_lacks_is_caught():
+    text = REPORT.read_text()
+    assert unexplained(re.sub(r"^\| `compile` \|.*\n", "", text, flags=re.M)) == ["compile"]
+
+
+# --- troubleshooting --------------------------------------------------------------------------------
+
+
+def quoted_messages(text: str) -> list[str]:
+    """The literal parts of each message the page quotes (`> ...` lines, `...` where it varies)."""
+    parts = []
+    for line in re.findall(r"^> (.+)$", text, re.M):
+        if line.strip() == "a message":  # the page's own explanation of the format
+            continue
+        parts += [p.strip() for p in line.split("...") if p.strip()]
+    return parts
+
+
+def code_text() -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted((ROOT / "scripts").rglob("*.py")))
+
+
+def missing_messages(text: str, code: str) -> list[str]:
+    return [part for part in quoted_messages(text) if part not in code]
+
+
+def test_every_message_the_troubleshooting_page_quotes_is_printed_by_the_code():
+    text = TROUBLESHOOTING.read_text()
+    assert len(quoted_messages(text)) >= 15
+    assert missing_messages(text, code_text()) == []
+
+
+def test_a_message_the_code_no_longer_prints_is_caught():
+    code = code_text().replace("holds a finished run", "holds a completed run")
+    assert missing_messages(TROUBLESHOOTING.read_text(), code) == ["holds a finished run:"]
+
+
+# --- CHANGELOG --------------------------------------------------------------------------------------
+
+
+def newest_version(text: str) -> str | None:
+    """The first `## [X.Y.Z]` heading of a Keep a Changelog file (`[Unreleased]` passed over)."""
+    found = re.search(r"^## \[(\d+\.\d+\.\d+)\]", text, re.M)
+    return found[1] if found else None
+
+
+def test_the_changelog_is_keep_a_changelog_and_its_newest_version_is_the_packages():
+    text = CHANGELOG.read_text()
+    assert "[Keep a Changelog](https://keepachangelog.com/" in text
+    assert newest_version(text) == __version__
+    assert re.search(r"^### Upgrade notes", text, re.M), "say what to do when resuming on a newer image"
+
+
+def test_a_changelog_behind_the_package_is_caught():
+    assert newest_version(CHANGELOG.read_text().replace(f"[{__version__}]", "[0.0.9]")) != __version__
+
+
+# --- the user pages ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", USE_PAGES, ids=lambda p: p.name)
+def test_user_pages_name_the_image_by_something_immutable(path):
+    """What a page tells users to run; the report sample (generated) shows what the image prints."""
+    text = re.sub(r"<!-- generated: .*?<!-- /generated -->", "", path.read_text(), flags=re.S)
+    assert moving_refs(text, VERSIONS) == []
+
+
+def internal_words(text: str) -> list[str]:
+    return [w for w in INTERNAL_WORDS if re.search(w, text, re.I)]
+
+
+@pytest.mark.parametrize("path", USE_PAGES, ids=lambda p: p.name)
+def test_user_pages_speak_no_internal_words(path):
+    assert internal_words(path.read_text()) == []
+
+
+def test_internal_words_and_moving_tags_are_caught():
+    assert internal_words("built on the stand-in base, see the GPU kit") == [r"stand-in base", r"GPU kit"]
+    repository = VERSIONS.default.image["repository"]
+    assert moving_refs(f"docker run {repository}:cu130", VERSIONS) == [f"{repository}:cu130"]
