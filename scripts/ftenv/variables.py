@@ -295,7 +295,8 @@ REGISTRY = (
     Variable(
         CUDA_VISIBLE_DEVICES,
         UNSET,
-        "the GPUs a process sees (`0,1`: the first two); empty: none, and `ftenv finetune` refuses to start (training needs a GPU; `--dry-run` works without one)",
+        "the GPUs a process sees (`0,1`: the first two); empty: none, and `ftenv finetune` refuses to start "
+        "(training needs a GPU; `--dry-run` works without one)",
     ),
     Variable(
         NCCL_NET, UNSET, "NCCL's network (`IB`, `Socket`...): the report names the network NCCL will use"
@@ -363,7 +364,9 @@ REGISTRY = (
     Variable(TMPDIR, UNSET, "the temporary folder; the build check sets its own for its compile"),
     Variable(PATH, UNSET, "where commands are found; the GPU check scripts put their own first"),
     Variable(PYTHONPATH, UNSET, "set for children so that they import this checkout's ftenv"),
-    Variable(PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU check scripts' children: their lines arrive as printed"),
+    Variable(
+        PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU check scripts' children: their lines arrive as printed"
+    ),
     Variable(
         CONTAINERS_CONF, UNSET, "podman's settings file: `make run` and the layer check point it at their own"
     ),

@@ -57,9 +57,10 @@ def broken_links(path: Path, text: str) -> list[str]:
         dest = (path.parent / file).resolve() if file else path
         if not dest.exists():
             bad.append(target)
-        elif anchor and dest.suffix == ".md":
-            if anchor not in anchors(text if dest == path.resolve() else dest.read_text()):
-                bad.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(
+            text if dest == path.resolve() else dest.read_text()
+        ):
+            bad.append(target)
     return bad
 
 

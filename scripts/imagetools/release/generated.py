@@ -90,7 +90,8 @@ def report_sample(v: versions.Versions) -> str:
         verbs_loads=True, nccl_version=_lock_version(var.name, "nvidia-nccl-cu"), memlock_bytes=-1, nodes=1
     )
     environ = {variables.IMAGE: image_ref(var), variables.IMAGE_REVISION: SAMPLE_COMMIT}
-    text = render.render_text(f, render.assess(f), compile_setting.report_line(), network.render_lines(net), environ)
+    lines = network.render_lines(net)
+    text = render.render_text(f, render.assess(f), compile_setting.report_line(), lines, environ)
     return f"```\n{text}\n```\n"
 
 
