@@ -365,7 +365,7 @@ REGISTRY = (
     Variable(PATH, UNSET, "where commands are found; the GPU check scripts put their own first"),
     Variable(PYTHONPATH, UNSET, "set for children so that they import this checkout's ftenv"),
     Variable(
-        PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU check scripts' children: their lines arrive as printed"
+        PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU check scripts' children: lines arrive as printed"
     ),
     Variable(
         CONTAINERS_CONF, UNSET, "podman's settings file: `make run` and the layer check point it at their own"

@@ -49,17 +49,19 @@ def anchors(text: str) -> set[str]:
     return found
 
 
+def _text(dest: Path, path: Path, text: str) -> str:
+    """The linked file's text: the text being checked when the link points into its own page."""
+    return text if dest == path.resolve() else dest.read_text()
+
+
 def broken_links(path: Path, text: str) -> list[str]:
     """The links of path's text whose file, or heading anchor in a .md file, does not exist."""
     bad = []
     for target in links(text):
         file, _, anchor = target.partition("#")
         dest = (path.parent / file).resolve() if file else path
-        if not dest.exists():
-            bad.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in anchors(
-            text if dest == path.resolve() else dest.read_text()
-        ):
+        missing = not dest.exists()
+        if missing or (anchor and dest.suffix == ".md" and anchor not in anchors(_text(dest, path, text))):
             bad.append(target)
     return bad
 
