@@ -51,7 +51,7 @@ def anchors(text: str) -> set[str]:
 
 def _text(dest: Path, path: Path, text: str) -> str:
     """The linked file's text: the text being checked when the link points into its own page."""
-    return text if dest == path.resolve() else dest.read_text()
+    return text if dest.resolve() == path.resolve() else dest.read_text()
 
 
 def broken_links(path: Path, text: str) -> list[str]:
@@ -139,7 +139,7 @@ def unknown_options(text: str) -> list[str]:
             parser = eval_command.score_parser() if scoring else eval_command.models_parser()
             name += " score" if scoring else ""
         for word in words:
-            if word in ("--", "|", "&&", ";") or word.startswith("++"):
+            if word in ("--", "|", "&&", ";") or word.startswith(("++", "#")):
                 break
             option = word.split("=", 1)[0].strip("`\"'[](),;")
             if option.startswith("--") and len(option) > 2 and option not in parser._option_string_actions:
