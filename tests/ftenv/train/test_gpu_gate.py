@@ -17,9 +17,9 @@ def test_no_gpu_is_refused_unless_the_cpu_aid_is_set():
 
 
 def test_a_gpu_count_torch_cannot_give_is_not_a_refusal(monkeypatch):
-    monkeypatch.setattr(gpu_gate, "_gpu_count", lambda env: None)
+    monkeypatch.setattr(gpu_gate, "gpu_count", lambda env: None)
     assert gpu_gate.refusal({}) is None
-    monkeypatch.setattr(gpu_gate, "_gpu_count", lambda env: 2)
+    monkeypatch.setattr(gpu_gate, "gpu_count", lambda env: 2)
     assert gpu_gate.refusal({}) is None
 
 
