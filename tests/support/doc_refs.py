@@ -11,7 +11,7 @@ from pathlib import Path
 from ftenv import cli, variables
 from ftenv.commands import eval as eval_command
 
-#: Every TORCH_CUDNN_SDPA_* name the docs may mention: the switch, and the others that section 7 of
+#: Every TORCH_CUDNN_SDPA_* name the docs may mention: the switch, and the others that section 8 of
 #: docs/cudnn-sdpa-guide.md speaks of.
 KNOWN_VARS = {
     variables.SDPA_DEPRIORITIZED,  # the switch, read by torch >= 2.10
