@@ -88,16 +88,16 @@ def _add_speed_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="the faster training path: the LLM decoder's layers and the audio side compiled "
+        help="experimental, not yet measured on a GPU: the LLM decoder's layers and the audio side compiled "
         "(torch.compile, dynamic shapes; GPU batches of 2+, no KV cache), FunASRNano's forward without "
         "host syncs, the LM head over labelled positions; caches kept under the output dir; same as "
-        f"{variables.COMPILE}=1 (docs/finetune.md)",
+        f"{variables.COMPILE}=1 (docs/compile.md)",
     )
     p.add_argument(
         "--compile-parts",
         metavar="PARTS",
         help=f"compile these parts instead (comma-separated: {', '.join(compile_setting.PARTS)}); "
-        "for comparing the levers (docs/finetune.md)",
+        "for comparing the parts (docs/compile.md)",
     )
     p.add_argument(
         "--buckets",
