@@ -234,3 +234,50 @@ def test_internal_words_and_moving_tags_are_caught():
     assert internal_words("built on the stand-in base, see the GPU kit") == [r"stand-in base", r"GPU kit"]
     repository = VERSIONS.default.image["repository"]
     assert moving_refs(f"docker run {repository}:cu130", VERSIONS) == [f"{repository}:cu130"]
+
+
+# --- a healthy run's first lines --------------------------------------------------------------------
+
+DURING = ROOT / "docs/during-a-run.md"
+#: The lines a dry run does not print (it checks no data and starts nothing), and the code that prints them.
+NOT_IN_A_DRY_RUN = {
+    "checking every line of the data": "{prog}: checking every line of the data ({rules.describe()})",
+    "running": "{PROG}: running {shlex.join(p.argv)}",
+}
+
+
+def healthy_lines(text: str) -> list[str]:
+    """The `ftenv finetune:` lines of the page's first block, each cut before its first `...`."""
+    block = re.search(r"## A healthy run's first lines\n.*?```\n(.*?)```", text, re.S)
+    return [ln.split("...")[0].removeprefix("ftenv finetune: ").rstrip(" (") for ln in block[1].splitlines()]
+
+
+def unprinted(lines: list[str], stderr: str, out_dir: str) -> list[str]:
+    printed = [ln.removeprefix("ftenv finetune: ") for ln in stderr.splitlines()]
+    code = code_text()
+    missing = []
+    for line in lines:
+        if line.split(" (")[0] in NOT_IN_A_DRY_RUN:
+            if NOT_IN_A_DRY_RUN[line.split(" (")[0]] not in code:
+                missing.append(line)
+        elif not any(p.startswith(line.replace("/srv/runs/nano", out_dir)) for p in printed):
+            missing.append(line)
+    return missing
+
+
+def test_a_healthy_runs_first_lines_are_what_ftenv_finetune_prints(layout, monkeypatch, capsys):
+    from ftenv import cli, variables
+
+    for name in (variables.REPORT, variables.SDPA_DEPRIORITIZED):
+        monkeypatch.setenv(name, "0" if name == variables.REPORT else "1")
+    for name in ("MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "PET_NNODES", "WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    out = layout["OUT_DIR"]
+    argv = ["finetune", "--dry-run", "--model-dir", str(layout["MODEL_DIR"]), "--gpus-per-node", "1"]
+    argv += ["--train", str(layout["DATA_DIR"] / FILE_NAMES["train"])]
+    argv += ["--valid", str(layout["DATA_DIR"] / FILE_NAMES["valid"]), "--output-dir", str(out)]
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    lines = healthy_lines(DURING.read_text())
+    assert len(lines) >= 5 and unprinted(lines, err, str(out)) == [], err
+    assert unprinted(["launch: one machine: node 0 of 1"], err, str(out)) != []
