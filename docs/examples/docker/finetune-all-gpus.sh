@@ -10,6 +10,7 @@
 set -euo pipefail
 
 # One image per run: the image by its `<stack>-<commit>` tag, which never moves (docs/releasing.md),
+# The releases, with their notes: https://github.com/funasr-nano-images/funasr-nano-images/releases
 # so that a resumed run uses the same build. Put the release's commit (12 hex digits; its release
 # notes list the tag) in place of `<commit>`, or set IMAGE to the digest,
 # ghcr.io/funasr-nano-images/funasr-nano@sha256:<64 hex>, from
