@@ -8,11 +8,11 @@
 set -euo pipefail
 
 # One image per run: the image by its `<stack>-<commit>` tag, which never moves (docs/releasing.md),
-# The releases, with their notes: https://github.com/funasr-nano-images/funasr-nano-images/releases
 # so that a resumed run uses the same build. Put the release's commit (12 hex digits; its release
 # notes list the tag) in place of `<commit>`, or set IMAGE to the digest,
 # ghcr.io/funasr-nano-images/funasr-nano@sha256:<64 hex>, from
 #   crane digest ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56
+# The releases, with their notes: https://github.com/funasr-nano-images/funasr-nano-images/releases
 IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56-<commit>}
 [[ $IMAGE != *'<commit>'* ]] || { echo "IMAGE=$IMAGE: put the release's commit in place of <commit>" \
   "(the lines above IMAGE= in $0 say how)" >&2; exit 2; }
