@@ -277,7 +277,7 @@ def test_docker_examples_stop_until_the_commit_is_filled_in(name, layout, tmp_pa
 
 def test_docker_example_with_a_typo_fails(layout, tmp_path):
     bad = tmp_path / "bad.sh"
-    bad.write_text((EXAMPLES / DOCKER[0]).read_text().replace("val.jsonl", "valid.jsonl"))
+    bad.write_text((EXAMPLES / DOCKER[0]).read_text().replace("valid.jsonl", "val.jsonl"))
     _, _, command = split_docker_run(record(bad, ["docker"], {**layout, **RELEASE}, tmp_path)[0]["argv"])
     proc = dry_run(command)
     assert proc.returncode == 2 and "valid data" in proc.stderr and "does not exist" in proc.stderr

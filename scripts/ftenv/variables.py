@@ -27,6 +27,9 @@ class Variable:
     name: str
     default: str
     meaning: str
+    #: The value the image's Dockerfile sets (ENV), where it sets one that matters to a user: the
+    #: docs show it beside the default that applies outside the image.
+    image: str | None = None
 
 
 # --- the image ------------------------------------------------------------------------------------
@@ -160,7 +163,7 @@ REGISTRY = (
     Variable(
         STANDIN_BASE,
         UNSET,
-        "set only in images built on a local stand-in base instead of the real one (the report says so)",
+        "set only in images built for tests on a local base instead of the real one (the report says so)",
     ),
     Variable(VERSIONS_FILE, UNSET, "the versions file to read instead of the checkout's or the image's copy"),
     Variable(DEBUG, UNSET, "`1`: an internal error prints its traceback"),
@@ -236,6 +239,7 @@ REGISTRY = (
         SDPA_DEPRIORITIZED,
         UNSET,
         "torch 2.10 and later: `1` keeps cuDNN attention out of the front of the order (FunASR issue #3704)",
+        image="1",
     ),
     Variable(SDPA_PREFERRED, UNSET, "torch 2.9: `0` keeps cuDNN attention out of the front of the order"),
     Variable(CUDNN_VERSION, UNSET, "the cuDNN version the base image declares (read when torch cannot say)"),
@@ -291,7 +295,8 @@ REGISTRY = (
     Variable(
         CUDA_VISIBLE_DEVICES,
         UNSET,
-        "the GPUs a process sees; empty: none (`ftenv finetune` then runs on the CPU)",
+        "the GPUs a process sees (`0,1`: the first two); empty: none, and `ftenv finetune` refuses to start "
+        "(training needs a GPU; `--dry-run` works without one)",
     ),
     Variable(
         NCCL_NET, UNSET, "NCCL's network (`IB`, `Socket`...): the report names the network NCCL will use"
@@ -357,22 +362,30 @@ REGISTRY = (
     Variable(MODELSCOPE_VERSION, UNSET, "the image's modelscope: checked by the build check"),
     Variable(CC, UNSET, "the C compiler the build check's compile uses (else gcc or clang)"),
     Variable(TMPDIR, UNSET, "the temporary folder; the build check sets its own for its compile"),
-    Variable(PATH, UNSET, "where commands are found; the GPU kit puts its own first"),
+    Variable(PATH, UNSET, "where commands are found; the GPU check scripts put their own first"),
     Variable(PYTHONPATH, UNSET, "set for children so that they import this checkout's ftenv"),
-    Variable(PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU kit's children: their lines arrive as printed"),
+    Variable(
+        PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU check scripts' children: lines arrive as printed"
+    ),
     Variable(
         CONTAINERS_CONF, UNSET, "podman's settings file: `make run` and the layer check point it at their own"
     ),
     Variable(DEBIAN_FRONTEND, UNSET, "set to `noninteractive` for the engine's installation"),
-    Variable(OUT, UNSET, "where the GPU kit's checks write their results (default gpu-results/)"),
+    Variable(OUT, UNSET, "where the GPU check scripts write their results (default gpu-results/)"),
 )
+
+
+def _default_text(v: Variable) -> str:
+    return v.default if v.image is None else f"`{v.image}` in the image ({v.default} outside it)"
 
 
 def markdown_table(prefix: str = "") -> str:
     """REGISTRY (the variables whose name starts with prefix) as the docs show it: docs/variables.md
     and the watchdog's page generate their tables from it."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in REGISTRY if v.name.startswith(prefix)]
+    rows += [
+        f"| `{v.name}` | {_default_text(v)} | {v.meaning} |" for v in REGISTRY if v.name.startswith(prefix)
+    ]
     return "\n".join(rows) + "\n"
 
 

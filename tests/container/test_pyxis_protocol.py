@@ -97,7 +97,7 @@ def test_the_pyxis_example_starts(image, entrypoint):
 
 def test_with_the_image_entrypoint_pyxis_would_wait_forever(image, entrypoint):
     """`--container-entrypoint` or a site's execute_entrypoint=true: the command stops, but under
-    tini, which pyxis waits on and which never stops (docs/finetune.md says so)."""
+    tini, which pyxis waits on and which never stops (docs/launchers-tested.md says so)."""
     assert Path(entrypoint[0]).name == "tini", entrypoint
     result = pyxis_start(image, [*entrypoint, *PYXIS_START], env={"FTENV_REPORT": "0"})
     assert result["state"] == "still running", result

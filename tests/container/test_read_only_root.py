@@ -43,7 +43,7 @@ def test_only_tmp_and_the_output_dir_are_writable(run, out):
 def test_finetune_trains_to_a_checkpoint(run, out):
     r = run(
         "ftenv", "finetune", "--model-dir", TINY, "--train", f"{TINY}/data/train.jsonl",
-        "--valid", f"{TINY}/data/val.jsonl", "--output-dir", "/out/run", "--gpus-per-node", "1",
+        "--valid", f"{TINY}/data/valid.jsonl", "--output-dir", "/out/run", "--gpus-per-node", "1",
         "++train_conf.max_epoch=1", "++device=cpu", "++dataset_conf.batch_size=400",
         "++dataset_conf.num_workers=0",
         user=USER, env={variables.FUNASR_CPU_SHIM: "1"}, extra=read_only(out),

@@ -52,16 +52,23 @@ def test_a_stale_docs_table_is_found(monkeypatch):
 
 
 def documented_codes(text: str) -> set[int]:
-    """The codes of finetune.md's table rows and of selfcheck.md's `Exit codes:` line."""
-    rows = {int(m[1]) for m in re.finditer(r"^\| (\d+) \|", text, re.M)}
+    """The codes in the first column of every table whose first header is `code` (finetune.md's),
+    and of an `Exit codes:` line (selfcheck.md's)."""
+    rows = set()
+    for table in re.findall(r"^\| code \|.*?(?=\n\n|\n[^|]|\Z)", text, re.M | re.S):
+        rows |= {int(c) for c in re.findall(r"^\| (\d+) \|", table, re.M)}
     line = re.search(r"^Exit codes: (.*?)(?:\n\n|$)", text, re.M | re.S)
     return rows | ({int(c) for c in re.findall(r"`(\d+)`", line[1])} if line else set())
 
 
-def test_the_command_pages_name_only_codes_of_the_table():
+def test_the_docs_name_only_codes_of_the_table():
+    """Every doc and the README: a code table or an `Exit codes:` line names only codes ftenv chooses."""
     known = {c.code for c in outcome.EXIT_CODES}
     for page in ("finetune.md", "selfcheck.md"):
-        codes = documented_codes((ROOT / "docs" / page).read_text())
-        assert codes and codes <= known, (page, codes - known)
-    assert documented_codes("| 5 | planted |\n") - known == {5}
+        assert documented_codes((ROOT / "docs" / page).read_text()), page
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        codes = documented_codes(path.read_text())
+        assert codes <= known, (path.name, codes - known)
+    assert documented_codes("| code | meaning |\n|---|---|\n| 5 | planted |\n") - known == {5}
+    assert documented_codes("| year |\n| 2026 | not a code table |\n") == set()
     assert documented_codes("Exit codes: `0` PASS, `7` planted.\n") - known == {7}

@@ -5,6 +5,7 @@ shown failing on a planted fault)."""
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 from pathlib import Path
@@ -154,3 +155,32 @@ def test_the_watchdog_page_shows_the_registrys_watch_variables():
     watch_names = [v.name for v in variables.REGISTRY if v.name.startswith("FTENV_WATCH_")]
     assert len(watch_names) >= 3 and table.count("| `FTENV_WATCH_") == len(watch_names)
     assert "FTENV_WATCH`" not in table
+
+
+def dockerfile_env(text: str) -> dict[str, str]:
+    """NAME -> value of every `ENV NAME=value` the Dockerfile sets (continuation lines joined)."""
+    from dockerfile_parse import DockerfileParser
+
+    parser = DockerfileParser(fileobj=io.BytesIO(text.encode()))
+    found: dict[str, str] = {}
+    for i in parser.structure:
+        if i["instruction"] == "ENV":
+            for pair in re.findall(r'(\w+)=("[^"]*"|\S+)', i["value"]):
+                found[pair[0]] = pair[1].strip('"')
+    return found
+
+
+def image_values_differing(text: str) -> list[str]:
+    env = dockerfile_env(text)
+    return [v.name for v in variables.REGISTRY if v.image is not None and env.get(v.name) != v.image]
+
+
+def test_the_value_the_docs_give_for_the_image_is_the_dockerfiles():
+    """docs/variables.md shows a variable's value in the image beside its default outside it; a
+    Dockerfile that sets another value (or none) makes that row wrong."""
+    text = (ROOT / "docker/Dockerfile").read_text()
+    assert variables.SDPA_DEPRIORITIZED in {v.name for v in variables.REGISTRY if v.image}
+    assert image_values_differing(text) == []
+    changed = text.replace(f"{variables.SDPA_DEPRIORITIZED}=1", f"{variables.SDPA_DEPRIORITIZED}=0")
+    assert image_values_differing(changed) == [variables.SDPA_DEPRIORITIZED]
+    assert "`1` in the image" in DOC.read_text()

@@ -14,11 +14,12 @@ set -euo pipefail
 # notes list the tag) in place of `<commit>`, or set IMAGE to the digest,
 # ghcr.io/funasr-nano-images/funasr-nano@sha256:<64 hex>, from
 #   crane digest ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56
+# The releases, with their notes: https://github.com/funasr-nano-images/funasr-nano-images/releases
 IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56-<commit>}
 [[ $IMAGE != *'<commit>'* ]] || { echo "IMAGE=$IMAGE: put the release's commit in place of <commit>" \
   "(the lines above IMAGE= in $0 say how)" >&2; exit 2; }
 MODEL_DIR=${MODEL_DIR:-/srv/models/Fun-ASR-Nano-2512}  # local checkout: config.yaml, model.pt, Qwen3-0.6B/
-DATA_DIR=${DATA_DIR:-/srv/data/asr}                    # train.jsonl, val.jsonl and the audio they name
+DATA_DIR=${DATA_DIR:-/srv/data/asr}                    # train.jsonl, valid.jsonl and the audio they name
 OUT_DIR=${OUT_DIR:-/srv/runs/nano-all-gpus}            # checkpoints and logs (created, must be yours)
 # Run as your UID with group 0, so the output files are yours. Rootless Docker or Podman map your
 # host user to uid 0 in the container and any other uid to someone else, who cannot write OUT_DIR:
@@ -36,6 +37,6 @@ docker run --rm --gpus all --shm-size=16g \
   ftenv finetune \
     --model-dir "$MODEL_DIR" \
     --train "$DATA_DIR/train.jsonl" \
-    --valid "$DATA_DIR/val.jsonl" \
+    --valid "$DATA_DIR/valid.jsonl" \
     --output-dir "$OUT_DIR" \
     ++train_conf.max_epoch=5

@@ -10,6 +10,7 @@ set -euo pipefail
 # notes list the tag) in place of `<commit>`, or set IMAGE to the digest,
 # ghcr.io/funasr-nano-images/funasr-nano@sha256:<64 hex>, from
 #   crane digest ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56
+# The releases, with their notes: https://github.com/funasr-nano-images/funasr-nano-images/releases
 IMAGE=${IMAGE:-ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56-<commit>}
 [[ $IMAGE != *'<commit>'* ]] || { echo "IMAGE=$IMAGE: put the release's commit in place of <commit>" \
   "(the lines above IMAGE= in $0 say how)" >&2; exit 2; }
@@ -32,7 +33,7 @@ docker run --rm --gpus '"device=0"' --ipc=host \
   ftenv finetune \
     --model-dir "$MODEL_DIR" \
     --train "$DATA_DIR/train.jsonl" \
-    --valid "$DATA_DIR/val.jsonl" \
+    --valid "$DATA_DIR/valid.jsonl" \
     --output-dir "$OUT_DIR" \
     --gpus-per-node 1 \
     ++train_conf.max_epoch=1

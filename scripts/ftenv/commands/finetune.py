@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
             f"node, unless the image's entrypoint already did ({variables.REPORT}=0 skips it)."
         ),
         epilog="Example: ftenv finetune --model-dir /models/Fun-ASR-Nano-2512 --train /data/train.jsonl "
-        "--valid /data/val.jsonl --output-dir /out --gpus-per-node 8 ++train_conf.max_epoch=5",
+        "--valid /data/valid.jsonl --output-dir /out --gpus-per-node 8 ++train_conf.max_epoch=5",
     )
     p.add_argument("--model-dir", help="local Fun-ASR-Nano checkout (config.yaml, model.pt)")
     p.add_argument("--train", help="training data, ChatML JSONL (upstream's format)")
@@ -88,16 +88,16 @@ def _add_speed_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compile",
         action="store_true",
-        help="the faster training path: the LLM decoder's layers and the audio side compiled "
+        help="experimental, not yet measured on a GPU: the LLM decoder's layers and the audio side compiled "
         "(torch.compile, dynamic shapes; GPU batches of 2+, no KV cache), FunASRNano's forward without "
         "host syncs, the LM head over labelled positions; caches kept under the output dir; same as "
-        f"{variables.COMPILE}=1 (docs/finetune.md)",
+        f"{variables.COMPILE}=1 (docs/compile.md)",
     )
     p.add_argument(
         "--compile-parts",
         metavar="PARTS",
         help=f"compile these parts instead (comma-separated: {', '.join(compile_setting.PARTS)}); "
-        "for comparing the levers (docs/finetune.md)",
+        "for comparing the parts (docs/compile.md)",
     )
     p.add_argument(
         "--buckets",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from ftenv.data import chatml, kaldi
 from ftenv.data.rows import Rejected
+from ftenv.data.sets import FILE_NAMES, SETS
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data split"
-SETS = ("train", "valid", "test")
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def run(options: SplitOptions) -> int:
     if empty:
         print(f"{PROG}: the {' and '.join(empty)} set would be empty ({len(lines)} lines)", file=sys.stderr)
         return UNUSABLE
-    targets = {name: out / f"{name}.jsonl" for name in ("train", *wanted)}
+    targets = {name: out / FILE_NAMES[name] for name in ("train", *wanted)}
     if any(t.resolve() == source.resolve() for t in targets.values()):
         print(f"{PROG}: the output would overwrite {source}: choose another --output-dir", file=sys.stderr)
         return UNUSABLE

@@ -124,11 +124,16 @@ def build_line(environ) -> str | None:
 
 
 def render_text(
-    f: facts_mod.Facts, a: Assessment, compile_line: str, network_lines: list[str] | None = None
+    f: facts_mod.Facts,
+    a: Assessment,
+    compile_line: str,
+    network_lines: list[str] | None = None,
+    environ=None,
 ) -> str:
     """The report's text; `compile_line` is the faster-training line, worked out by the caller (the
     train wing owns those settings, and this wing may not import it); `network_lines` the network's
-    (ftenv.report.network), last, after the attention verdict and its notes."""
+    (ftenv.report.network), last, after the attention verdict and its notes; `environ` the
+    image's variables the build line reads (this process's unless given: the docs' sample)."""
     driver = f.driver_version or ("unknown" if f.libcuda_found else "not detected")
     if f.driver_cuda:
         driver += f" (CUDA {versions.cuda_name(f.driver_cuda)})"
@@ -141,12 +146,12 @@ def render_text(
     ]
     if standin := variables.read(variables.STANDIN_BASE):
         lines.insert(1, f"base    built on a stand-in base ({standin}): for tests, not for training")
-    if build := build_line(None):
+    if build := build_line(environ):
         lines.insert(1, build)
     for g in f.gpus:
         lines.append(f"GPU {g.index}   {g.name}, {sdpa.sm_name(g.sm)}, {_gib(g.memory_bytes)}")
     if not f.gpus:
-        lines.append("GPU     none visible: report and tests work, training runs on the CPU only")
+        lines.append("GPU     none visible: the report and the self-check work; training needs a GPU")
     lines.append(
         f"SDPA    {text.assignment(variables.SDPA_DEPRIORITIZED, a.deprioritized.raw)}: "
         f"{sdpa.setting_meaning(f.stack.torch_version, a.deprioritized)}"

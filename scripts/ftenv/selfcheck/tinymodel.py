@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
+from ftenv.data.sets import FILE_NAMES
 
 # Its home is the train wing (the eval imports it too); callers here use tinymodel.quiet_funasr_import.
 from ftenv.train.quiet_import import quiet_funasr_import
@@ -74,8 +75,8 @@ def paths(out_dir: str | os.PathLike) -> TinyPaths:
         config=root / "config.yaml",
         model_pt=root / "model.pt",
         llm_dir=root / "Qwen3-tiny",
-        train_jsonl=root / "data" / "train.jsonl",
-        val_jsonl=root / "data" / "val.jsonl",
+        train_jsonl=root / "data" / FILE_NAMES["train"],
+        val_jsonl=root / "data" / FILE_NAMES["valid"],
         wav_dir=root / "data" / "wav",
     )
 

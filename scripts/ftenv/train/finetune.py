@@ -12,7 +12,7 @@ import sys
 from ftenv import outcome, variables
 from ftenv.attention import sdpa
 from ftenv.report import startup
-from ftenv.train import cache_dirs, data_gate
+from ftenv.train import cache_dirs, data_gate, gpu_gate
 from ftenv.train.inputs import InputError
 from ftenv.train.runlife import folder, space
 from ftenv.train.torchrun_command import FinetuneOptions, TorchrunCommand, work_out
@@ -90,7 +90,8 @@ def run(options: FinetuneOptions) -> int:
         info.append("environment for the trainer: " + " ".join(f"{k}={v}" for k, v in p.env.items()))
     for line in info:
         print(f"{PROG}: {line}", file=sys.stderr)
-    refusal = _check_folder(options, p)
+    refusal = None if options.dry_run else gpu_gate.refusal()
+    refusal = refusal or _check_folder(options, p)
     if refusal is not None:
         print(f"{PROG}: {refusal}", file=sys.stderr)
         return outcome.UNUSABLE

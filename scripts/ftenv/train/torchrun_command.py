@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.train import cluster_env, nccl_debug, speed_options
+from ftenv.train.gpu_gate import gpu_count
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
@@ -75,17 +76,6 @@ class TorchrunCommand:
         return value
 
 
-def _gpu_count(env) -> int | None:
-    if variables.read(variables.CUDA_VISIBLE_DEVICES, env) == "":
-        return 0
-    try:
-        import torch
-
-        return torch.cuda.device_count()
-    except Exception:
-        return None
-
-
 def _absolute(path: str, cwd: Path) -> Path:
     return Path(path) if Path(path).is_absolute() else cwd / path
 
@@ -95,7 +85,7 @@ def _processes_per_node(options: FinetuneOptions, launch: cluster_env.Launch, en
         return options.gpus_per_node
     if launch.nproc_per_node is not None:
         return launch.nproc_per_node
-    count = _gpu_count(env)
+    count = gpu_count(env)
     if not count:
         raise InputError(
             "no GPU visible, so the number of processes per node is unknown: start the container "

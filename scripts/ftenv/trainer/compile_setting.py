@@ -1,6 +1,6 @@
 """FTENV_COMPILE, FTENV_BUCKETS, FTENV_COMPILE_CACHE_DIR: the one home of the compile setting (its
 parse, its defaults, the variables it gives the trainer), since the launcher sets it, the trainer
-entry acts on it and the start-up report prints it (the parts: docs/finetune.md).
+entry acts on it and the start-up report prints it (the parts: docs/compile.md).
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ QUOTED = re.compile(r"quoted: \S")
 QUOTED_REGION = re.compile(r"<!-- quoted: \S[^\n]*?-->\n.*?<!-- /quoted -->", re.S)
 #: The report sample's host: an H200 on driver 580.126.20 (the driver of FunASR issue #3704).
 SAMPLE_DRIVER, SAMPLE_GPU, SAMPLE_GIB = "580.126.20", "NVIDIA H200", 139.8
+#: The sample build's commit (docs/releasing.md's example tag is its first 12 digits).
+SAMPLE_COMMIT = "3f2a9c81d0e4" + "5b7c" * 7
 
 
 def variant_table(v: versions.Versions) -> str:
@@ -64,7 +66,7 @@ def variant_table(v: versions.Versions) -> str:
 def report_sample(v: versions.Versions) -> str:
     """`ftenv report` as the default image prints it on one H200, by the report's own code."""
     from ftenv.attention import facts
-    from ftenv.report import render
+    from ftenv.report import network, render
     from ftenv.trainer import compile_setting
 
     var = v.default
@@ -84,7 +86,20 @@ def report_sample(v: versions.Versions) -> str:
         live_order=[1, 2, 0, 3, 4],  # torch's default order: flash, efficient, math, cudnn
         padded_choice=2,  # efficient
     )
-    return f"```\n{render.render_text(f, render.assess(f), compile_setting.report_line())}\n```\n"
+    net = network.NetworkFacts(
+        verbs_loads=True, nccl_version=_lock_version(var.name, "nvidia-nccl-cu"), memlock_bytes=-1, nodes=1
+    )
+    environ = {variables.IMAGE: image_ref(var), variables.IMAGE_REVISION: SAMPLE_COMMIT}
+    lines = network.render_lines(net)
+    text = render.render_text(f, render.assess(f), compile_setting.report_line(), lines, environ)
+    return f"```\n{text}\n```\n"
+
+
+def _lock_version(variant: str, prefix: str) -> str | None:
+    """The version the variant's lock pins for the first package whose name starts with prefix."""
+    lock = ROOT / "docker/locks" / f"{variant}.txt"
+    found = re.search(rf"^{re.escape(prefix)}\S*==(\S+)", lock.read_text(), re.M) if lock.is_file() else None
+    return found[1] if found else None
 
 
 BLOCKS: dict[str, Callable[[versions.Versions], str]] = {

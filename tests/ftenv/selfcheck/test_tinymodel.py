@@ -75,7 +75,7 @@ def test_deterministic(two_builds):
     a, b = two_builds
     for rel in ("model.pt", "Qwen3-tiny/tokenizer.json", "Qwen3-tiny/config.json", "data/wav/utt0007.wav"):
         assert _digest(a.root / rel) == _digest(b.root / rel), rel
-    for rel in ("config.yaml", "data/train.jsonl", "data/val.jsonl"):
+    for rel in ("config.yaml", "data/train.jsonl", "data/valid.jsonl"):
         assert _digest(a.root / rel, a.root) == _digest(b.root / rel, b.root), rel
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from ftenv import variables
+from ftenv.data.sets import FILE_NAMES
 from support import ROOT, child_env
 from support.trained_steps import epoch_length, steps_of
 
@@ -245,8 +246,8 @@ def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
     script.write_text(runnable_example(EXAMPLE.read_text()))
     out_dir = tmp_path / "run"
     env = job_env(cluster, tiny, out_dir)
-    if tiny.val_jsonl.name != "val.jsonl" or tiny.train_jsonl.name != "train.jsonl":
-        pytest.fail(f"the example expects train.jsonl and val.jsonl, the tiny model has {tiny}")
+    if (tiny.train_jsonl.name, tiny.val_jsonl.name) != (FILE_NAMES["train"], FILE_NAMES["valid"]):
+        pytest.fail(f"the example expects the names `ftenv data split` writes, the tiny model has {tiny}")
     proc = subprocess.run(
         ["sbatch", "--wait", "--output", str(tmp_path / "job-%j.out"), str(script)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
@@ -301,7 +302,7 @@ EPOCH_REPEATS = 6
 
 
 def longer_epoch(tiny, folder: Path, repeats: int = EPOCH_REPEATS) -> Path:
-    """A data folder whose train.jsonl is the tiny model's repeated `repeats` times, val.jsonl as is."""
+    """A data folder whose train.jsonl is the tiny model's repeated `repeats` times, valid.jsonl as is."""
     folder.mkdir()
     lines = tiny.train_jsonl.read_text(encoding="utf-8").splitlines()
     repeated = []
@@ -310,8 +311,8 @@ def longer_epoch(tiny, folder: Path, repeats: int = EPOCH_REPEATS) -> Path:
             record = json.loads(line)
             record["key"] = f"{record['key']}-{k}"
             repeated.append(json.dumps(record, ensure_ascii=False))
-    (folder / "train.jsonl").write_text("\n".join(repeated) + "\n", encoding="utf-8")
-    shutil.copyfile(tiny.val_jsonl, folder / "val.jsonl")
+    (folder / FILE_NAMES["train"]).write_text("\n".join(repeated) + "\n", encoding="utf-8")
+    shutil.copyfile(tiny.val_jsonl, folder / FILE_NAMES["valid"])
     return folder
 
 

@@ -1,6 +1,6 @@
 """The frozen audio encoder's outputs cached across epochs (`--compile-parts ...,audiocache`, opt-in),
 because the recipe's ~50 epochs recompute the same frozen outputs; the encoder then runs in eval
-mode (no dropout), which is what changes (docs/finetune.md).
+mode (no dropout), which is what changes (docs/compile.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Bucketing (`ftenv finetune --buckets SPEC`, FTENV_BUCKETS): each collated batch padded to one of
 few (batch, length) shapes, because every new shape is a new cuDNN plan, a recompile and a new CUDA
-graph (FunASR issue #3704); padded rows and positions stay out of the loss (docs/finetune.md).
+graph (FunASR issue #3704); padded rows and positions stay out of the loss (docs/compile.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The compiled audio side of Fun-ASR-Nano (`--compile-parts audio` per block, `audiowhole` as one
 region), because the frozen encoder and the adaptor launch about 2,000 small kernels a step eager;
-the adaptor gets a padding mask built on the device, without FunASR's host sync (docs/finetune.md).
+the adaptor gets a padding mask built on the device, without FunASR's host sync (docs/compile.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The compiled decoder forward (`--compile-parts decoder` or `regional`; FunASR PR #3705's idea on
 the pinned funasr, put on one model instance at run time), because a Fun-ASR-Nano step without the
-cuDNN plan stall is bound by the CPU launching the Qwen3 decoder's small kernels (docs/finetune.md).
+cuDNN plan stall is bound by the CPU launching the Qwen3 decoder's small kernels (docs/compile.md).
 """
 
 from __future__ import annotations

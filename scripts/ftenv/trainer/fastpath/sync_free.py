@@ -1,6 +1,6 @@
 """FunASRNano's training forward without host syncs (`--compile-parts ...,nosync`): the same loss,
 accuracy and logged numbers, because each `.item()` of FunASR's forward makes the CPU wait for the
-GPU between the forward and the backward and sets the pace of a launch-bound step (docs/finetune.md).
+GPU between the forward and the backward and sets the pace of a launch-bound step (docs/compile.md).
 """
 
 from __future__ import annotations
