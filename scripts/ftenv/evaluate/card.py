@@ -12,14 +12,11 @@ from pathlib import Path
 from ftenv import __version__, text, variables
 from ftenv.attention.facts import package_version
 from ftenv.data.check import REPORT_NAME as DATA_CHECK_REPORT
-from ftenv.evaluate.checkpoints import ModelLoadError
 
 NAME = "README.md"
-#: `ftenv eval`'s table, read by `--eval DIR`.
-SUMMARY = "summary.json"
 #: Columns of the eval table in the card, in order: (header, the keys a summary.json row may use for
-#: it). A column no row has is left out; keys of a row not listed here get a column of their own,
-#: so a table written by another version of `ftenv eval` is shown whole rather than cut.
+#: it; ftenv.evaluate.summary writes and reads the file). A column no row has is left out; keys of a
+#: row not listed here get a column of their own, so a row with more fields is shown whole.
 COLUMNS = (
     ("model", ("model", "label", "name")),
     ("error rate", ("error_rate", "rate", "cer", "wer", "mer")),
@@ -33,7 +30,7 @@ COLUMNS = (
     ("RTF", ("rtf", "real_time_factor")),
 )
 #: Row keys the card does not show (the model's full path is long, the label names it).
-HIDDEN = {"path"}
+HIDDEN = {"path", "base", "missing_hypotheses", "empty_references"}
 STACK = ("torch", "torchaudio", "funasr", "transformers")
 
 
@@ -49,29 +46,6 @@ class CardFacts:
     data: list[str]
     summary: dict | None
     eval_dir: Path | None
-
-
-def read_summary(eval_dir: Path) -> dict:
-    """summary.json of an `ftenv eval` folder as {"rows": [...], "normalization": str|None}; a
-    missing or malformed file is refused with its path (the card never shows a half table)."""
-    path = Path(eval_dir) / SUMMARY
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelLoadError(
-            f"{path}: not found; --eval names the --out folder of an `ftenv eval` run"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(
-            f"{path}: not readable JSON ({type(exc).__name__}); run `ftenv eval` again"
-        ) from None
-    rows = data.get("rows") if isinstance(data, dict) else data
-    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
-        raise ModelLoadError(
-            f"{path}: holds no table (a list of rows, one per model); run `ftenv eval` again"
-        )
-    normalization = data.get("normalization") if isinstance(data, dict) else None
-    return {"rows": rows, "normalization": normalization if isinstance(normalization, str) else None}
 
 
 def read_data(run: Path) -> list[str]:
@@ -112,9 +86,7 @@ def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
     columns = [(h, keys) for h, keys in COLUMNS if any(_value(r, keys) is not None for r in rows)]
     extra = dict.fromkeys(k for r in rows for k in r if k not in known and k not in HIDDEN)
     columns += [(k, (k,)) for k in extra]
-    lines = [
-        f"From `{Path(eval_dir).resolve() / SUMMARY}` (`ftenv eval`), as it wrote them." if eval_dir else ""
-    ]
+    lines = [f"From `{summary['source']}` (`ftenv eval`), as it wrote them." if eval_dir else ""]
     if summary.get("normalization"):
         lines += ["", f"Normalization: {summary['normalization']}"]
     cells = [[_cell(_value(r, keys)) for _, keys in columns] for r in rows]

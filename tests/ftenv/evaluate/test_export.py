@@ -17,8 +17,10 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.evaluate import card, checkpoints, export
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.data import normalize
+from ftenv.evaluate import arguments, card, export, summary
+from ftenv.evaluate.summary import ModelRow
+from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 from ftenv.selfcheck import tinymodel
 
@@ -171,7 +173,7 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
         },
         {"label": "base", "path": "/y", "error_rate": 9.5, "sub": 17, "utterances": 10},
     ]
-    (evaluation / "summary.json").write_text(json.dumps(rows))
+    (evaluation / "summary.json").write_text(json.dumps({"models": rows}))
     out = tmp_path / "out"
     export.export(export.ExportOptions(source=run["run"], out=out, base=run["base"], eval_dir=evaluation))
     card = (out / "README.md").read_text(encoding="utf-8")
@@ -296,19 +298,19 @@ def test_a_run_folder_means_its_best_checkpoint(tmp_path):
     run = _files(
         tmp_path / "run", "model.pt", "model.pt.ep1", "model.pt.ep12", "model.pt.best", "model.pt.ep12.9"
     )
-    assert checkpoints.export_choice(run) == run / "model.pt.best"
+    assert arguments.export_choice(run) == run / "model.pt.best"
 
 
 def test_without_a_best_the_newest_epoch_and_never_a_step_checkpoint(tmp_path):
     run = _files(tmp_path / "run", "model.pt", "model.pt.ep2", "model.pt.ep10", "model.pt.ep11.500")
-    assert checkpoints.export_choice(run) == run / "model.pt.ep10"
-    assert checkpoints.export_choice(run / "model.pt.ep11.500") == run / "model.pt.ep11.500"
+    assert arguments.export_choice(run) == run / "model.pt.ep10"
+    assert arguments.export_choice(run / "model.pt.ep11.500") == run / "model.pt.ep11.500"
 
 
 def test_a_stopped_run_with_step_checkpoints_only_names_them(tmp_path):
     run = _files(tmp_path / "run", "model.pt", "model.pt.ep0.300")
     with pytest.raises(ModelLoadError, match=r"model\.pt\.ep0\.300; name one"):
-        checkpoints.export_choice(run)
+        arguments.export_choice(run)
 
 
 def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch, capsys):
@@ -325,26 +327,25 @@ def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch, caps
     )
 
 
-# --- the eval table of the card (summary.json read defensively) ----------------------------------------
+# --- the eval table of the card (summary.json as `ftenv eval` writes it) ---------------------------
 
 
 def test_a_summary_with_its_normalization_is_shown_with_it(tmp_path):
-    rows = [{"model": "base", "error_rate": 9.5}]
-    (tmp_path / "summary.json").write_text(
-        json.dumps({"normalization": "NFKC; no punctuation", "rows": rows})
-    )
-    table = card.eval_table(card.read_summary(tmp_path), tmp_path)
-    assert table[2:] == [
-        "Normalization: NFKC; no punctuation",
-        "",
-        "| model | error rate |",
-        "|---|---|",
-        "| base | 9.5 |",
+    row = ModelRow("base", "/m", 0.095, 1, 2, 3, 100, 4, base=True)
+    summary.write_summary(tmp_path, [row], normalize.RAW)
+    table = card.eval_table(summary.read_summary(tmp_path), tmp_path)
+    assert table[2] == f"Normalization: {normalize.RAW.describe()}"
+    assert table[4:] == [
+        "| model | error rate | sub | del | ins | ref tokens | utterances |",
+        "|---|---|---|---|---|---|---|",
+        "| base | 0.095 | 1 | 2 | 3 | 100 | 4 |",
     ]
 
 
-@pytest.mark.parametrize("text", ["", "{not json", "[]", '{"rows": "base 9.5"}', "[1, 2]"])
+@pytest.mark.parametrize(
+    "text", ["", "{not json", "[]", '{"models": "base 9.5"}', "[1, 2]", '{"rows": [{"model": "base"}]}']
+)
 def test_a_summary_without_a_table_is_refused_with_its_path(tmp_path, text):
     (tmp_path / "summary.json").write_text(text)
     with pytest.raises(ModelLoadError, match=f"{tmp_path / 'summary.json'}: .*run `ftenv eval` again"):
-        card.read_summary(tmp_path)
+        summary.read_summary(tmp_path)

@@ -1,7 +1,5 @@
-"""What a model argument of `ftenv eval`, `ftenv transcribe` and `ftenv export` means, and loading a
-run's checkpoint weights onto the model its base folder's config.yaml builds, because FunASR's own
-loader (load_pretrained_model) only prints a warning for every key a checkpoint lacks and evaluates
-random weights without saying so.
+"""What a model argument of `ftenv eval`, `ftenv transcribe` and `ftenv export` means (the checkpoint
+names and their loading are the model wing's: ftenv.model.checkpoints).
 
 A model argument is one of:
 - a model folder as released (config.yaml, model.pt, the LLM folder it names): the base model;
@@ -17,26 +15,12 @@ A model argument is one of:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CONFIG = "config.yaml"
-WEIGHTS = "model.pt"
-#: The file a DeepSpeed run writes inside each checkpoint folder (FunASR's average reads it there).
-DEEPSPEED_STATES = "mp_rank_00_model_states.pt"
-#: The checkpoint names FunASR's trainer (funasr/train_utils/trainer_ds.py) and its average write.
-EPOCH = re.compile(r"^model\.pt\.ep(\d+)$")
-STEP = re.compile(r"^model\.pt\.ep(\d+)\.(\d+)$")
-AVERAGE = re.compile(r"^model\.pt\.avg(\d+)$")
-BEST = "model.pt.best"
-#: Parts of Fun-ASR-Nano a checkpoint may lack: upstream disables CTC timestamps when its tensors
-#: are missing (checkpoint_utils.disable_incomplete_ctc); transcripts do not use them.
-OPTIONAL_PREFIXES = ("ctc_decoder.", "ctc.")
-
-
-class ModelLoadError(Exception):
-    """A model argument that cannot be evaluated; the message names the path and the fix."""
+from ftenv.model import folder as model_folder
+from ftenv.model.checkpoints import BEST, DEEPSPEED_STATES, EPOCH, run_checkpoints
+from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 
 
 @dataclass(frozen=True)
@@ -59,9 +43,7 @@ class Choices:
 def is_model_folder(path: Path) -> bool:
     """A released model folder: config.yaml and model.pt, and no checkpoint a run writes beside them."""
     return (
-        path.is_dir()
-        and (path / CONFIG).is_file()
-        and (path / WEIGHTS).exists()
+        model_folder.is_fun_asr_nano_checkout(path)
         and not run_checkpoints(path)[0]
         and not _written_by_trainer(path)
     )
@@ -76,23 +58,6 @@ def _written_by_trainer(folder: Path) -> bool:
     except (OSError, yaml.YAMLError):
         return False
     return isinstance(conf, dict) and "output_dir" in conf and "train_data_set_list" in conf
-
-
-def run_checkpoints(folder: Path) -> tuple[list[Path], list[Path]]:
-    """(epoch, best and average checkpoints in that order, the step checkpoints) of a run's folder."""
-    epochs, averages, steps = [], [], []
-    best = None
-    for p in folder.iterdir() if folder.is_dir() else ():
-        if m := EPOCH.match(p.name):
-            epochs.append((int(m.group(1)), p))
-        elif m := STEP.match(p.name):
-            steps.append(((int(m.group(1)), int(m.group(2))), p))
-        elif m := AVERAGE.match(p.name):
-            averages.append((int(m.group(1)), p))
-        elif p.name == BEST:
-            best = p
-    chosen = [p for _, p in sorted(epochs)] + ([best] if best else []) + [p for _, p in sorted(averages)]
-    return chosen, [p for _, p in sorted(steps)]
 
 
 def export_choice(path: Path) -> Path:
@@ -138,7 +103,8 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
     arguments, else the folder the run recorded in its config.yaml.
     """
     notes: list[str] = []
-    folders = [Path(a) for a in arguments if is_model_folder(Path(a))]
+    released = {raw: is_model_folder(Path(raw)) for raw in arguments}  # once per argument
+    folders = [Path(a) for a in arguments if released[a]]
     given_base = Path(base) if base else None
     if given_base is not None and not is_model_folder(given_base):
         raise ModelLoadError(
@@ -153,7 +119,7 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
                 f"{path}: no such file or folder; give a model folder, a run's output folder or a "
                 "checkpoint file (model.pt, model.pt.best, model.pt.avgN, model.pt.epN)"
             )
-        if is_model_folder(path):
+        if released[raw]:
             models.append(ModelChoice(_label(path, models), path, path / WEIGHTS, is_base=True))
             continue
         if path.is_dir() and not (path / DEEPSPEED_STATES).is_file():
@@ -202,87 +168,3 @@ def _label(path: Path, taken: list[ModelChoice]) -> str:
     while unique in names:
         unique, n = f"{label}#{n}", n + 1
     return unique
-
-
-# --- loading ----------------------------------------------------------------------------------
-
-
-def read_weights(path: Path) -> dict:
-    """The model weights of a checkpoint file (a FunASR checkpoint dict, an average, a plain
-    state_dict, a DeepSpeed folder), as upstream unwraps them (checkpoint_utils.normalize_checkpoint_state);
-    optimizer state is not kept."""
-    import torch
-    from funasr.models.fun_asr_nano.checkpoint_utils import normalize_checkpoint_state
-
-    file = path / DEEPSPEED_STATES if path.is_dir() else path
-    if not file.is_file():
-        raise ModelLoadError(f"{path}: not a checkpoint file (no {DEEPSPEED_STATES} in the folder)")
-    try:
-        data = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as exc:  # a cut file or not a torch file: zip, pickle and EOF errors
-        first = (str(exc).splitlines() or [""])[0][:200]
-        raise ModelLoadError(
-            f"{file}: does not load as a PyTorch checkpoint ({type(exc).__name__}: {first}); a file cut "
-            "short by a full disk or a killed save does not load: use another checkpoint of the run"
-        ) from None
-    if isinstance(data, dict) and "module" in data and isinstance(data["module"], dict):
-        data = data["module"]  # DeepSpeed's model states
-    state = normalize_checkpoint_state(data) if isinstance(data, dict) else None
-    if not state or not all(hasattr(v, "shape") for v in state.values()):
-        raise ModelLoadError(
-            f"{file}: loads but holds no model weights (expected FunASR's checkpoint with a "
-            "'state_dict', or a state_dict)"
-        )
-    return state
-
-
-def check_fit(model, state: dict, path: Path) -> None:
-    """ModelLoadError unless every tensor of the model is in the checkpoint, in its shape, and the
-    checkpoint has no other; the keys upstream may lack (CTC) are the only ones allowed missing."""
-    own = model.state_dict()
-    optional = tuple(OPTIONAL_PREFIXES)
-    missing = sorted(k for k in own if k not in state and not k.startswith(optional))
-    unexpected = sorted(k for k in state if k not in own and not k.startswith(optional))
-    wrong = sorted(k for k in own if k in state and tuple(own[k].shape) != tuple(state[k].shape))
-    problems = []
-    if missing:
-        problems.append(f"{len(missing)} of the model's tensors missing (e.g. {', '.join(missing[:3])})")
-    if unexpected:
-        problems.append(
-            f"{len(unexpected)} tensors the model does not have (e.g. {', '.join(unexpected[:3])})"
-        )
-    if wrong:
-        k = wrong[0]
-        problems.append(
-            f"{len(wrong)} tensors of another shape (e.g. {k}: {tuple(state[k].shape)} in the checkpoint, "
-            f"{tuple(own[k].shape)} in the model)"
-        )
-    if problems:
-        raise ModelLoadError(
-            f"{path}: does not fit the model its base folder's config.yaml builds: {'; '.join(problems)}. "
-            "Give the base model folder the run was fine-tuned from (and the same llm_conf, e.g. LoRA)"
-        )
-
-
-def put_weights(model, state: dict, path: Path) -> list[str]:
-    """Copy the checkpoint's weights onto the model once check_fit passes; CTC tensors it lacks are
-    switched off, as upstream does."""
-    from funasr.models.fun_asr_nano.checkpoint_utils import disable_incomplete_ctc
-
-    check_fit(model, state, path)
-    own = model.state_dict()
-    usable = {k: v for k, v in state.items() if k in own}
-    model.load_state_dict(usable, strict=False)
-    notes = []
-    if getattr(model, "ctc_decoder", None) is not None and disable_incomplete_ctc(
-        model, set(usable), log=_Quiet()
-    ):
-        notes.append(f"{path}: no trained CTC weights (timestamps off; transcripts unaffected)")
-    return notes
-
-
-class _Quiet:
-    """A logger for upstream's helper that says nothing (the caller reports in its own words)."""
-
-    def warning(self, *args, **kwargs) -> None:
-        return None

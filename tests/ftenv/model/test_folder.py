@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.data import model_folder
+from ftenv.model import folder as model_folder
 from ftenv.selfcheck import tinymodel
 
 
