@@ -49,15 +49,22 @@ def is_model_folder(path: Path) -> bool:
     )
 
 
-def _written_by_trainer(folder: Path) -> bool:
-    """FunASR's trainer saves the run's whole configuration as config.yaml, output_dir included."""
+def run_config(folder: Path) -> dict:
+    """A run folder's config.yaml as its trainer wrote it (plain YAML, nothing resolved: a run's
+    config may hold Hydra interpolations); {} where it is missing or not a mapping."""
     import yaml
 
     try:
         conf = yaml.safe_load((folder / CONFIG).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
-        return False
-    return isinstance(conf, dict) and "output_dir" in conf and "train_data_set_list" in conf
+        return {}
+    return conf if isinstance(conf, dict) else {}
+
+
+def _written_by_trainer(folder: Path) -> bool:
+    """FunASR's trainer saves the run's whole configuration as config.yaml, output_dir included."""
+    conf = run_config(folder)
+    return "output_dir" in conf and "train_data_set_list" in conf
 
 
 def export_choice(path: Path) -> Path:
@@ -86,13 +93,7 @@ def export_choice(path: Path) -> Path:
 def run_base(folder: Path) -> Path | None:
     """The base model folder a run started from, as FunASR's trainer recorded it (model_path in the
     run's config.yaml), when that folder is still there."""
-    import yaml
-
-    try:
-        conf = yaml.safe_load((folder / CONFIG).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    raw = conf.get("model_path") if isinstance(conf, dict) else None
+    raw = run_config(folder).get("model_path")
     return Path(raw) if raw and is_model_folder(Path(raw)) else None
 
 

@@ -70,10 +70,7 @@ def base_folder(options: ExportOptions, checkpoint: Path) -> Path:
     elif recorded := arguments.run_base(run):
         base = recorded
     else:
-        recorded_conf = model_folder.read_config(run) if run_config.is_file() else {}
-        if isinstance(recorded_conf, model_folder.Problem):
-            raise ModelLoadError(f"{recorded_conf.message}; fix or replace it")
-        model = recorded_conf.get("model")
+        model = arguments.run_config(run).get("model")
         if not model or not Path(str(model)).is_dir():
             raise ModelLoadError(
                 f"{checkpoint}: the model folder it was fine-tuned from is not recorded in {run_config} "
