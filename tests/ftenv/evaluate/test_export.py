@@ -163,17 +163,10 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     evaluation = tmp_path / "eval"
     evaluation.mkdir()
     rows = [
-        {
-            "model": "run/model.pt.best",
-            "path": "/x",
-            "error_rate": 3.25,
-            "substitutions": 5,
-            "utterances": 10,
-            "beam": 1,
-        },
-        {"label": "base", "path": "/y", "error_rate": 9.5, "sub": 17, "utterances": 10},
+        ModelRow("run/model.pt.best", "/x", 0.0325, 5, 0, 0, 100, 10),
+        ModelRow("base", "/y", 0.095, 17, 0, 0, 100, 10, base=True),
     ]
-    (evaluation / "summary.json").write_text(json.dumps({"models": rows}))
+    summary.write_summary(evaluation, rows, normalize.RAW)
     out = tmp_path / "out"
     export.export(export.ExportOptions(source=run["run"], out=out, base=run["base"], eval_dir=evaluation))
     card = (out / "README.md").read_text(encoding="utf-8")
@@ -181,9 +174,12 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     assert f"checkpoint: `{run['run'] / 'model.pt.best'}`" in card
     assert f"base model folder: `{run['base']}`" in card
     assert "- train `/data/train.jsonl`: 48 lines, 47 trained, 2.00 h of audio" in card
-    assert "| model | error rate | sub | utterances | beam |\n|---|---|---|---|---|\n" in card
-    assert "| run/model.pt.best | 3.25 | 5 | 10 | 1 |" in card
-    assert "| base | 9.5 | 17 | 10 |  |" in card
+    assert (
+        "| model | error rate | sub | del | ins | ref tokens | utterances |\n|---|---|---|---|---|---|---|\n"
+        in card
+    )
+    assert "| run/model.pt.best | 0.033 | 5 | 0 | 0 | 100 | 10 |" in card
+    assert "| base | 0.095 | 17 | 0 | 0 | 100 | 10 |" in card
     assert f"- funasr: {metadata.version('funasr')}" in card  # the stack that wrote it
 
 
