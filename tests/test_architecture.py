@@ -27,6 +27,7 @@ WINGS = (
     "attention",
     "report",
     "steps",
+    "model",
     "data",
     "trainer",
     "train",
@@ -230,14 +231,14 @@ def test_the_architecture_doc_names_the_wings_in_order_and_every_folder():
     text = ARCHITECTURE_DOC.read_text()
     assert architecture_doc.problems(text, ROOT, WINGS, SHARED) == []
     assert broken_links(ARCHITECTURE_DOC, text) == []
-    rows = {w: next(r for r in text.splitlines() if r.startswith(f"| `{w}` |")) for w in ("steps", "data")}
+    rows = {w: next(r for r in text.splitlines() if r.startswith(f"| `{w}` |")) for w in ("steps", "model")}
     wings = "the doc's wings, lowest first"
     broken = {
         wings: [
             text.replace(rows["steps"], rows["steps"].replace("`steps`", "`step`")),  # renamed
-            text.replace(rows["data"] + "\n", ""),  # dropped
-            text.replace(f"{rows['steps']}\n{rows['data']}", f"{rows['data']}\n{rows['steps']}"),  # swapped
-            text.replace(rows["data"], rows["data"] + "\n| `widgets` | x |"),  # not in the package
+            text.replace(rows["model"] + "\n", ""),  # dropped
+            text.replace(f"{rows['steps']}\n{rows['model']}", f"{rows['model']}\n{rows['steps']}"),  # swapped
+            text.replace(rows["model"], rows["model"] + "\n| `widgets` | x |"),  # not in the package
         ],
         "scripts/ftenv/train/runlife/ is not a wing": [text.replace("`train/runlife/`", "`train/run-life/`")],
         "does not name ftenv.text": [text.replace("`ftenv.text`", "`ftenv.texts`")],
@@ -253,7 +254,7 @@ def test_the_readme_sums_up_the_same_wings_and_links_the_doc():
     readme = (ROOT / "README.md").read_text()
     assert architecture_doc.readme_problems(readme, ROOT, WINGS) == []
     for broken in (
-        readme.replace("steps, data,", "data, steps,"),
+        readme.replace("steps, model,", "model, steps,"),
         readme.replace("(docs/architecture.md)", ""),
     ):
         assert broken != readme and architecture_doc.readme_problems(broken, ROOT, WINGS)

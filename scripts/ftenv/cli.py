@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(eval.with_default_action(sys.argv[1:] if argv is None else argv))
     try:
         return args.func(args)
     except Exception as exc:  # a bug in ftenv: never exit 0 or 1, which are verdicts

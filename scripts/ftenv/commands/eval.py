@@ -1,6 +1,7 @@
-"""`ftenv eval`: its parsers. `ftenv eval score REF HYP` scores two transcript files
-(ftenv.evaluate.score_files); any other first word is the models path, `ftenv eval TEST.jsonl
-MODEL...`, which decodes a test set with each model before scoring it (ftenv.evaluate.models)."""
+"""`ftenv eval`: its parsers, two subcommands. `ftenv eval TEST.jsonl MODEL...` (also `ftenv eval
+decode TEST.jsonl MODEL...`: the default when the first word names no subcommand) decodes a test set
+with each model before scoring it (ftenv.evaluate.models); `ftenv eval score REF HYP` scores two
+transcript files (ftenv.evaluate.score_files)."""
 
 from __future__ import annotations
 
@@ -12,35 +13,40 @@ from ftenv.data import normalize
 from ftenv.evaluate import models, score_files
 from ftenv.outcome import UNUSABLE
 
-#: The first word that selects scoring files; anything else is a test set.
-SCORE = "score"
+#: The subcommands; DECODE is taken when the word after `eval` names none.
+DECODE, SCORE = "decode", "score"
+
+
+def with_default_action(argv: list[str]) -> list[str]:
+    """argv with `decode` put after `eval` when the next word is no subcommand, so that the
+    documented `ftenv eval TEST.jsonl MODEL...` (and `ftenv eval --help`) reach the decode parser."""
+    words = list(argv)
+    at = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
+    if at is None or words[at] != "eval":
+        return words
+    if at + 1 >= len(words) or words[at + 1] not in (DECODE, SCORE):
+        words.insert(at + 1, DECODE)
+    return words
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "eval",
         help="decode a test set with models and score them; `ftenv eval score REF HYP` scores files",
-        description="`ftenv eval TEST.jsonl MODEL... --out DIR`: decodes the test set with each model (a "
-        "model folder, a run's output folder, a checkpoint) and scores it, summary best first against "
-        "the base model. `ftenv eval score REF HYP [--raw | --normalize NAME] [--out DIR]`: the error "
-        "rate of two key<TAB>text files (FunASR's recipe format), CJK per character and Latin-script "
-        "words per word, after the normalization it prints. See docs/scoring.md; `ftenv eval TEST.jsonl "
-        "--help` lists the decoding options.",
-        usage=f"{models.PROG} TEST.jsonl MODEL... --out DIR [options] | {score_files.PROG} REF HYP [--raw | "
-        "--normalize NAME] [--out DIR]",
+        description="`ftenv eval TEST.jsonl MODEL... --out DIR` decodes the test set with each model and "
+        "scores it; `ftenv eval score REF HYP` scores two transcript files. See docs/evaluate.md and "
+        "docs/scoring.md.",
     )
-    p.add_argument(
-        "words",
-        nargs=argparse.REMAINDER,
-        metavar="TEST.jsonl MODEL... | score REF HYP",
-        help="what to evaluate",
-    )
-    p.set_defaults(func=run)
+    actions = p.add_subparsers(dest="action", metavar="{decode,score}", required=True)
+    decode_parser(actions)
+    score_parser(actions)
 
 
-def score_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def score_parser(actions) -> None:
+    p = actions.add_parser(
+        SCORE,
         prog=score_files.PROG,
+        help="score two key<TAB>text transcript files",
         description="Scores HYP against REF: (S + D + I) / reference tokens over the set. A reference key "
         "without a hypothesis is scored as deletions and named; a hypothesis key the reference lacks is "
         f"an error (exit {UNUSABLE}). See docs/scoring.md.",
@@ -53,13 +59,7 @@ def score_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", type=Path, metavar="DIR", help="write the per-utterance table and summary.md/json"
     )
-    return p
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.words and args.words[0] == SCORE:
-        return run_score(score_parser().parse_args(args.words[1:]))
-    return run_models(args.words)
+    p.set_defaults(func=run_score)
 
 
 def run_score(args: argparse.Namespace) -> int:
@@ -80,16 +80,20 @@ def _rules_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def models_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def decode_parser(actions) -> None:
+    p = actions.add_parser(
+        DECODE,
         prog=models.PROG,
+        usage=f"{models.PROG} [decode] TEST.jsonl MODEL... --out DIR [options]",
+        help="decode TEST.jsonl with each MODEL and score it (the default: `ftenv eval TEST.jsonl MODEL...`)",
         description="Decodes TEST.jsonl (the ChatML JSONL `ftenv data prepare` writes) with each MODEL, "
         "greedy, and scores it against the transcripts in it. MODEL: a model folder as released (the "
         "base), a run's output folder (its model.pt.epN, model.pt.best and model.pt.avgN; not model.pt, "
         "not the step checkpoints model.pt.epE.S unless named) or one checkpoint file. A checkpoint is "
         "built from the base model folder given beside it (or --base, or the one its run recorded). "
         f"Writes per model MODEL{models.HYPOTHESES_SUFFIX} (key<TAB>text) and the per-utterance table, "
-        f"and summary.md/json. Bad input exits {UNUSABLE} before decoding, with nothing written.",
+        f"and summary.md/json. Bad input exits {UNUSABLE} before decoding, with nothing written. "
+        f"`{score_files.PROG} REF HYP` scores two transcript files instead (`{score_files.PROG} --help`).",
     )
     p.add_argument("test_set", type=Path, metavar="TEST.jsonl", help="the test set: ChatML JSONL")
     p.add_argument("models", nargs="+", metavar="MODEL", help="model folders, run folders, checkpoints")
@@ -100,11 +104,10 @@ def models_parser() -> argparse.ArgumentParser:
         "--one-by-one", action="store_true", help="upstream's path, one utterance at a time (the reference)"
     )
     _rules_options(p)
-    return p
+    p.set_defaults(func=run_models)
 
 
-def run_models(words: list[str]) -> int:
-    args = models_parser().parse_args(words)
+def run_models(args: argparse.Namespace) -> int:
     rules = normalize.RAW if args.raw else normalize.by_name(args.normalize)
     options = models.EvalOptions(
         test_set=args.test_set,

@@ -25,6 +25,15 @@ def count_type(text: str) -> int:
     return value
 
 
+def positive_type(text: str) -> int:
+    """argparse type: 1 or more. The one rule for the decoders' --batch-size and --max-new-tokens
+    (`ftenv eval`, `ftenv transcribe`): 0 or less is refused, exit 2, never clamped."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("give 1 or more")
+    return value
+
+
 def add_factor_option(p: argparse.ArgumentParser, against: str) -> None:
     p.add_argument(
         "--factor",
@@ -49,7 +58,7 @@ def add_decode_options(p: argparse.ArgumentParser, per_batch: str) -> None:
     """--batch-size, --device and --max-new-tokens of the commands that decode (eval, transcribe)."""
     p.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_type,
         default=decode.BATCH_SIZE,
         metavar="N",
         help=f"{per_batch} per batch ({decode.BATCH_SIZE})",
@@ -57,7 +66,7 @@ def add_decode_options(p: argparse.ArgumentParser, per_batch: str) -> None:
     p.add_argument("--device", metavar="cpu|cuda", help="where to decode (default: cuda when there is one)")
     p.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=positive_type,
         default=decode.MAX_NEW_TOKENS,
         metavar="N",
         help=f"cap on each transcript's tokens (upstream's: {decode.MAX_NEW_TOKENS})",

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         audio=tuple(args.audio),
         base=args.base,
         device=args.device,
-        batch_size=max(1, args.batch_size),
-        max_new_tokens=max(1, args.max_new_tokens),
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
     )
     return transcribe.run(options)

@@ -65,12 +65,44 @@ def dumps(item: dict) -> str:
 
 @dataclass(frozen=True)
 class Utterance:
-    """What a line declares: the audio path as written, the transcript and the two lengths."""
+    """What a line declares: the audio path as written, the transcript, the two lengths, its key."""
 
     audio: str
     text: str
     speech_length: int
     text_length: int
+    key: str | None = None
+
+
+#: What a JSONL line can be found to be before its audio is read (the data check report's codes).
+BLANK, NOT_UTF8, NOT_JSON, SHAPE = "blank_line", "not_utf8", "not_json", "not_chatml"
+BLANK_MESSAGE = "empty line: FunASR logs a JSON error and skips it"
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A line FunASR cannot use: its code and one sentence. A blank line is one (FunASR's index
+    reads it with json.loads, logs the error and skips it): a warning, never an error."""
+
+    code: str
+    message: str
+
+
+def read_line(raw: bytes) -> Utterance | Unreadable:
+    """One JSONL line as FunASR's index reads it (UTF-8, one JSON object): the one reader of
+    `ftenv data check`, `ftenv finetune`'s first look and `ftenv eval`'s test set."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Unreadable(NOT_UTF8, not_utf8(raw, exc))
+    if not text.strip():
+        return Unreadable(BLANK, BLANK_MESSAGE)
+    try:
+        item = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return Unreadable(NOT_JSON, not_json(exc))
+    utt = parse(item)
+    return Unreadable(SHAPE, utt) if isinstance(utt, str) else utt
 
 
 def _length(item: dict, key: str) -> int | str:
@@ -132,4 +164,5 @@ def parse(item) -> Utterance | str:
     for value in lengths:
         if isinstance(value, str):
             return value
-    return Utterance(audio[1:], answer, *lengths)
+    key = item.get("key")
+    return Utterance(audio[1:], answer, *lengths, key=None if key in (None, "") else str(key))

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv.data import chatml
 from ftenv.data import lines as L
 from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
 from ftenv.steps import data_loss
@@ -137,9 +138,7 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
             if r.blank or (r.problem and r.problem[0] == L.NOT_JSON):
                 summary.unreadable_lines += 1
             if r.blank:
-                report.add(
-                    Finding(name, r.number, L.BLANK, "empty line: FunASR logs a JSON error and skips it")
-                )
+                report.add(Finding(name, r.number, L.BLANK, chatml.BLANK_MESSAGE))
                 continue
             if r.problem:
                 report.add(Finding(name, r.number, *r.problem))

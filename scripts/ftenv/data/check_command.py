@@ -6,7 +6,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import check, dataset_conf, lines, model_folder
+from ftenv.data import check, dataset_conf, lists
+from ftenv.model import folder as model_folder
 from ftenv.outcome import UNUSABLE
 
 PROG = check.PROG
@@ -26,7 +27,12 @@ class CheckOptions:
 
 def run(options: CheckOptions) -> int:
     overrides = [x for x in options.files if x.startswith("+")]
-    train = [p for x in options.files if not x.startswith("+") for p in lines.manifests(x, Path.cwd())]
+    try:
+        train = [p for x in options.files if not x.startswith("+") for p in lists.manifests(x, Path.cwd())]
+        valid = [p for v in options.valid for p in lists.manifests(v, Path.cwd())]
+    except lists.DataListError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return UNUSABLE
     if not train and not options.valid:
         print(f"{PROG}: no file given; usage: {PROG} [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
@@ -45,7 +51,7 @@ def run(options: CheckOptions) -> int:
     out = Path(options.output_dir) / check.REPORT_NAME
     usable, _ = check.check_and_report(
         train,
-        [p for v in options.valid for p in lines.manifests(v, Path.cwd())],
+        valid,
         rules,
         Path.cwd(),
         out,

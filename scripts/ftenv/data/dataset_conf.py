@@ -7,17 +7,18 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ftenv.data.rules import DEFAULTS, RECIPE_KEYS, LengthRules
+from ftenv.model import folder as model_folder
 
 PREFIX = "dataset_conf."
 
 
 def model_dataset_conf(model_dir: Path | None) -> dict:
-    """dataset_conf of the model folder's config.yaml ({} without one)."""
-    if model_dir is None or not (model_dir / "config.yaml").is_file():
+    """dataset_conf of the model folder's config.yaml, read as every command reads it
+    (ftenv.model.folder.read_config); {} without one or when it is unreadable (the folder's check
+    names that)."""
+    if model_dir is None or not (model_dir / model_folder.CONFIG).is_file():
         return {}
-    import yaml
-
-    conf = yaml.safe_load((model_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+    conf = model_folder.read_config(model_dir)
     found = conf.get("dataset_conf") if isinstance(conf, dict) else None
     return dict(found) if isinstance(found, dict) else {}
 

@@ -3,7 +3,6 @@ worker processes check in parallel: the per-line work of `ftenv data check`."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,16 +17,9 @@ CHUNK_LINES = 512
 TOLERANCE_FRAMES = 10
 TOLERANCE_SHARE = 0.1
 
-# What a line can be found to be (the report's codes). Errors first.
-NOT_UTF8, NOT_JSON, SHAPE, AUDIO, EMPTY_TEXT, LENGTH_MISMATCH = (
-    "not_utf8",
-    "not_json",
-    "not_chatml",
-    "audio_unusable",
-    "empty_transcript",
-    "speech_length_mismatch",
-)
-BLANK = "blank_line"
+# What a line can be found to be (the report's codes). Errors first; the first four are chatml's.
+NOT_UTF8, NOT_JSON, SHAPE, BLANK = chatml.NOT_UTF8, chatml.NOT_JSON, chatml.SHAPE, chatml.BLANK
+AUDIO, EMPTY_TEXT, LENGTH_MISMATCH = "audio_unusable", "empty_transcript", "speech_length_mismatch"
 
 
 @dataclass
@@ -41,17 +33,6 @@ class LineResult:
     speech_length: int | None = None
     text_length: int | None = None
     seconds: float | None = None
-
-
-def manifests(path: str | None, cwd: Path) -> list[Path]:
-    """The JSONL files FunASR reads for a data argument: itself, or, when not named *.jsonl, the
-    files it lists one a line (relative ones from the working directory, as FunASR opens them)."""
-    if not path:
-        return []
-    if Path(path).suffix in (".jsonl", ".json") or not Path(path).is_file():
-        return [Path(path)]
-    listed = Path(path).read_text(encoding="utf-8", errors="replace").split()
-    return [Path(p) if Path(p).is_absolute() else cwd / p for p in listed]
 
 
 def chunks(path: Path) -> Iterator[list[tuple[int, bytes]]]:
@@ -82,22 +63,10 @@ def check_line(
     number: int, raw: bytes, base: str, read_audio: bool = True, manifest_dir: str | None = None
 ) -> LineResult:
     result = LineResult(number)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        result.problem = (NOT_UTF8, chatml.not_utf8(raw, exc))
-        return result
-    if not text.strip():
-        result.blank = True
-        return result
-    try:
-        item = json.loads(text)
-    except json.JSONDecodeError as exc:
-        result.problem = (NOT_JSON, chatml.not_json(exc))
-        return result
-    utt = chatml.parse(item)
-    if isinstance(utt, str):
-        result.problem = (SHAPE, utt)
+    utt = chatml.read_line(raw)
+    if isinstance(utt, chatml.Unreadable):
+        result.blank = utt.code == BLANK
+        result.problem = None if result.blank else (utt.code, utt.message)
         return result
     result.speech_length, result.text_length = utt.speech_length, utt.text_length
     if not utt.text.strip():

@@ -16,6 +16,7 @@ from ftenv.data import audio, chatml, extract, kaldi, normalize, paths
 from ftenv.data import lines as lines_mod
 from ftenv.data.rows import Rejected, Row, read_lines
 from ftenv.data.workers import parallel_map
+from ftenv.model import folder as model_folder
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data prepare"
@@ -68,16 +69,15 @@ def from_folder(folder: Path, rejected: list[Rejected]) -> list[Row]:
 
 
 def tokenizer_dir(model_dir: Path) -> Path:
-    """The model folder's tokenizer: config.yaml's tokenizer_conf.init_param_path (relative to the
-    folder), else the folder itself."""
-    import yaml
-
-    conf = yaml.safe_load((model_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+    """The model folder's tokenizer: config.yaml's tokenizer_conf.init_param_path, found by the model
+    folder rule (ftenv.model.folder.locate), else the folder itself."""
+    conf = model_folder.read_config(model_dir)
+    if isinstance(conf, model_folder.Problem):
+        raise ValueError(conf.message)
     raw = (conf.get("tokenizer_conf") or {}).get("init_param_path")
     if not raw:
         return model_dir
-    path = Path(raw)
-    return path if path.is_absolute() else model_dir / path
+    return model_folder.locate(str(raw), model_dir, Path.cwd()) or model_dir / str(raw)
 
 
 def load_tokenizer(path: Path):

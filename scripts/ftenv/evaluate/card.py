@@ -12,28 +12,22 @@ from pathlib import Path
 from ftenv import __version__, text, variables
 from ftenv.attention.facts import package_version
 from ftenv.data.check import REPORT_NAME as DATA_CHECK_REPORT
-from ftenv.evaluate.checkpoints import ModelLoadError
 
 NAME = "README.md"
-#: `ftenv eval`'s table, read by `--eval DIR`.
-SUMMARY = "summary.json"
-#: Columns of the eval table in the card, in order: (header, the keys a summary.json row may use for
-#: it). A column no row has is left out; keys of a row not listed here get a column of their own,
-#: so a table written by another version of `ftenv eval` is shown whole rather than cut.
+#: Columns of the eval table in the card, in order: (header, the key of a summary.json row, as
+#: ftenv.evaluate.summary writes it). A column no row fills is left out.
 COLUMNS = (
-    ("model", ("model", "label", "name")),
-    ("error rate", ("error_rate", "rate", "cer", "wer", "mer")),
-    ("sub", ("substitutions", "sub")),
-    ("del", ("deletions", "del")),
-    ("ins", ("insertions", "ins")),
-    ("ref tokens", ("reference_tokens", "ref_tokens", "tokens")),
-    ("utterances", ("utterances",)),
-    ("hours", ("hours",)),
-    ("decode s", ("decode_seconds", "decode_s", "seconds")),
-    ("RTF", ("rtf", "real_time_factor")),
+    ("model", "label"),
+    ("error rate", "error_rate"),
+    ("sub", "substitutions"),
+    ("del", "deletions"),
+    ("ins", "insertions"),
+    ("ref tokens", "reference_tokens"),
+    ("utterances", "utterances"),
+    ("hours", "hours"),
+    ("decode s", "decode_seconds"),
+    ("RTF", "real_time_factor"),
 )
-#: Row keys the card does not show (the model's full path is long, the label names it).
-HIDDEN = {"path"}
 STACK = ("torch", "torchaudio", "funasr", "transformers")
 
 
@@ -49,29 +43,6 @@ class CardFacts:
     data: list[str]
     summary: dict | None
     eval_dir: Path | None
-
-
-def read_summary(eval_dir: Path) -> dict:
-    """summary.json of an `ftenv eval` folder as {"rows": [...], "normalization": str|None}; a
-    missing or malformed file is refused with its path (the card never shows a half table)."""
-    path = Path(eval_dir) / SUMMARY
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelLoadError(
-            f"{path}: not found; --eval names the --out folder of an `ftenv eval` run"
-        ) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelLoadError(
-            f"{path}: not readable JSON ({type(exc).__name__}); run `ftenv eval` again"
-        ) from None
-    rows = data.get("rows") if isinstance(data, dict) else data
-    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
-        raise ModelLoadError(
-            f"{path}: holds no table (a list of rows, one per model); run `ftenv eval` again"
-        )
-    normalization = data.get("normalization") if isinstance(data, dict) else None
-    return {"rows": rows, "normalization": normalization if isinstance(normalization, str) else None}
 
 
 def read_data(run: Path) -> list[str]:
@@ -102,22 +73,13 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _value(row: dict, keys: tuple):
-    return next((row[k] for k in keys if k in row), None)
-
-
 def eval_table(summary: dict, eval_dir: Path | None) -> list[str]:
     rows = summary["rows"]
-    known = {k for _, keys in COLUMNS for k in keys}
-    columns = [(h, keys) for h, keys in COLUMNS if any(_value(r, keys) is not None for r in rows)]
-    extra = dict.fromkeys(k for r in rows for k in r if k not in known and k not in HIDDEN)
-    columns += [(k, (k,)) for k in extra]
-    lines = [
-        f"From `{Path(eval_dir).resolve() / SUMMARY}` (`ftenv eval`), as it wrote them." if eval_dir else ""
-    ]
+    columns = [(h, key) for h, key in COLUMNS if any(r.get(key) is not None for r in rows)]
+    lines = [f"From `{summary['source']}` (`ftenv eval`), as it wrote them." if eval_dir else ""]
     if summary.get("normalization"):
         lines += ["", f"Normalization: {summary['normalization']}"]
-    cells = [[_cell(_value(r, keys)) for _, keys in columns] for r in rows]
+    cells = [[_cell(r.get(key)) for _, key in columns] for r in rows]
     lines += ["", *text.markdown_table([h for h, _ in columns], cells)]
     return lines
 

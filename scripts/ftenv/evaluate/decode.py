@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.evaluate import checkpoints
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.model import checkpoints
+from ftenv.model import folder as model_folder
+from ftenv.model.folder import ModelLoadError
+from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
 
 #: Upstream's cap on generated tokens (its `max_length` default in inference_llm).
 MAX_NEW_TOKENS = 512
@@ -72,62 +74,13 @@ def pick_device(device: str | None) -> str:
     return device
 
 
-def _resolve(folder: Path, raw) -> str | None:
-    """A path of config.yaml, a relative one read from the model folder (FunASR would read it from
-    the working directory, then try it as a hub id)."""
-    if not raw:
-        return None
-    path = Path(str(raw))
-    return str(path if path.is_absolute() else (folder / path).absolute())
-
-
-def _files_from_folder(value, folder: Path):
-    """Every relative path in the config that names a file or folder inside the model folder, made
-    absolute: a released config names Qwen3-0.6B/ (and may name other files) relative to itself."""
-    if isinstance(value, dict):
-        return {k: _files_from_folder(v, folder) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_files_from_folder(v, folder) for v in value]
-    if isinstance(value, str) and value.strip("./") and not os.path.isabs(value) and "\n" not in value:
-        try:
-            if (folder / value).exists():
-                return str((folder / value).absolute())
-        except OSError:  # a name too long to be a path
-            return value
-    return value
-
-
 def read_config(model_dir: Path) -> dict:
-    """The folder's config.yaml with the LLM and tokenizer folders resolved against it (the released
-    folder names them relatively, e.g. Qwen3-0.6B), checked to hold the files they must."""
-    from omegaconf import OmegaConf
-
-    config = model_dir / checkpoints.CONFIG
-    if not config.is_file():
-        raise ModelLoadError(f"{model_dir}: no {checkpoints.CONFIG}: not a Fun-ASR-Nano model folder")
-    try:
-        conf = OmegaConf.to_container(OmegaConf.load(config), resolve=True)
-    except Exception as exc:
-        raise ModelLoadError(f"{config}: not readable YAML ({type(exc).__name__}: {exc})") from None
-    if not isinstance(conf, dict) or conf.get("model") != "FunASRNano":
+    """The folder's config.yaml by the model folder rule (ftenv.model.folder: its paths found and
+    made absolute, the LLM and tokenizer files there), and a Fun-ASR-Nano config that builds offline."""
+    conf = model_folder.load_config(model_dir)
+    config = model_dir / model_folder.CONFIG
+    if conf.get("model") != "FunASRNano":
         raise ModelLoadError(f"{config}: not a Fun-ASR-Nano config (model: FunASRNano expected)")
-    conf = _files_from_folder(conf, model_dir)
-    llm_conf = conf.setdefault("llm_conf", {})
-    tok_conf = conf.setdefault("tokenizer_conf", {})
-    llm_conf["init_param_path"] = _resolve(model_dir, llm_conf.get("init_param_path"))
-    tok_conf["init_param_path"] = _resolve(model_dir, tok_conf.get("init_param_path"))
-    llm = Path(llm_conf["init_param_path"] or model_dir)
-    if not (llm / "config.json").is_file():
-        raise ModelLoadError(
-            f"{model_dir}: the decoder's files are missing: {llm}/config.json (llm_conf.init_param_path "
-            "in config.yaml); copy the whole released folder, its Qwen3-0.6B/ folder included"
-        )
-    tok = Path(tok_conf["init_param_path"] or model_dir)
-    if not any((tok / n).is_file() for n in ("tokenizer.json", "vocab.json", "tokenizer_config.json")):
-        raise ModelLoadError(
-            f"{model_dir}: the tokenizer's files are missing in {tok} (tokenizer_conf.init_param_path in "
-            "config.yaml: tokenizer.json or vocab.json); copy the whole released folder"
-        )
     if (conf.get("audio_encoder_conf") or {}).get("hub") == "ms":
         raise ModelLoadError(f"{config}: audio_encoder_conf.hub: ms downloads the encoder; offline it cannot")
     return conf
@@ -136,9 +89,6 @@ def read_config(model_dir: Path) -> dict:
 def build(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
     """The model of a folder's config.yaml, random weights (put_weights gives it a checkpoint's)."""
     import torch
-
-    from ftenv.train.quiet_import import quiet_funasr_import
-    from ftenv.train.recipe import OFFLINE_ENV
 
     variables.export(OFFLINE_ENV, keep_set=True)
     model_dir = Path(model_dir)
@@ -176,12 +126,14 @@ def build(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
     return Loaded(model, tokenizer, frontend, kwargs, device, llm_dtype, model_dir)
 
 
-def use_weights(loaded: Loaded, weights: str | os.PathLike) -> list[str]:
-    """Put a checkpoint's (or the folder's model.pt's) weights on the built model."""
+def use_weights(loaded: Loaded, weights: str | os.PathLike, state: dict | None = None) -> list[str]:
+    """Put a checkpoint's (or the folder's model.pt's) weights on the built model: `state`, read
+    and fit-checked by `checkpoints.fitted` before, else read and checked here."""
     import torch
 
     path = Path(weights)
-    state = checkpoints.read_weights(path)
+    if state is None:
+        state = checkpoints.fitted(loaded.model, path)
     with torch.no_grad():
         notes = checkpoints.put_weights(loaded.model, state, path)
     loaded.model.to(loaded.device).eval()
@@ -191,7 +143,7 @@ def use_weights(loaded: Loaded, weights: str | os.PathLike) -> list[str]:
 def load_model(model_dir: str | os.PathLike, weights: str | os.PathLike | None = None, device=None) -> Loaded:
     """The folder's model with the given checkpoint's weights (default: the folder's own model.pt)."""
     loaded = build(model_dir, device)
-    loaded.notes += use_weights(loaded, weights or Path(model_dir) / checkpoints.WEIGHTS)
+    loaded.notes += use_weights(loaded, weights or Path(model_dir) / model_folder.WEIGHTS)
     return loaded
 
 
@@ -370,8 +322,8 @@ def decode_batched(
     hyps, ids, audio = {}, {}, 0.0
     begin = time.perf_counter()
     with torch.no_grad():
-        for start in range(0, len(order), max(1, batch_size)):
-            batch = order[start : start + max(1, batch_size)]
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
             batch_ids, texts, seconds = decode_batch(loaded, batch, max_new_tokens)
             audio += seconds
             for utt, i, t in zip(batch, batch_ids, texts, strict=True):

@@ -17,20 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.evaluate import card, checkpoints
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.evaluate import arguments, card
 from ftenv.evaluate.model_files import (
-    CONFIG,
     CONFIGURATION,
-    WEIGHTS,
     base_configuration,
-    check_decoder,
     configuration,
     listed_files,
     model_files,
     set_in,
 )
-from ftenv.train.recipe import OFFLINE_ENV
+from ftenv.evaluate.summary import read_summary
+from ftenv.model import checkpoints
+from ftenv.model import folder as model_folder
+from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
+from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
 
 
 @dataclass(frozen=True)
@@ -55,24 +55,6 @@ def sha256_of(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _yaml(path: Path) -> dict:
-    """config.yaml as FunASR reads it: OmegaConf, interpolations resolved (the released config names
-    the tokenizer as `${llm_conf.init_param_path}`)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-    from yaml import YAMLError
-
-    try:
-        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OSError, UnicodeDecodeError, YAMLError, OmegaConfBaseException) as exc:
-        raise ModelLoadError(
-            f"{path}: not readable as FunASR's YAML ({type(exc).__name__}: {exc}); fix or replace it"
-        ) from None
-    if not isinstance(data, dict):
-        raise ModelLoadError(f"{path}: not a YAML mapping; a FunASR config.yaml is one")
-    return data
-
-
 def run_folder(checkpoint: Path) -> Path:
     """The run's output folder of a checkpoint file (or of a DeepSpeed checkpoint folder)."""
     return checkpoint.parent.parent if checkpoint.is_dir() else checkpoint.parent
@@ -85,10 +67,10 @@ def base_folder(options: ExportOptions, checkpoint: Path) -> Path:
     run_config = run / CONFIG
     if options.base is not None:
         base = options.base
-    elif recorded := checkpoints.run_base(run):
+    elif recorded := arguments.run_base(run):
         base = recorded
     else:
-        model = _yaml(run_config).get("model") if run_config.is_file() else None
+        model = arguments.run_config(run).get("model")
         if not model or not Path(str(model)).is_dir():
             raise ModelLoadError(
                 f"{checkpoint}: the model folder it was fine-tuned from is not recorded in {run_config} "
@@ -133,11 +115,9 @@ def _meta_model(conf: dict):
     """The model conf builds, on the meta device (no memory, no initialisation)."""
     import torch
 
-    # funasr's import and build print optional-module errors and progress: not this command's output.
+    tables = quiet_funasr_import()
+    # The build prints progress: not this command's output.
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        import funasr  # noqa: F401  (registers the model classes)
-        from funasr.register import tables
-
         frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
         with torch.device("meta"):
             return tables.model_classes.get(conf["model"])(input_size=frontend.output_size(), **conf)
@@ -168,18 +148,17 @@ def export(options: ExportOptions) -> Exported:
 
     variables.export(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
     check_out_folder(options)
-    checkpoint = checkpoints.export_choice(options.source).resolve()
+    checkpoint = arguments.export_choice(options.source).resolve()
     base = base_folder(options, checkpoint)
-    conf = _yaml(base / CONFIG)
+    conf = model_folder.checked_config(base)
     files = model_files(conf, base)
     base_data = base_configuration(base)
-    check_decoder(conf, base, files)
     weights = checkpoints.read_weights(checkpoint)
     try:
         checkpoints.check_fit(expected_model(conf, base, files), weights, checkpoint)
     except ModelLoadError as exc:
         raise ModelLoadError(f"{exc}; {base} was taken as that folder: --base names another") from None
-    summary = card.read_summary(options.eval_dir) if options.eval_dir else None
+    summary = read_summary(options.eval_dir) if options.eval_dir else None
 
     out = options.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)

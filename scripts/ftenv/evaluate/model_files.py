@@ -1,6 +1,7 @@
 """Which files of a model folder an export copies, and configuration.json naming them: FunASR joins
 the names of its file_path_metas to the folder wherever it lies, and resolves nothing else of
-config.yaml (a relative decoder path there is read from the working folder)."""
+config.yaml (a relative decoder path there is read from the working folder). Where a path of
+config.yaml is found is the model folder rule's (ftenv.model.folder.locate)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,9 @@ import copy
 import json
 from pathlib import Path
 
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.model.folder import CONFIG, FILE_KEYS, WEIGHTS, ModelLoadError, locate
 
-CONFIG, CONFIGURATION, WEIGHTS = "config.yaml", "configuration.json", "model.pt"
-#: Keys of config.yaml whose values name files or folders of the model (the decoder, the tokenizer,
-#: the CTC tokenizer's vocabulary, a CMVN or token list): copied into OUT and named relative to it.
-FILE_KEYS = ("init_param_path", "vocab_path", "token_list", "bpemodel", "seg_dict", "cmvn_file")
-#: The decoder's files transformers needs to build it (the weights themselves are in model.pt).
-DECODER_FILES = ("config.json",)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
+CONFIGURATION = "configuration.json"
 
 
 def _walk(conf, trail=()):
@@ -36,34 +31,18 @@ def set_in(tree: dict, trail: tuple, value) -> None:
 
 
 def model_files(conf: dict, base: Path) -> dict[tuple, tuple[Path, str]]:
-    """Each file setting of config.yaml: (the file or folder it means, its name inside OUT). A
-    relative path is the model folder's own (as in the released folder); absolute ones are copied
+    """Each file setting of config.yaml: (the file or folder it means, its name inside OUT). A path
+    inside the model folder keeps its name there (as in the released folder); others are copied
     under their own name."""
     found = {}
     for trail, value in _walk(conf):
-        path = Path(value) if Path(value).is_absolute() else base / value
-        if not path.exists():
+        path = locate(value, base, Path.cwd())
+        if path is None:
             continue
         path = path.resolve()
         name = path.relative_to(base).as_posix() if path.is_relative_to(base) else path.name
         found[trail] = (path, name)
     return found
-
-
-def check_decoder(conf: dict, base: Path, files: dict) -> None:
-    """The decoder (LLM) and tokenizer folders config.yaml points to must be there: without them
-    AutoModel falls back to the hub, which is offline here."""
-    for section, needed in (("llm_conf", DECODER_FILES), ("tokenizer_conf", TOKENIZER_FILES)):
-        raw = (conf.get(section) or {}).get("init_param_path")
-        if raw is None:
-            continue
-        trail = (section, "init_param_path")
-        folder = files[trail][0] if trail in files else (Path(raw) if Path(raw).is_absolute() else base / raw)
-        if not folder.is_dir() or not any((folder / name).is_file() for name in needed):
-            raise ModelLoadError(
-                f"{folder}: the {section}.init_param_path of {base / CONFIG} has no {' or '.join(needed)}; "
-                "the model folder lacks its decoder/tokenizer files: download the whole model folder again"
-            )
 
 
 def base_configuration(base: Path) -> dict:

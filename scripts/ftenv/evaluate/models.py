@@ -8,7 +8,6 @@ bad input costs no decode time and leaves no half-written folder.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -16,9 +15,10 @@ from pathlib import Path
 
 from ftenv.data import audio, chatml
 from ftenv.data.normalize import Normalization
-from ftenv.evaluate import checkpoints, decode, score, summary
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.evaluate import arguments, decode, score, summary
 from ftenv.evaluate.transcripts import write_transcripts
+from ftenv.model import checkpoints
+from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv eval"
@@ -65,21 +65,12 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
     found: list[tuple[int, str, chatml.Utterance]] = []
     keys: dict[str, int] = {}
     for number, raw in enumerate(raw_lines, start=1):
-        if not raw.strip():
+        utt = chatml.read_line(raw)
+        if isinstance(utt, chatml.Unreadable):
+            if utt.code != chatml.BLANK:  # a blank line: skipped, as FunASR does
+                problems.append(f"line {number}: {utt.message}")
             continue
-        try:
-            item = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            problems.append(f"line {number}: {chatml.not_utf8(raw, exc)}")
-            continue
-        except json.JSONDecodeError as exc:
-            problems.append(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
-            continue
-        utt = chatml.parse(item)
-        if isinstance(utt, str):
-            problems.append(f"line {number}: {utt}")
-            continue
-        key = str(item.get("key") or Path(utt.audio).stem)
+        key = utt.key or Path(utt.audio).stem
         if key in keys:
             problems.append(f"line {number}: key {key!r} repeated (first on line {keys[key]})")
             continue
@@ -118,7 +109,7 @@ def file_stem(label: str) -> str:
 
 @dataclass
 class ModelResult:
-    choice: checkpoints.ModelChoice
+    choice: arguments.ModelChoice
     decoded: decode.Decoded
     found: score.SetScore
 
@@ -133,20 +124,20 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     """Decode and score every model, then write every file; ModelLoadError or TestSetError before any
     decoding when an input is bad."""
     utterances = read_test_set(options.test_set)
-    choices = checkpoints.choose(list(options.models), options.base)
+    choices = arguments.choose(list(options.models), options.base)
     notes = list(choices.notes)
     built: dict[Path, decode.Loaded] = {}
+    states: list[dict] = []
     for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
         if choice.model_dir not in built:
             built[choice.model_dir] = decode.build(choice.model_dir, options.device)
-        own = built[choice.model_dir].model
-        checkpoints.check_fit(own, checkpoints.read_weights(choice.weights), choice.weights)
+        states.append(checkpoints.fitted(built[choice.model_dir].model, choice.weights))  # read once
     wanted = [decode.Utterance(u.key, u.audio) for u in utterances]
     references = {u.key: u.text for u in utterances}
     results = []
-    for choice in choices.models:
+    for choice, state in zip(choices.models, states, strict=True):
         loaded = built[choice.model_dir]
-        notes += decode.use_weights(loaded, choice.weights)
+        notes += decode.use_weights(loaded, choice.weights, state)
         bar = _progress_bar(len(wanted), choice.label)
         try:
             if options.one_by_one:
@@ -191,10 +182,6 @@ def rows_of(results: list[ModelResult], hours: float) -> list[summary.ModelRow]:
 
 def run(options: EvalOptions) -> int:
     """The command's run: the summary printed, every error a message with the path and exit 2."""
-    for name, value in (("--batch-size", options.batch_size), ("--max-new-tokens", options.max_new_tokens)):
-        if value < 1:
-            print(f"{PROG}: {name} {value}: give 1 or more; exit {UNUSABLE}", file=sys.stderr)
-            return UNUSABLE
     try:
         _, notes, written = evaluate(options)
     except (TestSetError, ModelLoadError) as exc:

@@ -13,6 +13,7 @@ from ftenv import text
 from ftenv.data.normalize import Normalization
 from ftenv.evaluate.score import SetScore, named
 from ftenv.evaluate.transcripts import written_whole
+from ftenv.model.folder import ModelLoadError
 
 SUMMARY_MD = "summary.md"
 SUMMARY_JSON = "summary.json"
@@ -22,6 +23,8 @@ COLUMNS = (
     "model", "error rate %", "vs base (points)", "sub", "del", "ins", "reference tokens", "utterances",
     "hours", "decode s", "RTF", "path",
 )  # fmt: skip
+#: The key of summary.json's rows, one per model, best first (written by to_json, read by read_summary).
+ROWS = "models"
 METRIC = "mixed error rate: (S + D + I) / reference tokens; a token is a CJK character or a Latin-script word"
 
 
@@ -159,7 +162,7 @@ def to_json(rows: Sequence[ModelRow], rules: Normalization) -> dict:
         },
         "metric": METRIC,
         "base": next((row.label for row in rows if row.base), None),
-        "models": [
+        ROWS: [
             {
                 "label": row.label,
                 "path": row.path,
@@ -192,3 +195,29 @@ def write_summary(folder: Path, rows: Sequence[ModelRow], rules: Normalization) 
             fh.write(content)
         written.append(folder / name)
     return written[0], written[1]
+
+
+def read_summary(eval_dir: Path) -> dict:
+    """summary.json of an `ftenv eval --out` folder, as to_json wrote it, as {"rows": [...],
+    "normalization": its description or None, "source": the file}, for `ftenv export --eval`'s model
+    card; a missing or malformed file is refused with its path (the card never shows a half table)."""
+    path = Path(eval_dir) / SUMMARY_JSON
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelLoadError(
+            f"{path}: not found; --eval names the --out folder of an `ftenv eval` run"
+        ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelLoadError(
+            f"{path}: not readable JSON ({type(exc).__name__}); run `ftenv eval` again"
+        ) from None
+    rows = data.get(ROWS) if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise ModelLoadError(
+            f"{path}: holds no table (a list of rows under {ROWS!r}, one per model); run `ftenv eval` again"
+        )
+    rules = data.get("normalization")
+    description = rules.get("description") if isinstance(rules, dict) else None
+    normalization = description if isinstance(description, str) else None
+    return {"rows": rows, "normalization": normalization, "source": str(path.resolve())}

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.data import audio
-from ftenv.evaluate import checkpoints, decode
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.evaluate import arguments, decode
+from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv transcribe"
@@ -32,7 +32,7 @@ def run(options: TranscribeOptions) -> int:
         print(f"{PROG}: {'; '.join(unusable)}; exit {UNUSABLE}", file=sys.stderr)
         return UNUSABLE
     try:
-        choices = checkpoints.choose([options.model], options.base)
+        choices = arguments.choose([options.model], options.base)
         if len(choices.models) != 1:
             raise ModelLoadError(
                 f"{options.model}: a run's folder holds {len(choices.models)} checkpoints; name one "

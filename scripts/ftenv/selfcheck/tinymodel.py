@@ -14,12 +14,10 @@ from ftenv import variables
 from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
 from ftenv.data.sets import FILE_NAMES
 
-# Its home is the train wing (the eval imports it too); callers here use tinymodel.quiet_funasr_import.
-from ftenv.train.quiet_import import quiet_funasr_import
-
-#: Offline for everything FunASR, transformers and modelscope might try to fetch: the same
-#: environment `ftenv finetune` gives the trainer.
-from ftenv.train.recipe import OFFLINE_ENV
+# Their home is the model wing (the trainer's environment, the eval's import); callers here use
+# tinymodel.quiet_funasr_import and tinymodel.OFFLINE_ENV (offline for everything FunASR,
+# transformers and modelscope might fetch: the environment `ftenv finetune` gives the trainer).
+from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
 
 SAMPLE_RATE = 16000
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]

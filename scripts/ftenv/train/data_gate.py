@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.data import check, check_cache, dataset_conf, lines
+from ftenv.data import check, check_cache, dataset_conf, lists
 from ftenv.outcome import UNUSABLE
 
 REPORT_NAME = check.REPORT_NAME
@@ -50,8 +50,8 @@ def check_before_launch(
         return UNUSABLE
     out = Path(_override(argv, "output_dir") or cwd)
     name = REPORT_NAME if not node_rank else REPORT_NAME.replace(".json", f".node{node_rank}.json")
-    train = lines.manifests(_override(argv, "train_data_set_list"), cwd)
-    valid = lines.manifests(_override(argv, "valid_data_set_list"), cwd)
+    train = lists.manifests(_override(argv, "train_data_set_list"), cwd)
+    valid = lists.manifests(_override(argv, "valid_data_set_list"), cwd)
     key = check_cache.fingerprint(train, valid, rules, cwd)
     if since := check_cache.unchanged_since(out / name, key):
         print(f"{prog}: data check: unchanged since {since}, skipped ({out / name})", file=sys.stderr)

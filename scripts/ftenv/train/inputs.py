@@ -5,14 +5,15 @@ output folder), so that each problem is one message naming the file, line or opt
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.data import chatml, model_folder, paths
+from ftenv.data import chatml, paths
+from ftenv.data import lists as data_lists
+from ftenv.model import folder as model_folder
 from ftenv.train.cluster_env import valid_port
 
 #: How many leading lines of each JSONL are checked.
@@ -60,24 +61,8 @@ def check_options(gpus_per_node: int | None, nnodes: int | None, node_rank: int 
 
 
 def check_model_dir(path: Path, cwd: Path | None = None, notes: list[str] | None = None) -> list[str]:
-    """Problems with a local Fun-ASR-Nano checkout ([] when it looks usable); its warnings (e.g. no
-    trained CTC weights) go to `notes`."""
-    if not path.exists():
-        return [
-            f"model dir {path} does not exist: pass a local Fun-ASR-Nano checkout (the folder with "
-            "config.yaml and model.pt; in a container, the path as mounted inside it)"
-        ]
-    if not path.is_dir():
-        return [f"model dir {path} is not a directory"]
-    problems = []
-    for name in ("config.yaml", "model.pt"):
-        if not (path / name).is_file():
-            problems.append(
-                f"model dir {path} has no {name}: not a Fun-ASR-Nano checkout (expected config.yaml, "
-                "model.pt and the LLM folder, e.g. Qwen3-0.6B/)"
-            )
-    if problems:
-        return problems
+    """Problems with a local Fun-ASR-Nano checkout ([] when it looks usable), by the one model
+    folder rule (ftenv.model.folder); its warnings (e.g. no trained CTC weights) go to `notes`."""
     found = model_folder.inspect(path, cwd or Path.cwd())
     if notes is not None:
         notes += [f"model: warning: {p.message}" for p in found if p.severity == model_folder.WARNING]
@@ -104,50 +89,54 @@ def _audio_problem(audio: str, base: Path, manifest_dir: Path) -> str | None:
     )
 
 
-def check_line(line: str, base: Path, manifest_dir: Path | None = None) -> str | None:
+def check_line(line: str | bytes, base: Path, manifest_dir: Path | None = None) -> str | None:
     """What is wrong with one JSONL line of the recipe's ChatML format (None when nothing): the
-    line as `ftenv data check` reads it (ftenv.data.chatml), then whether its audio is there."""
-    if not line.strip():
-        return "the line is empty"
-    try:
-        item = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return chatml.not_json(exc)
-    utt = chatml.parse(item)
-    if isinstance(utt, str):
-        return utt
+    line as `ftenv data check` reads it (ftenv.data.chatml), then whether its audio is there. A
+    blank line is no error: FunASR skips it (`ftenv data check` counts it as a warning)."""
+    utt = chatml.read_line(line.encode("utf-8") if isinstance(line, str) else line)
+    if isinstance(utt, chatml.Unreadable):
+        return None if utt.code == chatml.BLANK else utt.message
     return _audio_problem(utt.audio, base, manifest_dir or base)
 
 
 def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> list[str]:
-    """Problems with a train/valid data file: existence, then its first `lines` lines."""
+    """Problems with a train/valid data argument: existence, then the first `lines` lines (blank
+    ones skipped) of each JSONL file it is or, for a list, names (ftenv.data.lines.manifests)."""
     if not path.exists():
         return [f"{what} data {path} does not exist"]
     if not path.is_file():
         return [f"{what} data {path} is not a file"]
-    if path.suffix not in (".jsonl", ".json"):
-        # FunASR reads any other name as a list of JSONL files, one per line.
-        listed = [ln.strip() for ln in path.read_text("utf-8", "replace").splitlines() if ln.strip()]
-        if not listed:
-            return [f"{what} data {path} is empty"]
-        first = Path(listed[0])
-        if first.suffix not in (".jsonl", ".json"):
-            return [
+    if not data_lists.is_list(path):
+        return _check_one_jsonl(path, what, base, lines)
+    try:
+        listed = data_lists.manifests(str(path), base)
+    except data_lists.DataListError as exc:
+        return [f"{what} data {exc}"]
+    if not listed:
+        return [f"{what} data {path} is empty"]
+    problems = []
+    for number, file in enumerate(listed, start=1):
+        if data_lists.is_list(file):
+            problems.append(
                 f"{what} data {path}: FunASR reads a file not named *.jsonl as a list of JSONL files, "
-                f"but its line 1 is {listed[0][:80]!r}. Name the data file *.jsonl"
-            ]
-        return check_jsonl(first if first.is_absolute() else base / first, what, base, lines)
+                f"but its line {number} is {str(file)[:80]!r}. Name the data file *.jsonl"
+            )
+            continue
+        problems += check_jsonl(file, what, base, lines)
+    return problems
+
+
+def _check_one_jsonl(path: Path, what: str, base: Path, lines: int) -> list[str]:
     problems = []
     with path.open("rb") as fh:
         count = 0
         for number, raw in enumerate(fh, start=1):
-            if number > lines:
+            if count >= lines:
                 break
+            if not raw.strip():
+                continue  # skipped by FunASR: not counted, not an error
             count += 1
-            try:
-                problem = check_line(raw.decode("utf-8"), base, path.parent)
-            except UnicodeDecodeError as exc:
-                problem = chatml.not_utf8(raw, exc)
+            problem = check_line(raw, base, path.parent)
             if problem:
                 problems.append(f"{what} data {path} line {number}: {problem}")
         if count == 0:

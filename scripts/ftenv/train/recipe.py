@@ -5,8 +5,6 @@ the self-check's recipe run and the tiny model start from the same one.
 
 from __future__ import annotations
 
-from ftenv import variables
-
 RECIPE_DEFAULTS: list[tuple[str, str]] = [
     ("dataset_conf.data_split_num", "1"),
     ("dataset_conf.batch_sampler", "BatchSampler"),
@@ -28,11 +26,6 @@ RECIPE_DEFAULTS: list[tuple[str, str]] = [
     ("audio_adaptor_conf.freeze", "true"),
     ("llm_conf.freeze", "false"),
 ]
-#: Set for the trainer unless --allow-hub: no hub download, no PyPI update check.
-OFFLINE_ENV = {
-    name: variables.default(name)
-    for name in (variables.HF_HUB_OFFLINE, variables.TRANSFORMERS_OFFLINE, variables.MODELSCOPE_OFFLINE)
-}
 OFFLINE_OVERRIDES: list[tuple[str, str]] = [("disable_update", "true")]
 #: Hydra's run folder (its .hydra/ config record and train_ds.log), under the output dir: Hydra's
 #: default is outputs/<date>/<time> in the working directory, which a read-only root filesystem

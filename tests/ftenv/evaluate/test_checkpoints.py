@@ -9,8 +9,9 @@ import pytest
 import torch
 import yaml
 
-from ftenv.evaluate import checkpoints
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.evaluate import arguments
+from ftenv.model import checkpoints
+from ftenv.model.folder import ModelLoadError
 
 
 def _model_folder(root: Path) -> Path:
@@ -42,7 +43,7 @@ def test_a_run_folder_means_its_epoch_best_and_average_checkpoints(tmp_path):
         "model.pt.avg5",
     ]
     run = _run_folder(tmp_path / "run", [*names, ".model.pt.ep3.tmp-12"])
-    got = checkpoints.choose([str(base), str(run)])
+    got = arguments.choose([str(base), str(run)])
     assert [(m.label, m.weights.name, m.is_base) for m in got.models] == [
         ("Fun-ASR-Nano", "model.pt", True),
         ("model.pt.ep2", "model.pt.ep2", False),
@@ -58,14 +59,14 @@ def test_a_run_folder_means_its_epoch_best_and_average_checkpoints(tmp_path):
 def test_a_run_folder_is_not_a_model_folder(tmp_path):
     """A run's folder also holds config.yaml and model.pt: the trainer's config marks it."""
     run = _run_folder(tmp_path / "run", ["model.pt"])
-    assert not checkpoints.is_model_folder(run)
-    assert checkpoints.is_model_folder(_model_folder(tmp_path / "m"))
+    assert not arguments.is_model_folder(run)
+    assert arguments.is_model_folder(_model_folder(tmp_path / "m"))
 
 
 def test_named_files_and_the_base_the_run_recorded(tmp_path):
     base = _model_folder(tmp_path / "base")
     run = _run_folder(tmp_path / "run", ["model.pt", "model.pt.ep1.30"], base=base)
-    got = checkpoints.choose([str(run / "model.pt.ep1.30"), str(run / "model.pt")])
+    got = arguments.choose([str(run / "model.pt.ep1.30"), str(run / "model.pt")])
     assert [m.label for m in got.models] == ["model.pt.ep1.30", "run/model.pt"]
     assert {m.model_dir for m in got.models} == {base}
     assert not any(m.is_base for m in got.models)
@@ -74,11 +75,11 @@ def test_named_files_and_the_base_the_run_recorded(tmp_path):
 def test_a_checkpoint_without_a_base_is_refused(tmp_path):
     run = _run_folder(tmp_path / "run", ["model.pt.ep1"])
     with pytest.raises(ModelLoadError, match="base model folder"):
-        checkpoints.choose([str(run / "model.pt.ep1")])
+        arguments.choose([str(run / "model.pt.ep1")])
     with pytest.raises(ModelLoadError, match="no such file"):
-        checkpoints.choose([str(tmp_path / "nope")])
+        arguments.choose([str(tmp_path / "nope")])
     with pytest.raises(ModelLoadError, match="neither a model folder"):
-        checkpoints.choose([str(_run_folder(tmp_path / "empty", []))])
+        arguments.choose([str(_run_folder(tmp_path / "empty", []))])
 
 
 @pytest.mark.parametrize(

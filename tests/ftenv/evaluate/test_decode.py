@@ -113,6 +113,7 @@ def test_relative_paths_of_the_config_are_read_from_the_model_folder(tiny, tmp_p
     p = tinymodel.paths(tiny)
     folder = tmp_path / "Fun-ASR-Nano"
     shutil.copytree(p.llm_dir, folder / "Qwen3-0.6B")
+    shutil.copy(p.model_pt, folder / "model.pt")
     (folder / "config.yaml").write_text(
         p.config.read_text(encoding="utf-8").replace(str(p.llm_dir), "Qwen3-0.6B")
     )

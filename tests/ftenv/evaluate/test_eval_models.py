@@ -107,7 +107,7 @@ def test_a_model_folder_without_the_decoder_files(tiny, run, tmp_path, capsys):
     (folder / "model.pt").write_bytes(tinymodel.paths(tiny).model_pt.read_bytes())
     out = tmp_path / "eval"
     assert _eval(run / "test.jsonl", folder, out=out) == outcome.UNUSABLE
-    _refused(capsys, out, f"{folder}/Qwen3-0.6B/config.json", "decoder")
+    _refused(capsys, out, f"{folder}/Qwen3-0.6B", "(the LLM decoder) is not found")
 
 
 def test_a_missing_wav(tiny, run, tmp_path, capsys):
@@ -145,3 +145,48 @@ def test_transcribe_prints_a_transcript_per_file(tiny, run, capsys):
     assert cli.main(["transcribe", str(tiny), gone, "--device", "cpu"]) == outcome.UNUSABLE
     err = capsys.readouterr().err
     assert gone in err and "not found" in err
+
+
+def test_export_takes_the_folder_ftenv_eval_wrote(tiny, run, tmp_path, capsys):
+    """docs/evaluate.md's steps 4 and 5 chained: `ftenv eval ... --out EVAL`, then `ftenv export RUN OUT
+    --eval EVAL` on that folder; the card shows the eval's rows and its normalization."""
+    base = tinymodel.paths(tiny).root
+    out = tmp_path / "eval"
+    assert _eval(run / "test.jsonl", base, run / "model.pt.ep1", out=out) == 0
+    exported = tmp_path / "exported"
+    argv = ["export", str(run / "model.pt.ep1"), str(exported), "--base", str(base), "--eval", str(out)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    card = (exported / "README.md").read_text(encoding="utf-8")
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert f"From `{(out / 'summary.json').resolve()}`" in card
+    assert f"Normalization: {summary['normalization']['description']}" in card
+    for row in summary["models"]:
+        assert f"| {row['label']} | {row['error_rate']:.3f}".rstrip("0").rstrip(".") in card, card
+
+
+def test_ftenv_eval_help_lists_the_decoding_options(capsys):
+    """`ftenv eval --help` (the documented form's help) and `ftenv eval score --help` show every option."""
+    decoding = ("--out", "--batch-size", "--device", "--max-new-tokens", "--base", "--one-by-one")
+    for argv, options in (
+        (["eval", "--help"], decoding),
+        (["eval", "score", "--help"], ("--raw", "--normalize", "--out")),
+    ):
+        with pytest.raises(SystemExit) as done:
+            cli.main(argv)
+        shown = capsys.readouterr().out
+        assert done.value.code == 0
+        assert all(option in shown for option in options), shown
+    with pytest.raises(SystemExit) as done:
+        cli.main(["eval", "decode", "--help"])
+    assert done.value.code == 0 and "TEST.jsonl MODEL..." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["eval", "test.jsonl", "model"], ["transcribe", "model", "a.wav"]])
+@pytest.mark.parametrize("option", ["--batch-size", "--max-new-tokens"])
+def test_a_count_below_one_is_refused_alike(command, option, capsys):
+    """One rule for both decoders: 0 is refused (exit 2, the option named), never clamped to 1."""
+    extra = ["--out", "o"] if command[0] == "eval" else []
+    with pytest.raises(SystemExit) as done:
+        cli.main([*command, *extra, option, "0"])
+    assert done.value.code == outcome.UNUSABLE
+    assert f"argument {option}: give 1 or more" in capsys.readouterr().err

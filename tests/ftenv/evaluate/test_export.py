@@ -17,8 +17,10 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.evaluate import card, checkpoints, export
-from ftenv.evaluate.checkpoints import ModelLoadError
+from ftenv.data import normalize
+from ftenv.evaluate import arguments, card, export, summary
+from ftenv.evaluate.summary import ModelRow
+from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 from ftenv.selfcheck import tinymodel
 
@@ -161,17 +163,10 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     evaluation = tmp_path / "eval"
     evaluation.mkdir()
     rows = [
-        {
-            "model": "run/model.pt.best",
-            "path": "/x",
-            "error_rate": 3.25,
-            "substitutions": 5,
-            "utterances": 10,
-            "beam": 1,
-        },
-        {"label": "base", "path": "/y", "error_rate": 9.5, "sub": 17, "utterances": 10},
+        ModelRow("run/model.pt.best", "/x", 0.0325, 5, 0, 0, 100, 10),
+        ModelRow("base", "/y", 0.095, 17, 0, 0, 100, 10, base=True),
     ]
-    (evaluation / "summary.json").write_text(json.dumps(rows))
+    summary.write_summary(evaluation, rows, normalize.RAW)
     out = tmp_path / "out"
     export.export(export.ExportOptions(source=run["run"], out=out, base=run["base"], eval_dir=evaluation))
     card = (out / "README.md").read_text(encoding="utf-8")
@@ -179,9 +174,12 @@ def test_card_names_its_sources_and_the_weights_sha256(run, tmp_path):
     assert f"checkpoint: `{run['run'] / 'model.pt.best'}`" in card
     assert f"base model folder: `{run['base']}`" in card
     assert "- train `/data/train.jsonl`: 48 lines, 47 trained, 2.00 h of audio" in card
-    assert "| model | error rate | sub | utterances | beam |\n|---|---|---|---|---|\n" in card
-    assert "| run/model.pt.best | 3.25 | 5 | 10 | 1 |" in card
-    assert "| base | 9.5 | 17 | 10 |  |" in card
+    assert (
+        "| model | error rate | sub | del | ins | ref tokens | utterances |\n|---|---|---|---|---|---|---|\n"
+        in card
+    )
+    assert "| run/model.pt.best | 0.033 | 5 | 0 | 0 | 100 | 10 |" in card
+    assert "| base | 0.095 | 17 | 0 | 0 | 100 | 10 |" in card
     assert f"- funasr: {metadata.version('funasr')}" in card  # the stack that wrote it
 
 
@@ -296,19 +294,19 @@ def test_a_run_folder_means_its_best_checkpoint(tmp_path):
     run = _files(
         tmp_path / "run", "model.pt", "model.pt.ep1", "model.pt.ep12", "model.pt.best", "model.pt.ep12.9"
     )
-    assert checkpoints.export_choice(run) == run / "model.pt.best"
+    assert arguments.export_choice(run) == run / "model.pt.best"
 
 
 def test_without_a_best_the_newest_epoch_and_never_a_step_checkpoint(tmp_path):
     run = _files(tmp_path / "run", "model.pt", "model.pt.ep2", "model.pt.ep10", "model.pt.ep11.500")
-    assert checkpoints.export_choice(run) == run / "model.pt.ep10"
-    assert checkpoints.export_choice(run / "model.pt.ep11.500") == run / "model.pt.ep11.500"
+    assert arguments.export_choice(run) == run / "model.pt.ep10"
+    assert arguments.export_choice(run / "model.pt.ep11.500") == run / "model.pt.ep11.500"
 
 
 def test_a_stopped_run_with_step_checkpoints_only_names_them(tmp_path):
     run = _files(tmp_path / "run", "model.pt", "model.pt.ep0.300")
     with pytest.raises(ModelLoadError, match=r"model\.pt\.ep0\.300; name one"):
-        checkpoints.export_choice(run)
+        arguments.export_choice(run)
 
 
 def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch, capsys):
@@ -325,26 +323,25 @@ def test_a_failure_while_writing_leaves_nothing(run, tmp_path, monkeypatch, caps
     )
 
 
-# --- the eval table of the card (summary.json read defensively) ----------------------------------------
+# --- the eval table of the card (summary.json as `ftenv eval` writes it) ---------------------------
 
 
 def test_a_summary_with_its_normalization_is_shown_with_it(tmp_path):
-    rows = [{"model": "base", "error_rate": 9.5}]
-    (tmp_path / "summary.json").write_text(
-        json.dumps({"normalization": "NFKC; no punctuation", "rows": rows})
-    )
-    table = card.eval_table(card.read_summary(tmp_path), tmp_path)
-    assert table[2:] == [
-        "Normalization: NFKC; no punctuation",
-        "",
-        "| model | error rate |",
-        "|---|---|",
-        "| base | 9.5 |",
+    row = ModelRow("base", "/m", 0.095, 1, 2, 3, 100, 4, base=True)
+    summary.write_summary(tmp_path, [row], normalize.RAW)
+    table = card.eval_table(summary.read_summary(tmp_path), tmp_path)
+    assert table[2] == f"Normalization: {normalize.RAW.describe()}"
+    assert table[4:] == [
+        "| model | error rate | sub | del | ins | ref tokens | utterances |",
+        "|---|---|---|---|---|---|---|",
+        "| base | 0.095 | 1 | 2 | 3 | 100 | 4 |",
     ]
 
 
-@pytest.mark.parametrize("text", ["", "{not json", "[]", '{"rows": "base 9.5"}', "[1, 2]"])
+@pytest.mark.parametrize(
+    "text", ["", "{not json", "[]", '{"models": "base 9.5"}', "[1, 2]", '{"rows": [{"model": "base"}]}']
+)
 def test_a_summary_without_a_table_is_refused_with_its_path(tmp_path, text):
     (tmp_path / "summary.json").write_text(text)
     with pytest.raises(ModelLoadError, match=f"{tmp_path / 'summary.json'}: .*run `ftenv eval` again"):
-        card.read_summary(tmp_path)
+        summary.read_summary(tmp_path)

@@ -184,7 +184,6 @@ def _user(content: str) -> dict:
 
 
 BAD_LINES = [
-    ("", "the line is empty"),
     ('{"messages": [}', "not valid JSON"),
     ("[1, 2]", "a JSON list, expected an object"),
     ('{"key": "a", "source": "a.wav", "target": "hi"}', "source/target format"),
@@ -255,7 +254,7 @@ def test_bad_input_messages(work, setup, message):
         work_out(work, "--gpus-per-node", "1")
 
 
-def test_a_list_file_is_followed_to_its_first_jsonl(work):
+def test_a_list_file_is_followed_to_its_jsonl(work):
     (work / "train.list").write_text(f"{work}/train.jsonl\n")
     assert inputs.check_jsonl(work / "train.list", "train", work) == []
     (work / "train.list").write_text("train.txt\n")

@@ -8,15 +8,13 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv.model.checkpoints import EPOCH_OR_STEP as EPOCH_FILE
+from ftenv.model.folder import WEIGHTS as LATEST
 from ftenv.trainer.runlife.record import STOP_RECORD, TEMP_MARK, TEMP_PREFIX, temp_name
-
-LATEST = "model.pt"
-EPOCH_FILE = re.compile(r"^model\.pt\.ep(\d+)(?:\.(\d+))?$")
 
 
 @dataclass

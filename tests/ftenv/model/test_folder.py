@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.data import model_folder
+from ftenv.model import folder as model_folder
 from ftenv.selfcheck import tinymodel
 
 
@@ -88,3 +88,50 @@ def test_a_model_pt_without_the_ctc_weights_is_flagged(tiny, copy, tmp_path, mon
     assert "has no ctc_decoder.* / ctc.* weights" in found[0].message and "#3208" in found[0].message
     assert cli.main(_finetune(tiny, copy, tmp_path, monkeypatch)) == 0  # a warning: the run may go on
     assert "model: warning: " in capsys.readouterr().err
+
+
+def _sentencepiece(folder: Path) -> None:
+    """A SentencePiece tokenizer.model (all the tokenizer files the folder gets)."""
+    import sentencepiece
+
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(["hello world this is a test of the tokenizer", "几点了 你好"] * 50))
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(folder / "tokenizer"), vocab_size=25, minloglevel=2
+    )
+    corpus.unlink()
+    (folder / "tokenizer.vocab").unlink()
+
+
+@pytest.mark.parametrize("files", ["tokenizer.model", "tokenizer_config.json"])
+def test_a_tokenizer_folder_is_judged_alike_by_every_command(
+    tiny, copy, tmp_path, monkeypatch, capsys, files
+):
+    """A tokenizer folder with only a SentencePiece tokenizer.model (AutoTokenizer loads it) passes
+    `ftenv data check --model-dir`, finetune's check, the eval's model build and `ftenv export`;
+    one with only tokenizer_config.json (it loads an empty vocabulary) is refused by all four."""
+    from ftenv.evaluate import decode
+    from ftenv.model.folder import ModelLoadError
+    from ftenv.train.inputs import check_model_dir
+
+    (copy / "tok").mkdir()
+    if files == "tokenizer.model":
+        _sentencepiece(copy / "tok")
+    else:
+        (copy / "tok" / "tokenizer_config.json").write_text('{"tokenizer_class": "Qwen2Tokenizer"}')
+    conf = yaml.safe_load((copy / "config.yaml").read_text())
+    conf["tokenizer_conf"]["init_param_path"] = "tok"
+    (copy / "config.yaml").write_text(yaml.safe_dump(conf))
+    accepted = files == "tokenizer.model"
+    train = str(tinymodel.paths(tiny).train_jsonl)
+    check = ["data", "check", "--model-dir", str(copy), "--output-dir", str(tmp_path), "--jobs", "1", train]
+    verdicts = {"data check": cli.main(check) == 0, "finetune": check_model_dir(copy, tmp_path) == []}
+    try:
+        verdicts["eval"] = decode.build(copy, "cpu").tokenizer is not None
+    except ModelLoadError:
+        verdicts["eval"] = False
+    out = tmp_path / "exported"
+    verdicts["export"] = cli.main(["export", str(copy / "model.pt"), str(out), "--base", str(copy)]) == 0
+    assert verdicts == dict.fromkeys(verdicts, accepted), capsys.readouterr().err
+    if accepted:
+        assert (out / "tok" / "tokenizer.model").is_file()
