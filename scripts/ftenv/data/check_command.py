@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv.data import check, dataset_conf, lines, model_folder
@@ -14,7 +15,8 @@ PROG = check.PROG
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """What `ftenv data check` was asked for."""
+    """What `ftenv data check` was asked for; `settings`: the `++` overrides among the files, as one
+    mapping (parsed by the command, ftenv.commands.data)."""
 
     files: tuple[str, ...] = ()  # training manifests, then any ++dataset_conf overrides
     valid: tuple[str, ...] = ()
@@ -22,17 +24,17 @@ class CheckOptions:
     output_dir: str = "."
     world_size: int = 1
     jobs: int | None = None
+    settings: Mapping[str, object] = field(default_factory=dict)
 
 
 def run(options: CheckOptions) -> int:
-    overrides = [x for x in options.files if x.startswith("+")]
     train = [p for x in options.files if not x.startswith("+") for p in lines.manifests(x, Path.cwd())]
     if not train and not options.valid:
         print(f"{PROG}: no file given; usage: {PROG} [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
     try:
         rules = dataset_conf.rules_for(
-            Path(options.model_dir) if options.model_dir else None, overrides, options.world_size
+            Path(options.model_dir) if options.model_dir else None, options.settings, options.world_size
         )
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
