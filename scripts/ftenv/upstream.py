@@ -118,8 +118,23 @@ TORCHRUN_GRACE = Hook(
         ),
     ),
 )
+CPU_SHIM = Hook(
+    "the CPU shim (FunASR's trainer without CUDA)",
+    "ftenv.trainer.funasr_cpu_shim",
+    (
+        (
+            "funasr.train_utils.trainer_ds:Trainer.__init__",
+            "e6b180ee0aed0a5ae077a8c62883f463b739c76b90c0286d14705e1021bcc198",
+        ),
+        (
+            "funasr.train_utils.trainer_ds:Trainer.warp_model",
+            "ceb3161bcd2cf13c7bbe303378d9a4561689a271363baf051db5e7239df11476",
+        ),
+        ("funasr.bin.train_ds:main", "66b25f5ded9002e75afcdf86f4a966c3d266fa7d873e90e5e2159227c687e5ab"),
+    ),
+)
 #: Every hook, for the contract test.
-HOOKS = (SYNC_FREE, ADAPTOR_MASK, COLLATOR, DATA_LOSS, RUN_LIFE, MODEL_BUILD, TORCHRUN_GRACE)
+HOOKS = (SYNC_FREE, ADAPTOR_MASK, COLLATOR, DATA_LOSS, RUN_LIFE, MODEL_BUILD, TORCHRUN_GRACE, CPU_SHIM)
 _checked: dict[Hook, str | None] = {}
 
 
