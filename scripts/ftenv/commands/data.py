@@ -31,14 +31,15 @@ def _handing(options_type: type, run: Callable[[object], int]) -> Callable[[argp
 
 
 def _check(options: check_command.CheckOptions) -> int:
-    """`ftenv data check`, the `++` overrides among its files parsed as `ftenv finetune` parses its
-    own (ftenv.train.overrides: the last value of a key wins)."""
+    """`ftenv data check`: its files are the manifests, then the `++` overrides, parsed as `ftenv
+    finetune` parses its own (ftenv.train.overrides: the last value of a key wins)."""
+    files = tuple(x for x in options.files if not x.startswith("+"))
     try:
         given = overrides.parse_all(x for x in options.files if x.startswith("+"))
     except InputError as exc:
         print(f"{check_command.PROG}: {exc}", file=sys.stderr)
         return UNUSABLE
-    return check_command.run(dataclasses.replace(options, settings=given.values))
+    return check_command.run(dataclasses.replace(options, files=files, settings=given.values))
 
 
 def _add_jobs(p: argparse.ArgumentParser, work: str = "") -> None:

@@ -15,10 +15,10 @@ PROG = check.PROG
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """What `ftenv data check` was asked for; `settings`: the `++` overrides among the files, as one
-    mapping (parsed by the command, ftenv.commands.data)."""
+    """What `ftenv data check` was asked for; `files` the manifests and `settings` the `++`
+    overrides as one mapping (both taken from the command line by ftenv.commands.data)."""
 
-    files: tuple[str, ...] = ()  # training manifests, then any ++dataset_conf overrides
+    files: tuple[str, ...] = ()  # training manifests
     valid: tuple[str, ...] = ()
     model_dir: str | None = None
     output_dir: str = "."
@@ -28,7 +28,7 @@ class CheckOptions:
 
 
 def run(options: CheckOptions) -> int:
-    train = [p for x in options.files if not x.startswith("+") for p in lines.manifests(x, Path.cwd())]
+    train = [p for x in options.files for p in lines.manifests(x, Path.cwd())]
     if not train and not options.valid:
         print(f"{PROG}: no file given; usage: {PROG} [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
