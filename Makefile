@@ -70,10 +70,12 @@ check-arm64: ## start the linux/arm64 image under emulation: its CPU, `ftenv rep
 	$(EMULATED) check --variant $(VARIANT) --platform linux/arm64
 
 # Every tracked Python file (ruff honours .gitignore; tests/test_lint.py checks that its file list
-# covers `git ls-files '*.py'`) and every tracked shell file.
-lint: venv ## ruff, ruff format, hadolint, shellcheck over every tracked file
+# covers `git ls-files '*.py'`), the import contracts of pyproject.toml ([tool.importlinter]: the
+# layers of docs/architecture.md) and every tracked shell file.
+lint: venv ## ruff, ruff format, the import contracts (lint-imports), hadolint, shellcheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	PYTHONPATH=scripts $(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/hadolint docker/Dockerfile
 	$(VENV)/bin/shellcheck $$(git ls-files '*.sh' '*.sbatch') .ci/run
 

@@ -1,70 +1,72 @@
-"""The package keeps its shape: the imports of scripts/ftenv (read with ast, lazy ones included)
-form no circle and at most MAX_FLOORS floors, run one way between the wings, and modules stay
-short unless their docstring says why. Each rule is also shown failing on a copy of the package
-with a planted violation. The last tests hold docs/architecture.md and the README's summary to the
-same wings, in order, and to every folder."""
+"""The package keeps its shape. Which way imports run (the wings, floor 0, no circle, imagetools'
+parts) is the import contract in pyproject.toml, checked by `make lint` (lint-imports) and here on
+the tree and on copies with a planted import; what the contract cannot say is checked here: at
+most MAX_FLOORS floors (imports read with ast, lazy ones included), modules short unless their
+docstring says why. The last tests hold docs/architecture.md and the README's summary to the
+contract's wings, in order, and to every folder."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import tomllib
 from functools import partial
 from pathlib import Path
 
 import pytest
 
 from ftenv import variables
-from support import ROOT, architecture_doc, house_rules, package_shape
+from support import ROOT, architecture_doc, child_env, house_rules, package_shape
 from support.doc_refs import broken_links
-from support.package_shape import cycles, graph, imports, longest_chain, module_name, plant
+from support.package_shape import graph, longest_chain
 
 PACKAGE = ROOT / "scripts/ftenv"
 MAX_FLOORS = 5  # modules in the longest import chain below the CLI
 MAX_LINES = 300
 LONG_REASON = "Long because"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+IGNORED = shutil.ignore_patterns("__pycache__")
+CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+#: The layers contract, top first: the CLI, the wings, then floor 0 from `stack` down.
+LAYERS = next(c for c in CONTRACTS if c["type"] == "layers")["layers"]
 #: The wings, lowest first: a module may import its own wing and the ones before it.
-WINGS = (
-    "stack",
-    "attention",
-    "report",
-    "steps",
-    "model",
-    "data",
-    "trainer",
-    "train",
-    "evaluate",
-    "selfcheck",
-    "commands",
-)
-#: Floor-0 modules every wing may import (they import nothing of ftenv but ftenv.text).
-SHARED = {"ftenv", "ftenv.text", "ftenv.variables", "ftenv.outcome"}
+WINGS = tuple(reversed(LAYERS[1 : LAYERS.index("stack") + 1]))
+#: Floor-0 modules every wing may import (the layers below the lowest wing).
+SHARED = {"ftenv"} | {
+    f"ftenv.{m.strip()}" for layer in LAYERS[LAYERS.index("stack") + 1 :] for m in layer.split("|")
+}
 
 
 #: The readings of tests/support/package_shape.py, bound to this package's rules.
 wing_of = partial(package_shape.wing_of, wings=WINGS)
-wrong_way_imports = partial(
-    package_shape.wrong_way_imports, wings=WINGS, shared=SHARED, top="ftenv.cli", host_only="imagetools"
-)
 long_modules = partial(package_shape.long_modules, max_lines=MAX_LINES, reason=LONG_REASON)
 
 
-def floor_zero_breaches(edges: dict[str, set[str]]) -> list[str]:
-    """Imports of a shared floor-0 module other than ftenv.text: every wing imports them, so any
-    more would pull a wing under every other."""
-    return [
-        f"{name} imports {target}"
-        for name in sorted(SHARED & edges.keys())
-        for target in sorted(edges[name])
-        if target != "ftenv.text"
-    ]
+def lint_imports(scripts: Path) -> subprocess.CompletedProcess:
+    """lint-imports with pyproject.toml's contracts over the ftenv and imagetools under `scripts`."""
+    env = child_env()
+    env[variables.PYTHONPATH] = f"{scripts}:{env[variables.PYTHONPATH]}"
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(ROOT / "pyproject.toml"), "--no-cache"],
+        cwd=scripts.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 # --- the tree as it is -----------------------------------------------------------------------------
 
-EDGES, RAW = graph(PACKAGE)
+EDGES = graph(PACKAGE)
 
 
-def test_no_import_circle():
-    assert cycles(EDGES) == []
+def test_the_import_contracts_hold():
+    run = lint_imports(ROOT / "scripts")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in run.stdout
+    assert WINGS[0] == "stack" and WINGS[-1] == "commands" and {"ftenv.text", "ftenv.variables"} <= SHARED
 
 
 def test_at_most_five_floors():
@@ -81,40 +83,8 @@ def test_at_most_five_floors():
     assert len(chain) <= MAX_FLOORS, " <- ".join(reversed(chain))
 
 
-def test_imports_run_one_way_between_the_wings():
-    assert wrong_way_imports(EDGES, RAW) == []
-    # The rule sees the package: every wing is there, and lower wings are imported from above.
-    assert {wing_of(m) for m in EDGES} >= set(WINGS)
-    assert any(wing_of(m) == "steps" and wing_of(t) == "report" for m in EDGES for t in EDGES[m])
-
-
-def trainer_imports_of_train(edges: dict[str, set[str]]) -> list[str]:
-    """What each training process runs (ftenv.trainer) importing what runs before torchrun
-    (ftenv.train): every rank would carry the launcher, and the two could not be told apart."""
-    return [
-        f"{name} imports {target}"
-        for name in sorted(edges)
-        for target in sorted(edges[name])
-        if wing_of(name) == "trainer" and wing_of(target) == "train"
-    ]
-
-
-def test_the_trainer_never_imports_the_launcher():
-    assert trainer_imports_of_train(EDGES) == []
-    # The rule sees the two wings: the launcher imports the trainer's side, not the reverse.
-    assert any(wing_of(m) == "train" and wing_of(t) == "trainer" for m in EDGES for t in EDGES[m])
-
-
-def test_a_planted_trainer_import_of_the_launcher_is_found(copy):
-    plant(copy, "trainer/runlife/hooks.py", "from ftenv.train.runlife import folder")
-    assert trainer_imports_of_train(graph(copy)[0]) == [
-        "ftenv.trainer.runlife.hooks imports ftenv.train.runlife.folder"
-    ]
-
-
-def test_the_shared_modules_stay_on_floor_zero():
-    assert SHARED - {"ftenv"} <= EDGES.keys()
-    assert floor_zero_breaches(EDGES) == []
+def test_the_graph_sees_the_package():
+    assert len(EDGES) > 20 and "ftenv.text" in EDGES and EDGES["ftenv.text"] == set()
 
 
 def test_modules_are_short_or_say_why():
@@ -136,10 +106,6 @@ def test_every_folder_of_the_package_is_a_package():
     assert folders and [d for d in folders if not (d / "__init__.py").exists()] == []
 
 
-def test_the_graph_sees_the_package():
-    assert len(EDGES) > 20 and "ftenv.text" in EDGES and EDGES["ftenv.text"] == set()
-
-
 # --- each rule on a copy with a planted violation ---------------------------------------------------
 
 
@@ -150,12 +116,63 @@ def copy(tmp_path) -> Path:
     return dest
 
 
-def test_a_planted_circle_is_found(copy):
-    before = cycles(graph(copy)[0])
-    plant(copy, "attention/facts.py", "from ftenv.report import render")  # render imports facts
-    assert [c for c in cycles(graph(copy)[0]) if c not in before] == [
-        ["ftenv.attention.facts", "ftenv.report.render"]
-    ]
+#: One planted import per contract (the file under scripts/, the line), and what lint-imports says.
+PLANTED_IMPORTS = {
+    "ftenv: each wing imports": (
+        "ftenv/attention/sdpa.py",
+        "from ftenv.trainer import stall",
+        "ftenv.attention.sdpa -> ftenv.trainer.stall",
+    ),
+    "ftenv: no import circle": (
+        "ftenv/steps/thresholds.py",
+        "from ftenv.steps import silence",
+        ".thresholds -> .silence",
+    ),
+    "ftenv (the image's package)": (
+        "ftenv/text.py",
+        "import imagetools.tags",
+        "ftenv.text -> imagetools.tags",
+    ),
+    "imagetools: one job": (
+        "imagetools/release/checks.py",
+        "from imagetools.local import machine",
+        "imagetools.release.checks -> imagetools.local.machine",
+    ),
+    "imagetools: the shared top": (
+        "imagetools/bake.py",
+        "from imagetools import gpukit",
+        "imagetools.bake -> imagetools.gpukit",
+    ),
+    "imagetools imports ftenv's stack": (
+        "imagetools/local/local.py",
+        "from ftenv.report import render",
+        "imagetools.local.local -> ftenv.report.render",
+    ),
+}
+
+
+def test_each_contract_is_planted():
+    assert sorted(next(n for n in PLANTED_IMPORTS if c["name"].startswith(n)) for c in CONTRACTS) == sorted(
+        PLANTED_IMPORTS
+    )
+
+
+def test_each_contract_breaks_on_its_planted_import(tmp_path):
+    """lint-imports once over a copy of scripts/ftenv and scripts/imagetools with every planted
+    import: each contract is broken, with its planted import named under it (a plant may break
+    more than its own: layers are transitive)."""
+    scripts = tmp_path / "scripts"
+    for package in ("ftenv", "imagetools"):
+        shutil.copytree(ROOT / "scripts" / package, scripts / package, ignore=IGNORED)
+    for module, line, _ in PLANTED_IMPORTS.values():
+        package_shape.plant(scripts, module, line)
+    run = lint_imports(scripts)
+    assert run.returncode != 0 and f"Contracts: 0 kept, {len(CONTRACTS)} broken." in run.stdout, run.stdout
+    broken = run.stdout.split("Broken contracts", 1)[1]
+    starts = sorted(broken.find(n) for n in PLANTED_IMPORTS)
+    for contract, (_, _, named) in PLANTED_IMPORTS.items():
+        mine = broken.find(contract)
+        assert mine > 0 and named in broken[mine : next((i for i in starts if i > mine), None)], contract
 
 
 def test_a_planted_long_chain_is_found(tmp_path):
@@ -165,48 +182,11 @@ def test_a_planted_long_chain_is_found(tmp_path):
         (package / path).write_text('"""x"""\n')
     for i in range(1, MAX_FLOORS + 1):
         (package / f"stack/m{i}.py").write_text(f"from ftenv.stack import m{i - 1}\n")
-    chain = longest_chain(graph(package)[0])
+    chain = longest_chain(graph(package))
     assert chain == [f"ftenv.stack.m{i}" for i in range(MAX_FLOORS, -1, -1)]
     assert len(chain) == MAX_FLOORS + 1
     (package / f"stack/m{MAX_FLOORS}.py").write_text('"""x"""\n')  # cut the top: within the limit
-    assert len(longest_chain(graph(package)[0])) == MAX_FLOORS
-
-
-@pytest.mark.parametrize(
-    ("module", "line", "expected"),
-    [
-        (
-            "attention/sdpa.py",
-            "from ftenv.trainer import stall",
-            "ftenv.attention.sdpa (attention) imports ftenv.trainer.stall",
-        ),
-        (
-            "steps/stats.py",
-            "import ftenv.train.finetune",
-            "ftenv.steps.stats (steps) imports ftenv.train.finetune",
-        ),
-        (
-            "trainer/funasr_entry.py",
-            "from ftenv.train import torchrun_command",
-            "ftenv.trainer.funasr_entry (trainer) imports ftenv.train.torchrun_command",
-        ),
-        ("stack/versions.py", "from ftenv.attention import facts", "ftenv.stack.versions (stack) imports"),
-        ("steps/timer.py", "from ftenv import cli", "ftenv.steps.timer imports ftenv.cli"),
-        ("report/render.py", "from .. import cli", "ftenv.report.render imports ftenv.cli"),
-        ("text.py", "import imagetools.generated", "ftenv.text imports imagetools.generated"),
-    ],
-)
-def test_a_planted_wrong_way_import_is_found(copy, module, line, expected):
-    plant(copy, module, line)
-    found = wrong_way_imports(*graph(copy))
-    assert any(f.startswith(expected) for f in found), found
-
-
-@pytest.mark.parametrize("module", ["outcome.py", "variables.py"])
-def test_a_planted_import_in_a_floor_zero_module_is_found(copy, module):
-    plant(copy, module, "from ftenv.steps import thresholds")
-    name = "ftenv." + module.removesuffix(".py")
-    assert floor_zero_breaches(graph(copy)[0]) == [f"{name} imports ftenv.steps.thresholds"]
+    assert len(longest_chain(graph(package))) == MAX_FLOORS
 
 
 def test_a_planted_long_module_is_found_unless_it_says_why(copy):
@@ -258,86 +238,6 @@ def test_the_readme_sums_up_the_same_wings_and_links_the_doc():
         readme.replace("(docs/architecture.md)", ""),
     ):
         assert broken != readme and architecture_doc.readme_problems(broken, ROOT, WINGS)
-
-
-# --- imagetools: the host tooling imports what its __init__ docstring says ---------------------------
-
-TOOLS = ROOT / "scripts/imagetools"
-#: The wings of ftenv each part of imagetools may import (the longest matching module prefix
-#: decides), as scripts/imagetools/__init__.py states it.
-TOOLS_MAY_IMPORT = {
-    "imagetools": {"stack", "variables", "outcome"},
-    "imagetools.gpukit": {"stack", "variables", "outcome", "attention"},
-    "imagetools.release.generated": {"stack", "variables", "outcome", "attention", "report", "trainer"},
-}
-#: The jobs' subpackages: each imports the top and itself, never another job.
-TOOL_JOBS = ("release", "local", "gpukit")
-
-
-def tool_import_violations(tools: Path) -> list[str]:
-    """Imports of imagetools (lazy ones included) against its rule: ftenv wings beyond those its
-    part may import, and one job's subpackage (or the shared top) importing another job's."""
-    bad = []
-    for path in sorted(tools.rglob("*.py")):
-        name = module_name(path, tools)
-        part = max((p for p in TOOLS_MAY_IMPORT if name == p or name.startswith(p + ".")), key=len)
-        job = name.split(".")[1] if name.count(".") and name.split(".")[1] in TOOL_JOBS else None
-        for base, taken in imports(path, name):
-            named = [f"{base}.{t}" for t in taken] if base in ("ftenv", "imagetools") and taken else [base]
-            for target in named:
-                top, _, rest = target.partition(".")
-                first = rest.split(".")[0]
-                if top == "ftenv" and first not in TOOLS_MAY_IMPORT[part]:
-                    bad.append(
-                        f"{name} imports {target}: {part} may import ftenv's {sorted(TOOLS_MAY_IMPORT[part])}"
-                    )
-                if top == "imagetools" and first in TOOL_JOBS and first != job:
-                    bad.append(f"{name} ({job or 'top'}) imports {target} (job {first})")
-    return bad
-
-
-def test_imagetools_imports_what_its_docstring_says():
-    assert tool_import_violations(TOOLS) == []
-    # The rule sees the tools: the GPU kit imports the attention rule, the top reads the stack.
-    kit = imports(TOOLS / "gpukit/gpu_run.py", "imagetools.gpukit.gpu_run")
-    assert ("ftenv.attention", ["sdpa"]) in kit
-    assert ("ftenv.stack", ["versions"]) in imports(TOOLS / "tags.py", "imagetools.tags")
-
-
-@pytest.mark.parametrize(
-    ("module", "line", "expected"),
-    [
-        (
-            "local/local.py",
-            "from ftenv.attention import sdpa",
-            "imagetools.local.local imports ftenv.attention",
-        ),
-        (
-            "gpukit/gpu_run.py",
-            "from ftenv.report import render",
-            "imagetools.gpukit.gpu_run imports ftenv.report",
-        ),
-        ("tags.py", "import ftenv.train.finetune", "imagetools.tags imports ftenv.train.finetune"),
-        ("release/scan.py", "from ftenv import selfcheck", "imagetools.release.scan imports ftenv.selfcheck"),
-        (
-            "release/checks.py",
-            "from imagetools.local import machine",
-            "imagetools.release.checks (release) imports imagetools.local (job local)",
-        ),
-        (
-            "bake.py",
-            "from imagetools import gpukit",
-            "imagetools.bake (top) imports imagetools.gpukit (job gpukit)",
-        ),
-    ],
-)
-def test_a_planted_imagetools_import_is_found(tmp_path, module, line, expected):
-    copy = tmp_path / "imagetools"
-    shutil.copytree(TOOLS, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    assert tool_import_violations(copy) == []
-    plant(copy, module, line)
-    found = tool_import_violations(copy)
-    assert any(f.startswith(expected) for f in found), found
 
 
 # --- the variable and exit-code rules, over every Python folder ---------------------------------------

@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from ftenv.commands import finetune as finetune_command
-from ftenv.train import torchrun_command
+from ftenv.train import cluster_env, data_gate, torchrun_command
 
 
 def cmdline(work: Path, *extra: str) -> list[str]:
@@ -34,3 +34,14 @@ def work_out(work: Path, *extra: str, env: dict | None = None, **seams) -> torch
 
 def overrides_of(p: torchrun_command.TorchrunCommand) -> list[str]:
     return [a for a in p.argv if a.startswith("++")]
+
+
+def plan(settings: dict, nnodes: str = "1", nproc: int = 1) -> torchrun_command.TorchrunCommand:
+    """A launch with these trainer settings on node 0, as the checks before torchrun read it."""
+    launch = cluster_env.Launch("single node", nnodes, 0, None, None)
+    return torchrun_command.TorchrunCommand([], {}, launch, settings=settings, nproc_per_node=nproc)
+
+
+def check_data(p: torchrun_command.TorchrunCommand, cwd: Path, skip: bool) -> int | None:
+    """The launcher's data check before torchrun on this launch (ftenv.train.data_gate)."""
+    return data_gate.check_before_launch("x", p.settings, p.world_size, p.launch.node_rank, cwd, skip)

@@ -1,5 +1,5 @@
-"""A Python package's shape, read with ast: the import graph of its modules (circles, the longest
-chain, imports against the direction of its wings) and its modules too long to read. The rules and
+"""A Python package's shape, read with ast: the import graph of its modules (its longest chain,
+which import-linter's contracts do not measure) and its modules too long to read. The rules and
 their limits are tests/test_architecture.py's; this is the reading, kept apart so the test file
 holds only the rules and the plantings that show each failing."""
 
@@ -33,21 +33,20 @@ def imports(path: Path, name: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def graph(package: Path) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """(module -> the package's modules it imports, module -> every name it imports).
+def graph(package: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports.
 
     `from ftenv.stack import versions` is an edge to ftenv.stack.versions, not to the package
     ftenv.stack: a package counts only where a name is taken from its __init__."""
     files = {module_name(p, package): p for p in sorted(package.rglob("*.py"))}
-    raw, edges = {}, {}
+    edges = {}
     for name, path in files.items():
-        raw[name], edges[name] = set(), set()
+        edges[name] = set()
         for base, taken in imports(path, name):
             modules = {f"{base}.{t}" for t in taken if f"{base}.{t}" in files}
-            raw[name] |= {base} | modules
             edges[name] |= modules | ({base} if len(modules) < len(taken) or not taken else set())
         edges[name] = {n for n in edges[name] if n in files and n != name}
-    return edges, raw
+    return edges
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -97,31 +96,6 @@ def wing_of(name: str, wings: tuple[str, ...]) -> str | None:
     """The wing of a module (`pkg.WING.module`), or None for a top-level module of the package."""
     parts = name.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in wings else None
-
-
-def wrong_way_imports(
-    edges: dict[str, set[str]],
-    raw: dict[str, set[str]],
-    *,
-    wings: tuple[str, ...],
-    shared: set[str],
-    top: str,
-    host_only: str,
-) -> list[str]:
-    """Imports against the wings' direction (wings lowest first), of the top module, of the
-    host-only package, or of a top-level module that is not in shared (floor 0)."""
-    bad = []
-    for name in sorted(edges):
-        for target in sorted(edges[name]):
-            if target == top:
-                bad.append(f"{name} imports {top}")
-            src, dst = wing_of(name, wings), wing_of(target, wings)
-            if src and dst and wings.index(dst) > wings.index(src):
-                bad.append(f"{name} ({src}) imports {target} ({dst})")
-            if src and dst is None and target not in shared and target != top:
-                bad.append(f"{name} ({src}) imports {target}, which is not floor 0")
-        bad += [f"{name} imports {n}" for n in sorted(raw[name]) if n.split(".")[0] == host_only]
-    return bad
 
 
 def long_modules(package: Path, *, max_lines: int, reason: str) -> list[str]:

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Callable
 
 from ftenv.data import check, check_command, prepare, split
+from ftenv.outcome import UNUSABLE
+from ftenv.train import overrides
+from ftenv.train.inputs import InputError
 
 
 def _handing(options_type: type, run: Callable[[object], int]) -> Callable[[argparse.Namespace], int]:
@@ -24,6 +28,18 @@ def _handing(options_type: type, run: Callable[[object], int]) -> Callable[[argp
         return run(options_type(**values))
 
     return handle
+
+
+def _check(options: check_command.CheckOptions) -> int:
+    """`ftenv data check`: its files are the manifests, then the `++` overrides, parsed as `ftenv
+    finetune` parses its own (ftenv.train.overrides: the last value of a key wins)."""
+    files = tuple(x for x in options.files if not x.startswith("+"))
+    try:
+        given = overrides.parse_all(x for x in options.files if x.startswith("+"))
+    except InputError as exc:
+        print(f"{check_command.PROG}: {exc}", file=sys.stderr)
+        return UNUSABLE
+    return check_command.run(dataclasses.replace(options, files=files, settings=given.values))
 
 
 def _add_jobs(p: argparse.ArgumentParser, work: str = "") -> None:
@@ -58,7 +74,7 @@ def add_parser(sub) -> None:
     c.add_argument("--output-dir", default=".", help=f"where {check.REPORT_NAME} is written (default: here)")
     c.add_argument("--world-size", type=int, default=1, help="GPUs of the run in all (sampler buffers; 1)")
     _add_jobs(c)
-    c.set_defaults(func=_handing(check_command.CheckOptions, check_command.run))
+    c.set_defaults(func=_handing(check_command.CheckOptions, _check))
     _add_prepare(data)
     _add_split(data)
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv.data import check, dataset_conf, lists
@@ -15,20 +16,21 @@ PROG = check.PROG
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """What `ftenv data check` was asked for."""
+    """What `ftenv data check` was asked for; `files` the manifests and `settings` the `++`
+    overrides as one mapping (both taken from the command line by ftenv.commands.data)."""
 
-    files: tuple[str, ...] = ()  # training manifests, then any ++dataset_conf overrides
+    files: tuple[str, ...] = ()  # training manifests
     valid: tuple[str, ...] = ()
     model_dir: str | None = None
     output_dir: str = "."
     world_size: int = 1
     jobs: int | None = None
+    settings: Mapping[str, object] = field(default_factory=dict)
 
 
 def run(options: CheckOptions) -> int:
-    overrides = [x for x in options.files if x.startswith("+")]
     try:
-        train = [p for x in options.files if not x.startswith("+") for p in lists.manifests(x, Path.cwd())]
+        train = [p for x in options.files for p in lists.manifests(x, Path.cwd())]
         valid = [p for v in options.valid for p in lists.manifests(v, Path.cwd())]
     except lists.DataListError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
@@ -38,7 +40,7 @@ def run(options: CheckOptions) -> int:
         return UNUSABLE
     try:
         rules = dataset_conf.rules_for(
-            Path(options.model_dir) if options.model_dir else None, overrides, options.world_size
+            Path(options.model_dir) if options.model_dir else None, options.settings, options.world_size
         )
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)

@@ -1,9 +1,9 @@
 """The dataset_conf a run will have, as FunASR builds it: the model folder's config.yaml, then the
-recipe's and the user's `++dataset_conf.KEY=VALUE` overrides (later ones win)."""
+recipe's and the user's `++dataset_conf.KEY=VALUE` overrides (parsed by ftenv.train.overrides)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 
 from ftenv.data.rules import DEFAULTS, RECIPE_KEYS, LengthRules
@@ -23,18 +23,14 @@ def model_dataset_conf(model_dir: Path | None) -> dict:
     return dict(found) if isinstance(found, dict) else {}
 
 
-def apply_overrides(conf: dict, overrides: Iterable[str]) -> dict:
-    """conf with each `++dataset_conf.KEY=VALUE` (or `+`, or bare) applied; others ignored."""
-    out = dict(conf)
-    for item in overrides:
-        key, sep, value = item.lstrip("+").partition("=")
-        if sep and key.startswith(PREFIX) and "." not in key[len(PREFIX) :]:
-            out[key[len(PREFIX) :]] = value.strip().strip("'\"")
-    return out
-
-
-def rules_for(model_dir: Path | None, overrides: list[str], world_size: int = 1) -> LengthRules:
-    """The length rules of a run of upstream's recipe on this model, with these overrides."""
-    recipe = [f"{PREFIX}{key}={DEFAULTS[key]}" for key in RECIPE_KEYS]
-    conf = apply_overrides(model_dataset_conf(model_dir), [*recipe, *overrides])
+def rules_for(model_dir: Path | None, settings: Mapping[str, object], world_size: int = 1) -> LengthRules:
+    """The length rules of a run of upstream's recipe on this model, with these settings (the
+    overrides as one mapping, ftenv.train.overrides: key to value; keys other than
+    `dataset_conf.KEY` are not the sampler's)."""
+    conf = model_dataset_conf(model_dir)
+    conf.update({key: DEFAULTS[key] for key in RECIPE_KEYS})
+    for key, value in settings.items():
+        sub = key[len(PREFIX) :]
+        if key.startswith(PREFIX) and "." not in sub:
+            conf[sub] = value
     return LengthRules.from_conf(conf, world_size)

@@ -10,7 +10,7 @@ import functools
 import os
 from collections.abc import Mapping
 
-from ftenv import variables
+from ftenv import upstream, variables
 from ftenv.steps import data_loss as D
 
 DATASET = "FunASR"
@@ -116,6 +116,8 @@ def install() -> str:
         return f"data-loss counting off: FunASR has no dataset class {DATASET!r}"
     if getattr(cls, "_ftenv_counted", False):
         return "data-loss counting already installed"
+    if refused := upstream.refusal(upstream.DATA_LOSS):
+        return refused
     _wrap_dataset(cls)
     _wrap_sampler(samplers.CustomDistributedBufferDynamicBatchSampler)
     cls._ftenv_counted = True

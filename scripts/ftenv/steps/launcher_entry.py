@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 from ftenv.attention.process_settings import AttentionSettings, read_process_settings
 from ftenv.steps.pipes import PumpState
-from ftenv.steps.process_life import FORWARDED, cannot_start, watch_process
+from ftenv.steps.process_life import cannot_start, watch_process
 from ftenv.steps.silence import Silence
 from ftenv.steps.slow_step_lines import SlowStepLines
-from ftenv.steps.watch_command import WatchOptions, checked
+from ftenv.steps.watch_command import FORWARDED, WatchOptions, checked
 
 
 def run(options: WatchOptions) -> int:

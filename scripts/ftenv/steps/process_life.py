@@ -21,9 +21,8 @@ from ftenv.steps import crash, hang
 from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.pipes import Pump, PumpState, place_lines
 from ftenv.steps.thresholds import HANG_KILL_AFTER_S
-from ftenv.steps.watch_command import PROG, WatchOptions
+from ftenv.steps.watch_command import FORWARDED, PROG, WatchOptions
 
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 #: How much later a step line printed before a traceback (in the other pipe) may be read.
 READ_SLACK_S = 1.0
 #: After the command exits, how long its pipes may stay quiet before the watchdog stops draining

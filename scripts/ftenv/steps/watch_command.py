@@ -5,6 +5,7 @@ here only, once per run.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -15,6 +16,8 @@ from ftenv.steps.silence import SilenceLimits
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
 PROG = "ftenv watch"
+#: Passed on to the command's process group; `ftenv finetune` has torchrun forward the same ones.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from ftenv.train.torchrun_command import FinetuneOptions, TorchrunCommand, work_
 PROG = "ftenv finetune"
 
 
-def _run_watched(argv: list[str]) -> int:
-    """Become `ftenv watch -- argv` (exec: same process, so signals and the exit code are the
-    trainer's as the watchdog passes them on). A command, not an import: the launcher stays
-    independent of the step-time wing, as a user's own `ftenv watch -- CMD` is."""
-    cmd = [sys.executable, "-m", "ftenv.cli", "watch", "--", *argv]
+def _run_watched(p: TorchrunCommand) -> int:
+    """Become `ftenv watch --output-dir OUT -- argv` (exec: same process, so signals and the exit
+    code are the trainer's as the watchdog passes them on), as a user's own `ftenv watch -- CMD`
+    runs; the output folder is handed over, not read back from the command."""
+    cmd = [sys.executable, "-m", "ftenv.cli", "watch", "--output-dir", str(p.output_dir), "--", *p.argv]
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -99,9 +99,9 @@ def run(options: FinetuneOptions) -> int:
         print(shlex.join(p.argv))
         return 0
     if refused := data_gate.check_before_launch(
-        PROG, p.argv, options.working_folder(), options.skip_data_check, p.launch.node_rank
+        PROG, p.settings, p.world_size, p.launch.node_rank, options.working_folder(), options.skip_data_check
     ):
         return refused
     variables.export(p.env)
     print(f"{PROG}: running {shlex.join(p.argv)}", file=sys.stderr, flush=True)
-    return _run_watched(p.argv)
+    return _run_watched(p)

@@ -1,9 +1,13 @@
-"""Hydra `++key=value` overrides: the recipe's defaults merged with the user's and checked with the
-parser `funasr-train-ds` uses, so that a bad override is refused once before torchrun, not by
-every rank after it.
+"""Hydra `++key=value` overrides: the user's parsed once, with the parser `funasr-train-ds` uses, into
+one mapping where the last value of a key wins (as in Hydra), then merged over the recipe's
+defaults, so that a bad override is refused once before torchrun, not by every rank after it, and
+every check before torchrun reads the values the trainer will get.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from ftenv.train.inputs import InputError
 
@@ -47,7 +51,53 @@ def parse(item: str):
     return override
 
 
+@dataclass(frozen=True)
+class Overrides:
+    """The user's overrides as given (`items`, for the trainer's command line) and as one mapping
+    (`values`: each key's last value, as Hydra parsed it; a `~key` deletion leaves the key out and
+    in `deleted`). Built by parse_all only."""
+
+    items: tuple[str, ...] = ()
+    values: Mapping[str, object] = field(default_factory=dict)
+    deleted: frozenset[str] = frozenset()
+
+    def over(self, defaults: Iterable[tuple[str, str]]) -> list[str]:
+        """The trainer's overrides: the defaults with every key the user overrides left out, then
+        the user's as given."""
+        taken = {*self.values, *self.deleted}
+        return [f"++{k}={v}" for k, v in defaults if k not in taken] + list(self.items)
+
+    def settings(self, defaults: Iterable[tuple[str, str]]) -> dict[str, object]:
+        """Each key's value in the trainer's config as the overrides leave it: the defaults, then
+        the user's values (the last one of a key winning), less the deleted keys."""
+        merged: dict[str, object] = dict(defaults)
+        for key in self.deleted:
+            merged.pop(key, None)
+        merged.update(self.values)
+        return merged
+
+
+def parse_all(items: Iterable[str]) -> Overrides:
+    """The one parse of a command line's `++key=value` overrides (after a `--`, if any); InputError
+    names the first bad one and how to write it."""
+    given = list(items)
+    if given[:1] == ["--"]:
+        given = given[1:]
+    values: dict[str, object] = {}
+    deleted: set[str] = set()
+    for item in given:
+        override = parse(item)
+        key = override.key_or_group
+        if override.is_delete():
+            values.pop(key, None)
+            deleted.add(key)
+        else:
+            values.pop(key, None)  # a later value is the key's newest, also in order
+            values[key] = override.value()
+            deleted.discard(key)
+    return Overrides(tuple(given), values, frozenset(deleted))
+
+
 def merge_overrides(defaults: list[tuple[str, str]], extra: list[str]) -> list[str]:
     """The recipe's `++key=value`s with every key the user overrides left out, then the user's."""
-    taken = {parse(item).key_or_group for item in extra}
-    return [f"++{k}={v}" for k, v in defaults if k not in taken] + list(extra)
+    return parse_all(extra).over(defaults)

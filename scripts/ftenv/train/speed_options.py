@@ -4,6 +4,7 @@ overrides, in one place, so that their combinations are checked before torchrun.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,17 +15,14 @@ from ftenv.trainer import compile_setting
 FUSED_ADAMW = ("optim_conf.fused", "true")
 
 
-def accum_grad(overrides) -> int:
-    """The gradient accumulation the user's `++key=value` overrides ask for (1 when none or not a
-    number: the trainer then says what is wrong). The launcher has parsed them already."""
-    for item in overrides or []:
-        key, _, value = item.lstrip("+").partition("=")
-        if key.strip() == compile_setting.ACCUM_GRAD:
-            try:
-                return int(value.strip().strip("'\""))
-            except ValueError:
-                return 1
-    return 1
+def accum_grad(settings: Mapping[str, object]) -> int:
+    """The gradient accumulation the trainer will get, from its settings (the user's overrides over
+    the recipe, ftenv.train.overrides): 1 when unset or not a number (the trainer then says what
+    is wrong)."""
+    try:
+        return int(str(settings.get(compile_setting.ACCUM_GRAD, 1)))
+    except ValueError:
+        return 1
 
 
 @dataclass(frozen=True)
@@ -46,14 +44,16 @@ class TrainerAdditions:
     notes: list[str] = field(default_factory=list)
 
 
-def for_trainer(speed: SpeedOptions, overrides, env, output_dir: Path, create: bool) -> TrainerAdditions:
+def for_trainer(
+    speed: SpeedOptions, settings: Mapping[str, object], env, output_dir: Path, create: bool
+) -> TrainerAdditions:
     """What the options (and FTENV_COMPILE / FTENV_BUCKETS already set in `env`) add to the trainer's
-    start; `overrides` are the user's `++key=value` (gradient accumulation rules out CUDA graphs)."""
+    start; `settings` are the trainer's (gradient accumulation rules out CUDA graphs)."""
     sp = TrainerAdditions()
     wanted = compile_setting.requested(env, speed.compile, speed.compile_parts, speed.buckets)
     try:
         parts, _ = compile_setting.read(wanted)
-        compile_setting.check_accumulation(parts, accum_grad(overrides))
+        compile_setting.check_accumulation(parts, accum_grad(settings))
     except ValueError as exc:
         raise InputError(str(exc)) from None
     caches = {}

@@ -12,17 +12,17 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.model.funasr_import import OFFLINE_ENV
-from ftenv.train import cluster_env, nccl_debug, speed_options
+from ftenv.steps.watch_command import FORWARDED
+from ftenv.train import cluster_env, nccl_debug, overrides, speed_options
 from ftenv.train.gpu_gate import gpu_count
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
-from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
 from ftenv.trainer import ENTRY_MODULE
 from ftenv.trainer.runlife import failfast
 
-#: torchrun forwards these to its workers (its default lacks SIGUSR1/SIGUSR2, which Slurm's
-#: `--signal` sends: torchrun would die of them and leave its workers running).
-TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
+#: torchrun forwards these to its workers, the watchdog's own (its default lacks SIGUSR1/SIGUSR2,
+#: which Slurm's `--signal` sends: torchrun would die of them and leave its workers running).
+TORCHRUN_SIGNALS = ",".join(sig.name for sig in FORWARDED)
 #: torchrun, in-process, with the stop's exit code (ftenv.train.runlife.torchrun).
 TORCHRUN_MODULE = "ftenv.train.runlife.torchrun"
 
@@ -59,7 +59,9 @@ class FinetuneOptions:
 
 @dataclass
 class TorchrunCommand:
-    """The command line and the variables the trainer gets, the nodes, and notes to print."""
+    """The command line and the variables the trainer gets, the nodes, and notes to print;
+    `settings`: the trainer's overrides as one mapping (ftenv.train.overrides), which every check
+    before torchrun reads instead of the command line."""
 
     argv: list[str]
     env: dict[str, str]
@@ -67,14 +69,17 @@ class TorchrunCommand:
     notes: list[str] = field(default_factory=list)
     output_dir: Path | None = None
     model_pt: Path | None = None
+    settings: dict[str, object] = field(default_factory=dict)
+    nproc_per_node: int = 1
 
     def setting(self, key: str, default: str) -> str:
-        """The value of `++key=` the trainer gets (the last one wins, as in Hydra)."""
-        value = default
-        for arg in self.argv:
-            if arg.startswith(f"++{key}="):
-                value = arg.split("=", 1)[1]
-        return value
+        """The value of `++key=` the trainer gets, as text (`default` when nothing sets it)."""
+        return str(self.settings.get(key, default))
+
+    @property
+    def world_size(self) -> int:
+        """Nodes x processes per node (the most nodes of an elastic range)."""
+        return max(1, int(self.launch.nnodes.split(":")[-1])) * max(1, self.nproc_per_node)
 
 
 def _absolute(path: str, cwd: Path) -> Path:
@@ -100,10 +105,7 @@ def _processes_per_node(options: FinetuneOptions, launch: cluster_env.Launch, en
 def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     """The command `ftenv finetune` will run, without running anything (the unit tests call this)."""
     env = variables.environment() if environ is None else environ
-    extra = list(options.overrides)
-    if extra[:1] == ["--"]:
-        extra = extra[1:]
-    merge_overrides([], extra)  # reject misplaced options and malformed overrides first
+    user = overrides.parse_all(options.overrides)  # misplaced options and malformed overrides first
     missing = [
         f"--{name.replace('_', '-')}"
         for name in ("model_dir", "train", "valid", "output_dir")
@@ -177,8 +179,10 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     recipe.append(("output_dir", str(out)))
     recipe.append(hydra_run_dir(out))
     # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py)
-    speed = speed_options.for_trainer(options.speed, options.overrides, env, out, create=not options.dry_run)
-    overrides = merge_overrides(recipe + speed.recipe, extra)
+    speed = speed_options.for_trainer(
+        options.speed, user.settings(recipe), env, out, create=not options.dry_run
+    )
+    recipe += speed.recipe
     child_env.update(speed.env)
     notes += speed.notes
     try:
@@ -196,9 +200,16 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
         *launch.torchrun_args(nproc),
         f"--signals-to-handle={TORCHRUN_SIGNALS}",
         *shlex.split(trainer),
-        *overrides,
+        *user.over(recipe),
     ]
     model_pt = model_path / "model.pt" if model_path.is_dir() else None
     return TorchrunCommand(
-        argv=argv, env=child_env, launch=launch, notes=notes, output_dir=out, model_pt=model_pt
+        argv=argv,
+        env=child_env,
+        launch=launch,
+        notes=notes,
+        output_dir=out,
+        model_pt=model_pt,
+        settings=user.settings(recipe),
+        nproc_per_node=nproc,
     )

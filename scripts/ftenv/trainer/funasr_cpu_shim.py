@@ -5,6 +5,8 @@ GPU.
 
 from __future__ import annotations
 
+from ftenv import upstream
+
 #: `python -m ftenv.trainer.funasr_entry` applies the shim when this is "1" (the self-check on a CPU).
 #: The recipe's overrides for a run on the CPU: fp32 LLM (bf16 matmuls there build a oneDNN primitive
 #: per new shape, a CPU-only per-shape cost) and no DataLoader workers.
@@ -20,6 +22,8 @@ def apply() -> list[str]:
     patched = []
     if torch.cuda.is_available():
         return patched  # a GPU: the trainer runs as upstream wrote it
+    if refused := upstream.refusal(upstream.CPU_SHIM):
+        return [refused]
 
     def get_device(self):
         return self.__dict__.get("_ftenv_cpu_shim_device", "cpu")

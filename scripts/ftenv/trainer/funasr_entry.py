@@ -33,12 +33,14 @@ def main() -> int:
     except ValueError as exc:
         raise SystemExit(f"ftenv.trainer.funasr_entry: {exc}") from None
     if parts or bucketing is not None:
-        from ftenv.trainer.fastpath.parts import install_on_build
-
-        notes.append(install_on_build(parts, bucketing))
         from ftenv.trainer.fastpath import collator
+        from ftenv.trainer.fastpath import parts as fast_path
 
-        notes += collator.install(parts, bucketing)
+        if refused := fast_path.refused(parts, bucketing):
+            notes += refused
+        else:
+            notes.append(fast_path.install_on_build(parts, bucketing))
+            notes += collator.install(parts, bucketing)
     notes += runlife_hooks.install()
     notes += selfdump.install()
     if variables.read(variables.FUNASR_CPU_SHIM) == "1":

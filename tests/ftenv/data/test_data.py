@@ -18,6 +18,7 @@ from ftenv.data import check, dataset_conf, rules
 from ftenv.selfcheck import tinymodel
 from ftenv.train import recipe
 from support import GOOD_RECORD
+from support.finetune_launch import check_data, plan
 from support.training_data import funasr_dataset, line, wav
 
 # --- prepare ----------------------------------------------------------------------------------
@@ -215,10 +216,10 @@ def test_a_validation_set_funasr_would_empty_is_an_error(tiny, long_valid, tmp_p
 
 def test_overrides_and_the_models_config_make_the_rules(tmp_path):
     (tmp_path / "config.yaml").write_text("dataset_conf:\n  max_token_length: 3500\n  batch_size: 400\n")
-    r = dataset_conf.rules_for(tmp_path, ["++dataset_conf.batch_size=300", "++train_conf.max_epoch=2"], 8)
+    r = dataset_conf.rules_for(tmp_path, {"dataset_conf.batch_size": 300, "train_conf.max_epoch": 2}, 8)
     assert (r.batch_size, r.max_token_length, r.world_size) == (300, 3500, 8)
     with pytest.raises(ValueError, match="batch_size"):
-        dataset_conf.rules_for(None, ["++dataset_conf.batch_size=lots"])
+        dataset_conf.rules_for(None, {"dataset_conf.batch_size": "lots"})
 
 
 # --- finetune ---------------------------------------------------------------------------------
@@ -256,17 +257,16 @@ def test_finetune_refuses_the_issues_validation_set(tiny, long_valid, tmp_path, 
 
 
 def test_the_data_check_can_be_skipped(planted, tmp_path, monkeypatch, capsys):
-    from ftenv.train import data_gate
 
     path, _ = planted
-    argv = ["torchrun", f"++train_data_set_list={path}", f"++output_dir={tmp_path}"]
-    assert data_gate.check_before_launch("x", argv, tmp_path, True, 0) is None
+    launch = plan({"train_data_set_list": path, "output_dir": tmp_path})
+    assert check_data(launch, tmp_path, True) is None
     monkeypatch.setenv(variables.DATA_CHECK, "0")
-    assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) is None
+    assert check_data(launch, tmp_path, False) is None
     assert "data check skipped (FTENV_DATA_CHECK=0)" in capsys.readouterr().err
     monkeypatch.delenv(variables.DATA_CHECK)
-    assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) == 2
-    assert data_gate.world_size(["--nnodes", "1:4", "--nproc_per_node", "8"]) == 32
+    assert check_data(launch, tmp_path, False) == 2
+    assert plan({}, nnodes="1:4", nproc=8).world_size == 32
 
 
 def test_a_bad_byte_in_the_first_lines_is_an_input_error_not_an_internal_one(tmp_path, capsys):

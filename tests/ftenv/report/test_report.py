@@ -14,7 +14,9 @@ from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
+from ftenv.stack import versions
 from ftenv.trainer import compile_setting
+from imagetools import tags
 from support import child_env
 
 GIB = 2**30
@@ -330,7 +332,7 @@ def test_at_0_the_verdict_follows_the_rule(reports):
 def test_the_report_names_the_build_by_its_immutable_tag(monkeypatch):
     """Two nodes of one job on different builds of a moving `<stack>` tag show different lines; the
     digest is said to be out of sight, with where to read it, never guessed."""
-    ref = "ghcr.io/funasr-nano-images/funasr-nano:funasr1.4.16-torch2.11.0-cu130-cudnn9.19.0.56"
+    ref = tags.image_ref(versions.load().default)  # versions.toml's default variant, by its stack tag
     monkeypatch.setenv(variables.IMAGE, ref)
     monkeypatch.setenv(variables.IMAGE_REVISION, "3F2A9C81D0E4" + "7" * 28)
     f = _facts()

@@ -7,7 +7,7 @@ import json
 import os
 
 from ftenv.data import check
-from ftenv.train import data_gate
+from support.finetune_launch import check_data, plan
 from support.training_data import line, wav
 
 
@@ -17,15 +17,10 @@ def test_the_check_is_skipped_until_a_file_or_a_setting_changes(tmp_path, capsys
     train.write_text("".join(line(a, speech_length=100 + 10 * i) + "\n" for i, a in enumerate(audio[:2])))
     valid.write_text(line(audio[2], speech_length=120) + "\n")
     out = tmp_path / "out"
-    argv = [
-        "torchrun",
-        f"++train_data_set_list={train}",
-        f"++valid_data_set_list={valid}",
-        f"++output_dir={out}",
-    ]
+    settings = {"train_data_set_list": train, "valid_data_set_list": valid, "output_dir": out}
 
-    def gate(*extra: str) -> str:
-        assert data_gate.check_before_launch("x", [*argv, *extra], tmp_path, False, 0) is None
+    def gate(**extra) -> str:
+        assert check_data(plan({**settings, **extra}), tmp_path, False) is None
         return capsys.readouterr().err
 
     first = gate()
@@ -39,16 +34,16 @@ def test_the_check_is_skipped_until_a_file_or_a_setting_changes(tmp_path, capsys
     os.utime(audio[1], ns=(info.st_atime_ns, info.st_mtime_ns + 1_000_000_000))  # one audio file touched
     assert "checking every line" in gate()
     assert "unchanged since" in gate()
-    assert "checking every line" in gate("++dataset_conf.max_token_length=3000")  # another setting
+    assert "checking every line" in gate(**{"dataset_conf.max_token_length": 3000})  # another setting
     with valid.open("a") as fh:  # the manifest itself grows
         fh.write(line(audio[0], speech_length=100) + "\n")
-    assert "checking every line" in gate("++dataset_conf.max_token_length=3000")
+    assert "checking every line" in gate(**{"dataset_conf.max_token_length": 3000})
 
 
 def test_a_failed_check_is_never_skipped(tmp_path, capsys):
     train = tmp_path / "train.jsonl"
     train.write_text(line(tmp_path / "missing.wav") + "\n")
-    argv = ["torchrun", f"++train_data_set_list={train}", f"++output_dir={tmp_path / 'out'}"]
+    launch = plan({"train_data_set_list": train, "output_dir": tmp_path / "out"})
     for _ in range(2):
-        assert data_gate.check_before_launch("x", argv, tmp_path, False, 0) == 2
+        assert check_data(launch, tmp_path, False) == 2
         assert "checking every line" in capsys.readouterr().err

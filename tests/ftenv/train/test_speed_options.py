@@ -53,6 +53,17 @@ def test_cuda_graphs_go_with_no_gradient_accumulation(work):
     assert compile_setting.compile_parts(four.env) == ("regional",)
 
 
+def test_cuda_graphs_see_the_accumulation_the_trainer_gets_the_last_value(work):
+    """Hydra keeps a key's last value: `accum_grad=1 ... accum_grad=4` accumulates 4, so CUDA graphs
+    are refused; `4 ... 1` accumulates nothing, and they run."""
+    flags = ["--gpus-per-node", "1", "--compile-parts", "regional,cudagraphs", "--buckets", "64"]
+    refused = r"CUDA graphs with gradient accumulation \(train_conf.accum_grad=4\)"
+    with pytest.raises(InputError, match=refused):
+        work_out(work, *flags, "++train_conf.accum_grad=1", "++train_conf.accum_grad=4")
+    last_one = work_out(work, *flags, "++train_conf.accum_grad=4", "++train_conf.accum_grad=1")
+    assert last_one.setting(compile_setting.ACCUM_GRAD, "1") == "1"
+
+
 def test_off_by_default(work):
     p = work_out(work, "--gpus-per-node", "1")
     assert ENTRY in " ".join(p.argv)  # always (the run's life), but with nothing of the fast path on

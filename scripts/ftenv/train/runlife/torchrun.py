@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from ftenv import variables
+from ftenv import upstream, variables
 from ftenv.outcome import STOPPED
 from ftenv.trainer.runlife import record
 
@@ -39,6 +39,8 @@ def _longer_grace_after_a_signal() -> str:
         handler, close = api._terminate_process_handler, api.PContext.close
     except (ImportError, AttributeError, ValueError) as exc:
         return f"torchrun's wait for its workers after a signal: its own (30 s; {exc})"
+    if refused := upstream.refusal(upstream.TORCHRUN_GRACE):
+        return f"torchrun's wait for its workers after a signal: its own (30 s; {refused})"
     signalled = []
 
     def on_signal(signum, frame):

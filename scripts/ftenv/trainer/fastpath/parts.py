@@ -8,9 +8,23 @@ import atexit
 import functools
 import sys
 
-from ftenv import variables
+from ftenv import upstream, variables
 from ftenv.trainer.fastpath import audio_cache, compiled_audio, compiled_decoder, sync_free
 from ftenv.trainer.fastpath.compiled_decoder import TRAIN_DEVICES
+
+
+def refused(parts, buckets=None) -> list[str]:
+    """Why the fast path is not installed ([] when it may be): a line for each upstream function it
+    rests on that is not the source it was written from (ftenv.upstream); the run then trains with
+    upstream's code alone, as without the compile setting."""
+    hooks = [upstream.MODEL_BUILD]
+    if buckets is not None or {"lmhead", "audiocache"} & set(parts):
+        hooks.append(upstream.COLLATOR)
+    if {"nosync", "lmhead", "audiowhole", "audiocache"} & set(parts):
+        hooks.append(upstream.SYNC_FREE)
+    if buckets is not None or {"audio", "audiowhole"} & set(parts):
+        hooks.append(upstream.ADAPTOR_MASK)
+    return [line for hook in hooks if (line := upstream.refusal(hook))]
 
 
 def cuda_graphs_unavailable(devices=TRAIN_DEVICES) -> str | None:

@@ -9,6 +9,7 @@ import types
 
 import torch
 
+from ftenv import upstream
 from ftenv.trainer.fastpath import labelled_head
 
 #: Marks the installed forward (install is idempotent, remove finds it).
@@ -158,6 +159,9 @@ def install(model, labelled: bool = False) -> str | None:
             f"nosync/lmhead: {type(model).__name__}.forward is not funasr's packaged FunASRNano.forward "
             "(a remote-code model?): its forward left as is"
         )
+    if refused := upstream.refusal(upstream.SYNC_FREE):
+        model.__dict__.pop(HEAD_MARK, None)
+        return refused
     model.forward = types.MethodType(forward, model)
     return None
 

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 
+from ftenv import upstream
 from ftenv.outcome import STOPPED
 from ftenv.trainer.runlife import atomic, failfast, record
 from ftenv.trainer.runlife.signals import BoundaryLoader, StopRequest, agree
@@ -150,6 +151,8 @@ def install() -> list[str]:
     """Install everything on FunASR's Trainer in this process; returns the lines for the log."""
     from funasr.train_utils import trainer_ds
 
+    if refused := upstream.refusal(upstream.RUN_LIFE):  # the stop needs the wrapped epoch loop
+        return [refused, atomic.install(), failfast.install()]
     state = RunState()
     notes = [state.stop.install(), atomic.install(), failfast.install()]
     _wrap_save(trainer_ds.Trainer, state)
