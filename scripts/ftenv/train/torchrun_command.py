@@ -15,8 +15,9 @@ from ftenv.train import cluster_env, nccl_debug, speed_options
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.overrides import merge_overrides
 from ftenv.train.recipe import OFFLINE_ENV, OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
+from ftenv.train.runlife import restart
 from ftenv.trainer import ENTRY_MODULE
-from ftenv.trainer.runlife import failfast
+from ftenv.trainer.runlife import failfast, hooks
 
 #: torchrun forwards these to its workers (its default lacks SIGUSR1/SIGUSR2, which Slurm's
 #: `--signal` sends: torchrun would die of them and leave its workers running).
@@ -65,6 +66,7 @@ class TorchrunCommand:
     notes: list[str] = field(default_factory=list)
     output_dir: Path | None = None
     model_pt: Path | None = None
+    start: restart.Start = field(default_factory=restart.Start)  # which start of which job
 
     def setting(self, key: str, default: str) -> str:
         """The value of `++key=` the trainer gets (the last one wins, as in Hydra)."""
@@ -192,6 +194,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     notes += speed.notes
     try:
         failfast.timeout_s(env)
+        hooks.close_timeout_s(env)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     child_env[variables.OUTPUT_DIR] = str(out)
@@ -209,5 +212,11 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     ]
     model_pt = model_path / "model.pt" if model_path.is_dir() else None
     return TorchrunCommand(
-        argv=argv, env=child_env, launch=launch, notes=notes, output_dir=out, model_pt=model_pt
+        argv=argv,
+        env=child_env,
+        launch=launch,
+        notes=notes,
+        output_dir=out,
+        model_pt=model_pt,
+        start=restart.Start.of(env),
     )
