@@ -84,6 +84,9 @@ def test_a_restart_into_a_finished_folder_ends_with_success(work, launcher_env, 
 # --- the lease, in-process ----------------------------------------------------------------------------
 
 
+REQUEUED = "SLURM_RESTART_COUNT=1"
+
+
 def holder(**changes) -> lease.Holder:
     h = lease.Holder.here("7", None, 30)
     for k, v in changes.items():
@@ -130,7 +133,7 @@ def test_a_live_holder_refuses_and_names_itself(tmp_path):
     [
         ({"pid": "dead"}, {}, "no longer runs on this host"),
         ({"host": "node9", "renewed": -200}, {}, "not renewed for 20"),
-        ({"host": "node9", "job_id": "55"}, {"job_id": "55", "restart": "SLURM_RESTART_COUNT=1"}, "an earlier start"),
+        ({"host": "node9", "job_id": "55"}, {"job_id": "55", "restart": REQUEUED}, "an earlier start"),
     ],
     ids=["same-host-dead-pid", "other-host-stale", "requeued-same-job"],
 )
@@ -216,7 +219,8 @@ def test_a_second_run_into_a_live_folder_is_refused_and_takes_over_once_it_is_go
     first.finish()
     assert (out / lease.LEASE).exists()
     third = Run(finetune_cmd(tiny, out), tmp_path / "3.log")
-    third.wait_for(rf"took it over from host \S+, pid {first.proc.pid}, since .*: pid {first.proc.pid} no longer runs")
+    pid = first.proc.pid
+    third.wait_for(rf"took it over from host \S+, pid {pid}, since .*: pid {pid} no longer runs")
     third.wait_for(r"train, rank: 0, .*step_in_epoch: 1,")
     third.proc.send_signal(signal.SIGTERM)
     third.finish()
@@ -235,7 +239,7 @@ def test_a_close_that_never_returns_ends_the_run_within_the_bound(tiny, tmp_path
     assert rc == 0, log[-3000:]
     assert time.monotonic() - averaged < 60, "the bound (5 s) and the exit, not the collective timeout"
     for rank in (0, 1):
-        assert f"did not return in 5 s (FTENV_CLOSE_TIMEOUT_S): training is over and the " in log
+        assert "did not return in 5 s (FTENV_CLOSE_TIMEOUT_S): training is over and the " in log
         assert f"; rank {rank} ends here (exit 0)" in log, log[-3000:]
     assert saved(out / "model.pt")["epoch"] == 1 and saved(out / "model.pt.ep1")["epoch"] == 1
     assert list(out.glob("model.pt.avg*")), sorted(p.name for p in out.iterdir())
