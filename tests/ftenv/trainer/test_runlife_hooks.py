@@ -30,10 +30,11 @@ def test_close_is_a_barrier_then_destroy_process_group():
 
 def test_the_hooked_methods_take_what_the_hooks_pass():
     """hooks.py wraps these methods by these argument names."""
+    loop = ("model", "optim", "scheduler", "scaler", "dataloader_train", "dataloader_val", "epoch")
     for method, names in {
         "save_checkpoint": ("epoch", "step"),
         "resume_checkpoint": (),
-        "train_epoch": ("model", "optim", "scheduler", "scaler", "dataloader_train", "dataloader_val", "epoch"),
+        "train_epoch": loop,
         "close": (),
     }.items():
         params = inspect.signature(getattr(trainer_ds.Trainer, method)).parameters
