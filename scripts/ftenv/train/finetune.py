@@ -54,6 +54,7 @@ def _take_folder(options: FinetuneOptions, p: TorchrunCommand) -> lease.Held | s
         return str(exc)
     except OSError as exc:
         return f"cannot write the lease in {p.output_dir}: {exc}. Give a writable --output-dir"
+    held.keep_renewed()
     print(f"{PROG}: {held.line}", file=sys.stderr)
     return held
 
@@ -132,8 +133,6 @@ def run(options: FinetuneOptions) -> int:
         if held is not None:
             held.release()
         return ended
-    if held is not None:
-        held.keep_renewed()
     print(f"{PROG}: running {shlex.join(p.argv)}", file=sys.stderr, flush=True)
     return _run_watched(p.argv)
 

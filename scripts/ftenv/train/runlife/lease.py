@@ -155,7 +155,8 @@ def _create(path: Path, holder: Holder) -> bool:
 
 @dataclass
 class Held:
-    """The lease this launcher holds; keep_renewed() hands it to the renewer before the exec."""
+    """The lease this launcher holds; keep_renewed() starts its renewer (at once: the checks before
+    the launch may take minutes), release() gives it up when the command ends before the launch."""
 
     path: Path
     holder: Holder
@@ -247,6 +248,8 @@ def renew(path: Path, token: str, parent: int, every_s: float) -> None:
             continue
         next_at = time.monotonic() + every_s
         held = _read(path)
+        if held is None and not path.exists():
+            return  # released by the launcher (it ended before the launch)
         if held is None or held.token != token:
             if not lost:
                 lost = True
