@@ -18,8 +18,9 @@ def restart_of(env: Mapping[str, str]) -> str | None:
     environment) counts the job's requeues and restarts, and a requeued job keeps its job id.
     Kubernetes tells a pod nothing reliable: a Job's replacement pod and a container restarted in
     place (restartPolicy OnFailure) start with the same environment as the first, the Downward API
-    does not expose the restart count, and Kubeflow's PyTorchJob adds no such variable; there a
-    finished folder is refused (exit 2) on every start. torchrun's TORCHELASTIC_RESTART_COUNT is
+    does not expose the restart count, Kubeflow's PyTorchJob adds no such variable, and the failure
+    count an Indexed Job with backoffLimitPerIndex annotates its pods with is for that kind of Job
+    only; there a finished folder is refused (exit 2) on every start. torchrun's TORCHELASTIC_RESTART_COUNT is
     set by torchrun for its workers, after this check, and torchrun's restarts rerun the workers,
     not `ftenv finetune`: it is not read.
     """
