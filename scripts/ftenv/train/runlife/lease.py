@@ -260,9 +260,12 @@ def renew(path: Path, token: str, parent: int, every_s: float) -> None:
                 )
             continue
         held.renewed = time.time()
-        tmp = _write_temp(path, held)
-        os.replace(tmp, path)
-    release(path, token)
+        try:
+            os.replace(_write_temp(path, held), path)
+        except OSError as exc:  # the folder went away or filled up: the next renewal tries again
+            print(f"ftenv finetune: the lease {path} not renewed: {exc}", file=sys.stderr)
+    with contextlib.suppress(OSError):
+        release(path, token)
 
 
 def every_s() -> float:
