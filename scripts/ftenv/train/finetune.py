@@ -45,10 +45,15 @@ def _takes_lease(options: FinetuneOptions, p: TorchrunCommand) -> bool:
 def _take_folder(options: FinetuneOptions, p: TorchrunCommand) -> lease.Held | str | None:
     """The output folder's lease (ftenv.train.runlife.lease), or the refusal; None when this
     launcher does not hold it."""
-    if not _takes_lease(options, p):
-        return None
     try:
         me = lease.Holder.here(p.start.job_id, p.start.restart, lease.every_s())
+        if not _takes_lease(options, p):
+            if options.dry_run and (other := lease.live_holder(p.output_dir, me)):
+                print(
+                    f"{PROG}: (dry run) another run holds {p.output_dir}: {other.describe()}",
+                    file=sys.stderr,
+                )
+            return None
         held = lease.acquire(p.output_dir, me)
     except (ValueError, lease.Refused) as exc:
         return str(exc)

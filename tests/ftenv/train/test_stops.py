@@ -185,6 +185,7 @@ def test_dry_run_and_node_1_do_not_take_the_folder(work, launcher_env, capsys):
     write_lease(out, holder(host="node9"))
     before = (out / lease.LEASE).read_text()
     assert finetune(work, "--dry-run") == 0
+    assert "(dry run) another run holds " in capsys.readouterr().err
     for k, v in SLURM_NODE_1_OF_2.items():
         launcher_env.setenv(k, v)
     assert finetune(work, "--dry-run") == 0

@@ -221,6 +221,12 @@ def acquire(out: Path, me: Holder) -> Held:
     raise Refused(f"{path} changes hands too fast to take: {_way_out(path)}")
 
 
+def live_holder(out: Path, me: Holder) -> Holder | None:
+    """The live holder of the folder's lease, read without taking it (a dry run says who)."""
+    holder = _read(out / LEASE)
+    return holder if holder is not None and holder.gone(me, time.time()) is None else None
+
+
 def _way_out(path: Path) -> str:
     return (
         "Wait for that run to end, stop it, or give another --output-dir; if it is gone for sure "
