@@ -60,6 +60,8 @@ DATA_COUNT = "FTENV_DATA_COUNT"
 SPACE_CHECK = "FTENV_SPACE_CHECK"
 COLLECTIVE_TIMEOUT_S = "FTENV_COLLECTIVE_TIMEOUT_S"
 STOP_GRACE_S = "FTENV_STOP_GRACE_S"
+CLOSE_TIMEOUT_S = "FTENV_CLOSE_TIMEOUT_S"
+LEASE_RENEW_S = "FTENV_LEASE_RENEW_S"
 OUTPUT_DIR = "FTENV_OUTPUT_DIR"
 RUN_ID = "FTENV_RUN_ID"
 CACHES_MOVED = "FTENV_CACHES_MOVED"
@@ -67,6 +69,7 @@ CACHES_MOVED = "FTENV_CACHES_MOVED"
 TINY_DIR = "FTENV_TINY_DIR"
 FUNASR_CPU_SHIM = "FTENV_FUNASR_CPU_SHIM"
 TEST_SDPA_STALL_S = "FTENV_TEST_SDPA_STALL_S"
+TEST_CLOSE_HANG_RANK = "FTENV_TEST_CLOSE_HANG_RANK"
 TEST_IMAGE = "FTENV_TEST_IMAGE"
 DOCKER_CHECK = "FTENV_DOCKER_CHECK"
 # --- read from torch, cuDNN and the launchers -----------------------------------------------------
@@ -91,6 +94,7 @@ PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
 PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
 PET_RDZV_ID = "PET_RDZV_ID"
 SLURM_JOB_ID = "SLURM_JOB_ID"
+SLURM_RESTART_COUNT = "SLURM_RESTART_COUNT"
 SLURM_NODEID = "SLURM_NODEID"
 SLURM_STEP_ID = "SLURM_STEP_ID"
 SLURM_STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
@@ -226,6 +230,18 @@ REGISTRY = (
         STOP_GRACE_S, "300", "seconds torchrun gives its workers to save after a signal before it kills them"
     ),
     Variable(
+        CLOSE_TIMEOUT_S,
+        "120",
+        "seconds FunASR's closing barrier may take after the last save before each training process "
+        "ends with its result kept",
+    ),
+    Variable(
+        LEASE_RENEW_S,
+        "30",
+        "seconds between renewals of the output folder's lease (`.ftenv-lease.json`); stale after 4 "
+        "missed renewals",
+    ),
+    Variable(
         OUTPUT_DIR, UNSET, "the run's output folder, set by `ftenv finetune` for torchrun and every rank"
     ),
     Variable(RUN_ID, UNSET, "which launch a stop record belongs to, set for torchrun's workers"),
@@ -233,6 +249,11 @@ REGISTRY = (
     Variable(TINY_DIR, UNSET, "the tiny model the self-check uses instead of the image's copy"),
     Variable(FUNASR_CPU_SHIM, UNSET, f"{TEST_AID}: `1` runs FunASR's trainer on a machine without CUDA"),
     Variable(TEST_SDPA_STALL_S, UNSET, f"{TEST_AID}: seconds of stall per new attention shape, like cuDNN's"),
+    Variable(
+        TEST_CLOSE_HANG_RANK,
+        UNSET,
+        f"{TEST_AID}: the rank that never reaches FunASR's closing barrier (a peer that does not come)",
+    ),
     Variable(TEST_IMAGE, UNSET, f"{TEST_AID}: the image the container tests run against"),
     Variable(DOCKER_CHECK, UNSET, f"{TEST_AID}: `1` runs the real-Docker check (`make docker-check`)"),
     Variable(
@@ -276,6 +297,12 @@ REGISTRY = (
     Variable(PET_RDZV_BACKEND, UNSET, "torchrun's rendezvous backend as a variable (default c10d)"),
     Variable(PET_RDZV_ID, UNSET, "torchrun's rendezvous id as a variable"),
     Variable(SLURM_JOB_ID, UNSET, "Slurm's job id: a Slurm job (with SLURM_NODEID); picks the default port"),
+    Variable(
+        SLURM_RESTART_COUNT,
+        UNSET,
+        "Slurm's count of this job's requeues and restarts: above 0, a finished output folder ends "
+        "`ftenv finetune` with success",
+    ),
     Variable(SLURM_NODEID, UNSET, "Slurm's node index: the node rank"),
     Variable(
         SLURM_STEP_ID, UNSET, "Slurm's step id: `ftenv finetune` runs under `srun` (not in the batch script)"
@@ -423,6 +450,18 @@ def read(name: str, environ: Mapping[str, str] | None = None) -> str | None:
 def read_float(name: str, environ: Mapping[str, str] | None = None) -> float:
     """read() as a number (ValueError when the value is not one: the caller says what to set)."""
     return float(read(name, environ))
+
+
+def read_seconds(name: str, what: str, environ: Mapping[str, str] | None = None) -> float:
+    """read() as a number of seconds above 0; the ValueError names the variable and `what` it sets."""
+    raw = read(name, environ)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = -1
+    if value <= 0:
+        raise ValueError(f"{name}={raw!r}: give {what} in seconds, above 0")
+    return value
 
 
 def read_int(name: str, environ: Mapping[str, str] | None = None) -> int:

@@ -14,7 +14,7 @@ from ftenv.attention import sdpa
 from ftenv.report import startup
 from ftenv.train import cache_dirs, data_gate, gpu_gate
 from ftenv.train.inputs import InputError
-from ftenv.train.runlife import folder, space
+from ftenv.train.runlife import folder, lease, space
 from ftenv.train.torchrun_command import FinetuneOptions, TorchrunCommand, work_out
 
 PROG = "ftenv finetune"
@@ -34,8 +34,39 @@ def _run_watched(p: TorchrunCommand) -> int:
         return outcome.NOT_FOUND
 
 
-def _check_folder(options: FinetuneOptions, p: TorchrunCommand) -> str | None:
-    """Say what the output folder holds and make it ready (not in a dry run); the refusal, if any."""
+def _takes_lease(options: FinetuneOptions, p: TorchrunCommand) -> bool:
+    """Node 0's launcher holds the folder (the others share its run); a dry run only reads it. An
+    elastic launch of several nodes learns its node ranks at the rendezvous, after this: none holds it."""
+    if options.dry_run:
+        return False
+    return p.launch.node_rank == 0 or (p.launch.node_rank is None and p.launch.nnodes == "1")
+
+
+def _take_folder(options: FinetuneOptions, p: TorchrunCommand) -> lease.Held | str | None:
+    """The output folder's lease (ftenv.train.runlife.lease), or the refusal; None when this
+    launcher does not hold it."""
+    try:
+        me = lease.Holder.here(p.start.job_id, p.start.restart, lease.every_s())
+        if not _takes_lease(options, p):
+            if options.dry_run and (other := lease.live_holder(p.output_dir, me)):
+                print(
+                    f"{PROG}: (dry run) another run holds {p.output_dir}: {other.describe()}",
+                    file=sys.stderr,
+                )
+            return None
+        held = lease.acquire(p.output_dir, me)
+    except (ValueError, lease.Refused) as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot write the lease in {p.output_dir}: {exc}. Give a writable --output-dir"
+    held.keep_renewed()
+    print(f"{PROG}: {held.line}", file=sys.stderr)
+    return held
+
+
+def _check_folder(options: FinetuneOptions, p: TorchrunCommand) -> str | int | None:
+    """Say what the output folder holds and make it ready (not in a dry run); the refusal, if any,
+    or 0 when a restart finds the run finished (the line is printed)."""
     out = p.output_dir
     resume = p.setting("train_conf.resume", "true").lower() == "true"
     try:
@@ -53,7 +84,10 @@ def _check_folder(options: FinetuneOptions, p: TorchrunCommand) -> str | None:
         print(f"{PROG}: {moved}", file=sys.stderr)
         state = folder.FolderState("fresh", "a fresh run (--fresh)")
     else:
-        state = folder.inspect(out, max_epoch, resume)
+        state = folder.inspect(out, max_epoch, resume, restart=p.start.restart)
+    if state.kind == "done":
+        print(f"{PROG}: {state.line}", file=sys.stderr)
+        return 0
     if state.kind in ("finished", "broken"):
         return state.line
     print(f"{PROG}: {state.line}", file=sys.stderr)
@@ -90,8 +124,33 @@ def run(options: FinetuneOptions) -> int:
         info.append("environment for the trainer: " + " ".join(f"{k}={v}" for k, v in p.env.items()))
     for line in info:
         print(f"{PROG}: {line}", file=sys.stderr)
-    refusal = None if options.dry_run else gpu_gate.refusal()
-    refusal = refusal or _check_folder(options, p)
+    if not options.dry_run and (no_gpu := gpu_gate.refusal()):  # before the folder is taken or read
+        print(f"{PROG}: {no_gpu}", file=sys.stderr)
+        return outcome.UNUSABLE
+    held = _take_folder(options, p)
+    if isinstance(held, str):
+        print(f"{PROG}: {held}", file=sys.stderr)
+        return outcome.UNUSABLE
+    try:
+        ended = _before_launch(options, p)
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
+    if ended is not None:
+        if held is not None:
+            held.release()
+        return ended
+    print(f"{PROG}: running {shlex.join(p.argv)}", file=sys.stderr, flush=True)
+    return _run_watched(p)
+
+
+def _before_launch(options: FinetuneOptions, p: TorchrunCommand) -> int | None:
+    """The folder and the data checked, the trainer's environment set; the exit code when the
+    command ends here."""
+    refusal = _check_folder(options, p)
+    if isinstance(refusal, int):
+        return refusal
     if refusal is not None:
         print(f"{PROG}: {refusal}", file=sys.stderr)
         return outcome.UNUSABLE
@@ -103,5 +162,4 @@ def run(options: FinetuneOptions) -> int:
     ):
         return refused
     variables.export(p.env)
-    print(f"{PROG}: running {shlex.join(p.argv)}", file=sys.stderr, flush=True)
-    return _run_watched(p)
+    return None

@@ -17,8 +17,9 @@ from ftenv.train import cluster_env, nccl_debug, overrides, speed_options
 from ftenv.train.gpu_gate import gpu_count
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.recipe import OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
+from ftenv.train.runlife import restart
 from ftenv.trainer import ENTRY_MODULE
-from ftenv.trainer.runlife import failfast
+from ftenv.trainer.runlife import failfast, hooks
 
 #: torchrun forwards these to its workers, the watchdog's own (its default lacks SIGUSR1/SIGUSR2,
 #: which Slurm's `--signal` sends: torchrun would die of them and leave its workers running).
@@ -71,6 +72,7 @@ class TorchrunCommand:
     model_pt: Path | None = None
     settings: dict[str, object] = field(default_factory=dict)
     nproc_per_node: int = 1
+    start: restart.Start = field(default_factory=restart.Start)  # which start of which job
 
     def setting(self, key: str, default: str) -> str:
         """The value of `++key=` the trainer gets, as text (`default` when nothing sets it)."""
@@ -187,6 +189,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     notes += speed.notes
     try:
         failfast.timeout_s(env)
+        hooks.close_timeout_s(env)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     child_env[variables.OUTPUT_DIR] = str(out)
@@ -212,4 +215,5 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
         model_pt=model_pt,
         settings=user.settings(recipe),
         nproc_per_node=nproc,
+        start=restart.Start.of(env),
     )

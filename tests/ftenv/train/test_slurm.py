@@ -376,3 +376,52 @@ def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path
     # Every node stopped cleanly: no task was ended from outside.
     assert logs.count("(exit 75)") == 2 and "FAILED" not in logs, tail
     print(f"stop, requeue and resume under Slurm: {time.monotonic() - started:.0f} s")
+
+
+def test_a_job_preempted_after_its_last_save_ends_completed(cluster, tiny, tmp_path):
+    """A preemption after the run's last save and average_checkpoints: Slurm requeues the job, and the
+    requeued start (SLURM_RESTART_COUNT=1) finds the run finished, says so on both nodes and exits 0:
+    the job ends COMPLETED 0:0, the model as the first start left it. To land the preemption there
+    every time, rank 1 is held before FunASR's closing barrier (the test aid of
+    ftenv.trainer.runlife.hooks, with a bound longer than the test), so both ranks wait in it."""
+    script = tmp_path / "job.sbatch"
+    script.write_text(runnable_example(EXAMPLE.read_text()))
+    out_dir = tmp_path / "run"
+    env = {
+        **job_env(cluster, tiny, out_dir),
+        variables.TEST_CLOSE_HANG_RANK: "1",
+        variables.CLOSE_TIMEOUT_S: "900",
+    }
+    log = tmp_path / "job.out"
+    job = subprocess.run(
+        ["sbatch", "--parsable", "--output", str(log), str(script)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
+    ).stdout.strip().split(";")[0]  # fmt: skip
+
+    def text() -> str:
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    def wait(what, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if what():
+                return
+            time.sleep(0.5)
+        subprocess.run(["scancel", job], env=cluster.env)
+        pytest.fail(f"timed out; job {job_state(cluster, job)}\n{text()[-6000:]}\n{cluster.logs()[-3000:]}")
+
+    wait(lambda: "average_checkpoints" in text(), 300)
+    time.sleep(2)  # rank 0 past the averaging, into the barrier
+    averaged = {p.name: p.stat().st_mtime_ns for p in out_dir.glob("model.pt*")}
+    preempt, _ = STOPS["preempted-PreemptMode-REQUEUE"]
+    subprocess.run(preempt, env=cluster.env, check=True)
+    wait(lambda: job_state(cluster, job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), 400)
+    state, logs = job_state(cluster, job), text()
+    tail = f"{state}\n{logs[-8000:]}\n{cluster.logs()[-4000:]}"
+    assert (state["JobState"], state["ExitCode"], state["Restarts"]) == ("COMPLETED", "0:0", "1"), tail
+    done = "nothing left to do (SLURM_RESTART_COUNT=1: this start is a restart of the job)"
+    assert logs.count(done) == 2 and "holds a finished run" not in logs, tail
+    assert "the end of epoch 1 of 1" in logs and "running " in logs.split(done)[0], tail
+    # The requeued job trained nothing and changed no checkpoint.
+    assert {p.name: p.stat().st_mtime_ns for p in out_dir.glob("model.pt*")} == averaged, tail
+    assert any(".avg" in name for name in averaged), sorted(averaged)

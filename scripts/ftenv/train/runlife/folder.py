@@ -31,7 +31,7 @@ class Checkpoint:
 
 @dataclass
 class FolderState:
-    kind: str  # "fresh", "resume", "finished", "broken"
+    kind: str  # "fresh", "resume", "finished", "done" (finished, found by a restart), "broken"
     line: str
     checkpoint: Checkpoint | None = None
     relink: Checkpoint | None = None  # becomes model.pt before the launch
@@ -68,8 +68,11 @@ def _epoch_files(out: Path) -> list[Path]:
     return [p for _, p in sorted(found, reverse=True)]
 
 
-def inspect(out: Path, max_epoch: int, resume: bool = True) -> FolderState:
-    """Read the folder; change nothing (prepare() does)."""
+def inspect(out: Path, max_epoch: int, resume: bool = True, restart: str | None = None) -> FolderState:
+    """Read the folder; change nothing (prepare() does). `restart`: why the launcher says this start
+    is a restart of the same job (ftenv.train.cluster_env.restart_of); a finished run found then is
+    "done" (a preemption after the last save: the job's work is complete), on a first start it is
+    "finished" (refused: the user must choose)."""
     temps = [p for p in out.glob(f"{TEMP_PREFIX}model.pt*{TEMP_MARK}*")] if out.is_dir() else []
     if not resume:
         return FolderState(
@@ -100,6 +103,14 @@ def inspect(out: Path, max_epoch: int, resume: bool = True) -> FolderState:
             f"no checkpoint in {out} loads: {'; '.join(unreadable)}. Start over with --fresh (the "
             "files move to a replaced-<time>/ folder) or give another --output-dir",
             unreadable=unreadable,
+            temps=temps,
+        )
+    if chosen.epoch >= max_epoch and chosen.step == 0 and restart is not None:
+        return FolderState(
+            "done",
+            f"the run finished at {chosen.saved} ({chosen.path.name}: the end of epoch {chosen.epoch} "
+            f"of {max_epoch}), nothing left to do ({restart}: this start is a restart of the job)",
+            chosen,
             temps=temps,
         )
     if chosen.epoch >= max_epoch and chosen.step == 0:

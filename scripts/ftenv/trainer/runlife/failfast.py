@@ -33,16 +33,7 @@ def launcher_env(output_dir: Path, environ) -> dict[str, str]:
 
 
 def timeout_s(environ=None) -> float:
-    raw = variables.read(variables.COLLECTIVE_TIMEOUT_S, environ)
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise ValueError(
-            f"{variables.COLLECTIVE_TIMEOUT_S}={raw!r}: give the collective timeout in seconds, above 0"
-        )
-    return value
+    return variables.read_seconds(variables.COLLECTIVE_TIMEOUT_S, "the collective timeout", environ)
 
 
 def install() -> str:

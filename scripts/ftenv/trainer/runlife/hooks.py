@@ -1,6 +1,8 @@
 """FunASR's Trainer changed at run time in each training process (never in site-packages): a stop at
 a step boundary saved through FunASR's own save_checkpoint, a resume step count that survives a
-second resume in one epoch, and atomic torch.save.
+second resume in one epoch, atomic torch.save, and a time limit on the closing barrier. Every hook
+into FunASR's internals is here; tests/ftenv/trainer/test_runlife_hooks.py fails when the pinned
+code they rely on changes.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import functools
 import logging
 import os
 import sys
+import threading
 
-from ftenv import upstream
+from ftenv import upstream, variables
 from ftenv.outcome import STOPPED
 from ftenv.trainer.runlife import atomic, failfast, record
 from ftenv.trainer.runlife.signals import BoundaryLoader, StopRequest, agree
@@ -147,6 +150,58 @@ def _wrap_train_epoch(trainer_cls, state: RunState) -> None:
     trainer_cls.train_epoch = train_epoch
 
 
+def close_timeout_s(environ=None) -> float:
+    return variables.read_seconds(variables.CLOSE_TIMEOUT_S, "the closing barrier's limit", environ)
+
+
+def _kept(output_dir: str) -> str:
+    try:
+        names = sorted(n for n in os.listdir(output_dir) if n.startswith("model.pt"))
+    except OSError:
+        return f"the checkpoints in {output_dir} are kept"
+    avg = [n for n in names if ".avg" in n]
+    return f"the {len(names)} checkpoints in {output_dir} are kept ({', '.join(['model.pt', *avg][:4])})"
+
+
+def _bound_close(trainer_cls, seconds: float) -> str:
+    """FunASR's main() ends, after the last save and average_checkpoints, with trainer.close(): a
+    barrier with every rank, then destroy_process_group. A peer that never arrives (gone, or stuck)
+    held the job there until the collective timeout or the job's time limit, with nothing left to
+    do: past `seconds`, this process ends with exit 0 (its part is done and saved; a peer's failure
+    is the peer's exit code, which torchrun reports)."""
+    original = getattr(trainer_cls, "close", None)
+    if not callable(original):
+        return "closing barrier: not bounded (FunASR's Trainer has no close())"
+    hang = variables.read(variables.TEST_CLOSE_HANG_RANK)
+
+    @functools.wraps(original)
+    def close(self, *args, **kwargs):
+        def give_up() -> None:
+            _say(
+                f"FunASR's trainer.close() (a barrier with every rank, then destroy_process_group) did not "
+                f"return in {seconds:g} s ({variables.CLOSE_TIMEOUT_S}): training is over and "
+                f"{_kept(self.output_dir)}; rank {self.rank} ends here (exit 0)"
+            )
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+
+        timer = threading.Timer(seconds, give_up)
+        timer.daemon = True
+        timer.start()
+        try:
+            if hang is not None and hang.strip() == str(self.rank):  # TEST AID: a peer that never comes
+                threading.Event().wait()
+            return original(self, *args, **kwargs)
+        finally:
+            timer.cancel()
+
+    trainer_cls.close = close
+    aid = f"; TEST AID: rank {hang} never reaches it" if hang is not None else ""
+    return f"closing barrier: at most {seconds:g} s after the last save ({variables.CLOSE_TIMEOUT_S}){aid}"
+
+
 def install() -> list[str]:
     """Install everything on FunASR's Trainer in this process; returns the lines for the log."""
     from funasr.train_utils import trainer_ds
@@ -155,6 +210,7 @@ def install() -> list[str]:
         return [refused, atomic.install(), failfast.install()]
     state = RunState()
     notes = [state.stop.install(), atomic.install(), failfast.install()]
+    notes.append(_bound_close(trainer_ds.Trainer, close_timeout_s()))
     _wrap_save(trainer_ds.Trainer, state)
     _wrap_resume(trainer_ds.Trainer, state)
     _wrap_train_epoch(trainer_ds.Trainer, state)
