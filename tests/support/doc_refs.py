@@ -134,10 +134,10 @@ def unknown_options(text: str) -> list[str]:
         while words and words[0] in _subparsers(parser):
             name += f" {words[0]}"
             parser = _subparsers(parser)[words.pop(0)]
-        if name == "ftenv eval":  # `ftenv eval` parses its own words (ftenv.commands.eval.run)
-            scoring = bool(words) and words[0] == eval_command.SCORE
-            parser = eval_command.score_parser() if scoring else eval_command.models_parser()
-            name += " score" if scoring else ""
+        if name == "ftenv eval":  # `ftenv eval TEST MODEL...` is `ftenv eval decode ...` (ftenv.cli)
+            words = eval_command.with_default_action(["eval", *words])[1:]
+            name += f" {words[0]}"
+            parser = _subparsers(parser)[words.pop(0)]
         for word in words:
             if word in ("--", "|", "&&", ";") or word.startswith(("++", "#")):
                 break
