@@ -40,6 +40,12 @@ class ExportOptions:
     base: Path | None = None  # the model folder fine-tuned from; default: the run's config.yaml
     eval_dir: Path | None = None  # an `ftenv eval` output folder with summary.json
     force: bool = False
+    format: str = "funasr"  # one of FORMATS
+
+
+#: The layouts `ftenv export --format` writes: FunASR's own (AutoModel, funasr-server) and
+#: transformers' (FunAsrNanoForConditionalGeneration; ftenv.evaluate.hf_export).
+FORMATS = ("funasr", "hf")
 
 
 @dataclass(frozen=True)
@@ -166,6 +172,10 @@ def export(options: ExportOptions) -> Exported:
     import torch
     import yaml
 
+    if options.format == "hf":
+        from ftenv.evaluate.hf_export import export_hf
+
+        return export_hf(options)
     variables.export(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
     check_out_folder(options)
     checkpoint = checkpoints.export_choice(options.source).resolve()
