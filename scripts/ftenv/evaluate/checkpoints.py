@@ -150,11 +150,15 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
         path = Path(raw)
         if not path.exists():
             raise ModelLoadError(
-                f"{path}: no such file or folder; give a model folder, a run's output folder or a "
-                "checkpoint file (model.pt, model.pt.best, model.pt.avgN, model.pt.epN)"
+                f"{path}: no such file or folder; give a model folder (FunASR's, or transformers' from "
+                "`ftenv export --format hf`), a run's output folder or a checkpoint file (model.pt, "
+                "model.pt.best, model.pt.avgN, model.pt.epN)"
             )
         if is_model_folder(path):
             models.append(ModelChoice(_label(path, models), path, path / WEIGHTS, is_base=True))
+            continue
+        if _is_hf_folder(path):  # decoded by ftenv.evaluate.hf_decode; its weights are its own
+            models.append(ModelChoice(_label(path, models), path, path, is_base=True))
             continue
         if path.is_dir() and not (path / DEEPSPEED_STATES).is_file():
             chosen, steps = run_checkpoints(path)
@@ -187,6 +191,12 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
     if not models:
         raise ModelLoadError("no model given: name a model folder, a run's output folder or a checkpoint")
     return Choices(models, notes)
+
+
+def _is_hf_folder(path: Path) -> bool:
+    from ftenv.evaluate.hf_layout import is_hf_folder  # here: hf_layout imports this module
+
+    return is_hf_folder(path)
 
 
 def _label(path: Path, taken: list[ModelChoice]) -> str:

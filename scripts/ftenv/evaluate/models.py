@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ftenv.data import audio, chatml
 from ftenv.data.normalize import Normalization
-from ftenv.evaluate import checkpoints, decode, score, summary
+from ftenv.evaluate import checkpoints, decode, hf_decode, hf_layout, score, summary
 from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.evaluate.transcripts import write_transcripts
 from ftenv.outcome import UNUSABLE
@@ -137,6 +137,9 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     notes = list(choices.notes)
     built: dict[Path, decode.Loaded] = {}
     for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
+        if hf_layout.is_hf_folder(choice.model_dir):  # transformers' layout: loads whole or is refused
+            built[choice.model_dir] = hf_decode.load(choice.model_dir, options.device)
+            continue
         if choice.model_dir not in built:
             built[choice.model_dir] = decode.build(choice.model_dir, options.device)
         own = built[choice.model_dir].model
@@ -146,13 +149,15 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     results = []
     for choice in choices.models:
         loaded = built[choice.model_dir]
-        notes += decode.use_weights(loaded, choice.weights)
+        way = hf_decode if isinstance(loaded, hf_decode.Loaded) else decode
+        if way is decode:
+            notes += decode.use_weights(loaded, choice.weights)
         bar = _progress_bar(len(wanted), choice.label)
         try:
             if options.one_by_one:
-                got = decode.decode_one_by_one(loaded, wanted, options.max_new_tokens, progress=bar.update)
+                got = way.decode_one_by_one(loaded, wanted, options.max_new_tokens, progress=bar.update)
             else:
-                got = decode.decode_batched(
+                got = way.decode_batched(
                     loaded, wanted, options.batch_size, options.max_new_tokens, progress=bar.update
                 )
         finally:
