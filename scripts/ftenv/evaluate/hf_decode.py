@@ -94,7 +94,9 @@ def _audio(loaded: Loaded, path: str):
 def decode_batch(loaded: Loaded, batch: Sequence[decode.Utterance], max_new_tokens: int):
     """(token ids, texts, audio seconds) of one batch: one processor call, one generate."""
     waves = [_audio(loaded, u.audio) for u in batch]
-    inputs = loaded.processor.apply_transcription_request(audio=waves, padding=True).to(loaded.device)
+    inputs = loaded.processor.apply_transcription_request(audio=waves, processor_kwargs={"padding": True}).to(
+        loaded.device
+    )
     tokenizer = loaded.processor.tokenizer
     out = loaded.model.generate(
         **inputs,

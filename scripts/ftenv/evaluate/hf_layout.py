@@ -326,7 +326,7 @@ def write(folder: Path, weights: dict, conf: dict, llm_dir: Path, tok_dir: Path)
     if config.tie_word_embeddings:
         model.tie_weights()
     model.save_pretrained(str(folder))
-    generation = _generation_config(llm_dir, tokenizer, GenerationConfig)
+    generation = _generation_config(config.text_config, tokenizer, GenerationConfig)
     generation.save_pretrained(str(folder))
     fe = conf.get("frontend_conf") or {}
     extractor = FunAsrNanoFeatureExtractor(
@@ -346,13 +346,12 @@ def write(folder: Path, weights: dict, conf: dict, llm_dir: Path, tok_dir: Path)
     return len(own), unused
 
 
-def _generation_config(llm_dir: Path, tokenizer, generation_config_class):
-    """The decoder's generation_config.json where it has one (Qwen3-0.6B's), else one ending at the
-    tokenizer's eos; the pad token the tokenizer's, so that batched generate pads as it should."""
-    if (llm_dir / "generation_config.json").is_file():
-        generation = generation_config_class.from_pretrained(str(llm_dir))
-    else:
-        generation = generation_config_class()
+def _generation_config(text_config, tokenizer, generation_config_class):
+    """Greedy, ending where FunASR's decoder ends: FunASR builds its decoder with from_config, so its
+    generate uses the defaults of the decoder's config.json (greedy, its eos), never the sampling
+    settings of a generation_config.json beside it (Qwen3-0.6B's samples); the tokenizer's eos where
+    config.json names none, its pad token so that batched generate pads."""
+    generation = generation_config_class.from_model_config(text_config)
     if generation.eos_token_id is None:
         generation.eos_token_id = tokenizer.eos_token_id
     if generation.pad_token_id is None:
