@@ -9,6 +9,10 @@ from pathlib import Path
 from ftenv.evaluate import export
 from ftenv.outcome import UNUSABLE
 
+#: The layouts `--format` writes: FunASR's own (AutoModel, funasr-server) and transformers'
+#: (FunAsrNanoForConditionalGeneration: ftenv.evaluate.hf_export).
+FORMATS = ("funasr", "hf")
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -37,7 +41,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument(
         "--format",
-        choices=export.FORMATS,
+        choices=FORMATS,
         default="funasr",
         help="funasr: FunASR's folder (AutoModel, funasr-server; the default); hf: transformers' "
         "Fun-ASR-Nano layout (FunAsrNanoForConditionalGeneration.from_pretrained, sglang-omni)",

@@ -9,6 +9,7 @@ A model argument is one of:
   `model.pt.avgN` (FunASR's average of the N best), `model.pt.epN` (the end of epoch N), or a step
   checkpoint `model.pt.epE.S` named on purpose (a DeepSpeed run writes each as a folder holding
   `mp_rank_00_model_states.pt`; that works too);
+- a folder in transformers' layout (`ftenv export --format hf`): decoded by ftenv.evaluate.hf_decode;
 - a run's output folder: its epoch, best and average checkpoints. Not `model.pt` (the latest is a
   copy of the newest epoch or step checkpoint) and not the step checkpoints `model.pt.epE.S` a
   stopped or long run leaves (mid-epoch states, often many): each skipped kind is said in one line;
@@ -17,6 +18,7 @@ A model argument is one of:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ EPOCH = re.compile(r"^model\.pt\.ep(\d+)$")
 STEP = re.compile(r"^model\.pt\.ep(\d+)\.(\d+)$")
 AVERAGE = re.compile(r"^model\.pt\.avg(\d+)$")
 BEST = "model.pt.best"
+HF_CONFIG, HF_MODEL_TYPE = "config.json", "fun_asr_nano"  #: transformers' layout of Fun-ASR-Nano
 #: Parts of Fun-ASR-Nano a checkpoint may lack: upstream disables CTC timestamps when its tensors
 #: are missing (checkpoint_utils.disable_incomplete_ctc); transcripts do not use them.
 OPTIONAL_PREFIXES = ("ctc_decoder.", "ctc.")
@@ -150,15 +153,12 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
         path = Path(raw)
         if not path.exists():
             raise ModelLoadError(
-                f"{path}: no such file or folder; give a model folder (FunASR's, or transformers' from "
-                "`ftenv export --format hf`), a run's output folder or a checkpoint file (model.pt, "
-                "model.pt.best, model.pt.avgN, model.pt.epN)"
+                f"{path}: no such file or folder; give a model folder (FunASR's or `ftenv export --format "
+                "hf`'s), a run's output folder or a checkpoint (model.pt, .best, .avgN, .epN)"
             )
-        if is_model_folder(path):
-            models.append(ModelChoice(_label(path, models), path, path / WEIGHTS, is_base=True))
-            continue
-        if _is_hf_folder(path):  # decoded by ftenv.evaluate.hf_decode; its weights are its own
-            models.append(ModelChoice(_label(path, models), path, path, is_base=True))
+        if is_model_folder(path) or is_hf_folder(path):  # an HF folder's weights are its own files
+            weights = path / WEIGHTS if is_model_folder(path) else path
+            models.append(ModelChoice(_label(path, models), path, weights, is_base=True))
             continue
         if path.is_dir() and not (path / DEEPSPEED_STATES).is_file():
             chosen, steps = run_checkpoints(path)
@@ -193,10 +193,12 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
     return Choices(models, notes)
 
 
-def _is_hf_folder(path: Path) -> bool:
-    from ftenv.evaluate.hf_layout import is_hf_folder  # here: hf_layout imports this module
-
-    return is_hf_folder(path)
+def is_hf_folder(path: Path) -> bool:
+    """transformers' Fun-ASR-Nano layout (`ftenv export --format hf`): config.json's model_type."""
+    try:
+        return json.loads((Path(path) / HF_CONFIG).read_text(encoding="utf-8"))["model_type"] == HF_MODEL_TYPE
+    except (OSError, ValueError, KeyError, TypeError):  # no file, not JSON, no such key, not an object
+        return False
 
 
 def _label(path: Path, taken: list[ModelChoice]) -> str:

@@ -1,134 +1,119 @@
-"""`ftenv export --format hf`: the checkpoint in transformers' Fun-ASR-Nano layout (ftenv.evaluate.
-hf_layout), checked and written as `--format funasr` is (ftenv.evaluate.export): the same choice of
-checkpoint and base folder, the same fit check, offline, into a temporary folder renamed into place."""
+"""`ftenv export --format hf`: the folder in transformers' Fun-ASR-Nano layout written from a
+checkpoint that ftenv.evaluate.export has checked (its choice of checkpoint and base folder, its fit
+check, its temporary folder renamed into place): model.safetensors, config.json, generation_config.json,
+the processor (feature extractor settings, the chat template) and the tokenizer; names and config
+from ftenv.evaluate.hf_layout."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
-from ftenv import variables
-from ftenv.evaluate import card, checkpoints, export, hf_layout
+from ftenv.evaluate import hf_layout
 from ftenv.evaluate.checkpoints import ModelLoadError
-from ftenv.evaluate.model_files import CONFIG, check_decoder, model_files
-from ftenv.train.recipe import OFFLINE_ENV
 
 WEIGHTS = "model.safetensors"
 
 
-def export_hf(options: export.ExportOptions) -> export.Exported:
-    """Write the HF folder; ModelLoadError (nothing written) for any input that cannot make one."""
-    variables.export(OFFLINE_ENV)
-    export.check_out_folder(options)
-    checkpoint = checkpoints.export_choice(options.source).resolve()
-    base = export.base_folder(options, checkpoint)
-    conf = export._yaml(base / CONFIG)
-    files = model_files(conf, base)
-    check_decoder(conf, base, files)
-    weights = checkpoints.read_weights(checkpoint)
-    try:
-        checkpoints.check_fit(export.expected_model(conf, base, files), weights, checkpoint)
-    except ModelLoadError as exc:
-        raise ModelLoadError(f"{exc}; {base} was taken as that folder: --base names another") from None
-    summary = card.read_summary(options.eval_dir) if options.eval_dir else None
-    llm_dir = _folder(files, ("llm_conf", "init_param_path"), base)
-    tok_dir = _folder(files, ("tokenizer_conf", "init_param_path"), base)
+def _tokenizer(tok_dir: Path, vocab_size: int):
+    """The decoder's tokenizer, padding on the left (for batched generate), with the audio
+    placeholder token: Qwen3's has it; one without it (a tiny test tokenizer) gets it added as a
+    special token, below the vocabulary size (its embedding is never read: audio replaces it)."""
+    from transformers import AutoTokenizer
 
-    out = options.out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.export-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir()
-        try:
-            tensors, unused = hf_layout.write(tmp, weights, conf, llm_dir, tok_dir)
-        except ModelLoadError as exc:
-            raise ModelLoadError(f"{checkpoint}: {exc}") from None
-        digest = export.sha256_of(tmp / WEIGHTS)
-        facts = card.CardFacts(
-            name=out.name,
-            checkpoint=checkpoint,
-            base=base,
-            model_class=str(conf.get("model")),
-            weights_sha256=digest,
-            weights_bytes=(tmp / WEIGHTS).stat().st_size,
-            tensors=tensors,
-            data=card.read_data(export.run_folder(checkpoint)),
-            summary=summary,
-            eval_dir=options.eval_dir,
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), padding_side="left")
+    if hf_layout.AUDIO_TOKEN not in tokenizer.get_vocab():
+        tokenizer.add_tokens([hf_layout.AUDIO_TOKEN], special_tokens=True)
+    token_id = tokenizer.convert_tokens_to_ids(hf_layout.AUDIO_TOKEN)
+    if token_id >= vocab_size:
+        raise ModelLoadError(
+            f"{tok_dir}: the tokenizer has no {hf_layout.AUDIO_TOKEN} below the decoder's vocabulary size "
+            f"{vocab_size}; transformers' Fun-ASR-Nano needs it as the audio placeholder"
         )
-        (tmp / card.NAME).write_text(render(facts, unused), encoding="utf-8")
-        export._replace(tmp, out)
-    except OSError as exc:
-        raise ModelLoadError(f"{out}: could not be written ({exc}); nothing was written there") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return export.Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
+    return tokenizer, token_id
 
 
-def _folder(files: dict, trail: tuple, base: Path) -> Path:
-    """The decoder or tokenizer folder config.yaml names (check_decoder made sure it is there)."""
-    return files[trail][0] if trail in files else base
+def _dtype_name(weights: dict) -> str:
+    """config.json's dtype: float32 where any weight is (FunASR keeps its encoder and adaptor in fp32
+    and decodes in fp32 on a CPU); else the weights' own."""
+    import torch
+
+    kinds = {v.dtype for v in weights.values() if v.is_floating_point()}
+    if torch.float32 in kinds or not kinds:
+        return "float32"
+    return str(next(iter(kinds))).removeprefix("torch.")
 
 
-def render(facts: card.CardFacts, unused: list[str]) -> str:
-    """The model card of the HF folder: how transformers loads it, what it is, its weights."""
-    left_out = (
-        f"{len(unused)} tensor(s) of the checkpoint are not used here: the CTC branch (timestamps), which "
-        f"transformers' model does not have (e.g. `{unused[0]}`)."
-        if unused
-        else "Every tensor of the checkpoint is here."
+def write(folder: Path, weights: dict, conf: dict, llm_dir: Path, tok_dir: Path) -> tuple[int, list[str]]:
+    """Write the HF layout into folder (which exists and is empty): model.safetensors, config.json,
+    generation_config.json, the processor (preprocessor config, chat template) and the tokenizer.
+    Returns (tensors written, the FunASR tensors not used)."""
+    import torch
+    from transformers import (
+        FunAsrNanoFeatureExtractor,
+        FunAsrNanoForConditionalGeneration,
+        FunAsrNanoProcessor,
+        GenerationConfig,
+        Qwen3Config,
     )
-    lines = [
-        f"# {facts.name}",
-        "",
-        f"A fine-tuned {facts.model_class} (Fun-ASR-Nano) in transformers' own layout "
-        "(`FunAsrNanoForConditionalGeneration`, transformers >= 5.17.0; the layout of "
-        "FunAudioLLM/Fun-ASR-Nano-2512-hf), exported by `ftenv export --format hf`:",
-        "",
-        "```python",
-        "from transformers import AutoProcessor, FunAsrNanoForConditionalGeneration",
-        "",
-        f'processor = AutoProcessor.from_pretrained("path/to/{facts.name}")',
-        f'model = FunAsrNanoForConditionalGeneration.from_pretrained("path/to/{facts.name}")',
-        'inputs = processor.apply_transcription_request(audio=["audio.wav"])',
-        "ids = model.generate(**inputs, max_new_tokens=512, do_sample=False)",
-        'print(processor.batch_decode(ids[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
-        "```",
-        "",
-        "FunASR's `AutoModel`, `AutoModelVLLM` and `funasr-server` read the other layout: "
-        "`ftenv export` without `--format hf`.",
-        "",
-        "## Fine-tuned from",
-        "",
-        f"- base model folder: `{facts.base}` (its `config.yaml` gave this `config.json`; its decoder's "
-        "tokenizer is copied here)",
-        f"- checkpoint: `{facts.checkpoint}`",
-        "",
-        "## Fine-tuned on",
-        "",
-        *facts.data,
-        "",
-        "## Evaluation",
-        "",
-        *(
-            card.eval_table(facts.summary, facts.eval_dir)
-            if facts.summary
-            else ["Not evaluated (no `--eval DIR`)."]
-        ),
-        "",
-        "## Weights",
-        "",
-        f"`{WEIGHTS}`: the {facts.tensors} tensors of transformers' model, in the checkpoint's own dtypes "
-        "(transformers' published conversion casts to bfloat16; pass `dtype=torch.bfloat16` to "
-        f"`from_pretrained` for that), {facts.weights_bytes} bytes, sha256 `{facts.weights_sha256}`.",
-        "",
-        left_out,
-        "",
-        "## Made with",
-        "",
-        *card.versions(),
-        "",
-    ]
-    return "\n".join(lines)
+
+    vocab = Qwen3Config.from_pretrained(str(llm_dir)).vocab_size
+    tokenizer, audio_id = _tokenizer(tok_dir, vocab)
+    config, layout = hf_layout.hf_config(conf, llm_dir, audio_id, _dtype_name(weights))
+    mapped, unused = hf_layout.map_weights(weights, layout)
+    with torch.device("meta"):
+        model = FunAsrNanoForConditionalGeneration(config)
+    own = model.state_dict()
+    tied = config.tie_word_embeddings and "lm_head.weight" not in mapped
+    if tied:
+        mapped["lm_head.weight"] = mapped.get("model.language_model.embed_tokens.weight")
+    missing = sorted(k for k in own if k not in mapped)
+    extra = sorted(k for k in mapped if k not in own)
+    wrong = sorted(k for k in own if k in mapped and tuple(own[k].shape) != tuple(mapped[k].shape))
+    if missing or extra or wrong:
+        said = [
+            f"{len(missing)} of its tensors not written (e.g. {', '.join(missing[:3])})" if missing else "",
+            f"{len(extra)} mapped names it does not have (e.g. {', '.join(extra[:3])})" if extra else "",
+            f"{len(wrong)} of another shape (e.g. {wrong[0]}: {tuple(mapped[wrong[0]].shape)} mapped, "
+            f"{tuple(own[wrong[0]].shape)} in transformers' model)"
+            if wrong
+            else "",
+        ]
+        raise ModelLoadError(
+            "the checkpoint does not fill transformers' Fun-ASR-Nano built from its config.yaml: "
+            + "; ".join(s for s in said if s)
+        )
+    model.load_state_dict(mapped, strict=True, assign=True)
+    if config.tie_word_embeddings:
+        model.tie_weights()
+    model.save_pretrained(str(folder))
+    generation = _generation_config(config.text_config, tokenizer, GenerationConfig)
+    generation.save_pretrained(str(folder))
+    fe = conf.get("frontend_conf") or {}
+    extractor = FunAsrNanoFeatureExtractor(
+        feature_size=int(fe.get("n_mels", 80)),
+        sampling_rate=int(fe.get("fs", 16000)),
+        frame_length=int(fe.get("frame_length", 25)),
+        frame_shift=int(fe.get("frame_shift", 10)),
+        num_frames_lfr=int(fe.get("lfr_m", 7)),
+        stride_lfr=int(fe.get("lfr_n", 6)),
+        window=str(fe.get("window", "hamming")),
+        return_attention_mask=True,
+    )
+    processor = FunAsrNanoProcessor(
+        feature_extractor=extractor, tokenizer=tokenizer, chat_template=hf_layout.CHAT_TEMPLATE
+    )
+    processor.save_pretrained(str(folder))
+    return len(own), unused
+
+
+def _generation_config(text_config, tokenizer, generation_config_class):
+    """Greedy, ending where FunASR's decoder ends: FunASR builds its decoder with from_config, so its
+    generate uses the defaults of the decoder's config.json (greedy, its eos), never the sampling
+    settings of a generation_config.json beside it (Qwen3-0.6B's samples); the tokenizer's eos where
+    config.json names none, its pad token so that batched generate pads."""
+    generation = generation_config_class.from_model_config(text_config)
+    if generation.eos_token_id is None:
+        generation.eos_token_id = tokenizer.eos_token_id
+    if generation.pad_token_id is None:
+        generation.pad_token_id = tokenizer.pad_token_id
+    return generation

@@ -1,7 +1,7 @@
-"""Fun-ASR-Nano in transformers' own layout (`FunAsrNanoForConditionalGeneration`, transformers
->= 5.17.0, published as FunAudioLLM/Fun-ASR-Nano-2512-hf): the config built from FunASR's
-config.yaml, FunASR's tensor names mapped onto the transformers model's, the processor with the
-checkpoint's chat template. `ftenv export --format hf` writes it; `ftenv eval`/`transcribe` read it.
+"""Fun-ASR-Nano in transformers' own layout (`FunAsrNanoForConditionalGeneration`, native in the
+transformers this image pins; published as FunAudioLLM/Fun-ASR-Nano-2512-hf): the config built from
+FunASR's config.yaml, FunASR's tensor names mapped onto the transformers model's, the checkpoint's
+chat template. `ftenv export --format hf` writes it; `ftenv eval`/`transcribe` read it.
 
 The names are transformers' (its modeling_fun_asr_nano.py in the pinned version; its conversion
 script convert_fun_asr_nano_to_hf.py in the transformers repository splits the encoder's fused
@@ -18,9 +18,6 @@ from pathlib import Path
 
 from ftenv.evaluate.checkpoints import OPTIONAL_PREFIXES, ModelLoadError
 
-#: config.json's model_type of transformers' Fun-ASR-Nano: how an HF folder is told from others.
-MODEL_TYPE = "fun_asr_nano"
-HF_CONFIG = "config.json"
 #: The audio placeholder the checkpoint's chat template and FunAsrNanoProcessor use (Qwen3's token).
 AUDIO_TOKEN = "<|object_ref_start|>"
 #: FunASR's tensors transformers' model has no place for: the CTC branch (timestamps), which
@@ -79,20 +76,6 @@ _IN_BLOCK = {
 #: The SAN-M encoder's fused projection, split q, k, v along dim 0.
 FUSED_QKV = "self_attn.linear_q_k_v."
 QKV_ORDER = ("q", "k", "v")
-
-
-def is_hf_folder(path: Path) -> bool:
-    """A folder in transformers' Fun-ASR-Nano layout: its config.json says model_type fun_asr_nano."""
-    import json
-
-    config = Path(path) / HF_CONFIG
-    if not config.is_file():
-        return False
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and data.get("model_type") == MODEL_TYPE
 
 
 @dataclass(frozen=True)
@@ -252,108 +235,3 @@ def hf_config(conf: dict, llm_dir: Path, audio_token_id: int, dtype: str):
     config.architectures = ["FunAsrNanoForConditionalGeneration"]
     config.dtype = dtype
     return config, Layout(blocks, tp)
-
-
-def _tokenizer(tok_dir: Path, vocab_size: int):
-    """The decoder's tokenizer, padding on the left (for batched generate), with the audio
-    placeholder token: Qwen3's has it; one without it (a tiny test tokenizer) gets it added as a
-    special token, below the vocabulary size (its embedding is never read: audio replaces it)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), padding_side="left")
-    if AUDIO_TOKEN not in tokenizer.get_vocab():
-        tokenizer.add_tokens([AUDIO_TOKEN], special_tokens=True)
-    token_id = tokenizer.convert_tokens_to_ids(AUDIO_TOKEN)
-    if token_id >= vocab_size:
-        raise ModelLoadError(
-            f"{tok_dir}: the tokenizer has no {AUDIO_TOKEN} below the decoder's vocabulary size "
-            f"{vocab_size}; transformers' Fun-ASR-Nano needs it as the audio placeholder"
-        )
-    return tokenizer, token_id
-
-
-def _dtype_name(weights: dict) -> str:
-    """config.json's dtype: float32 where any weight is (FunASR keeps its encoder and adaptor in fp32
-    and decodes in fp32 on a CPU); else the weights' own."""
-    import torch
-
-    kinds = {v.dtype for v in weights.values() if v.is_floating_point()}
-    if torch.float32 in kinds or not kinds:
-        return "float32"
-    return str(next(iter(kinds))).removeprefix("torch.")
-
-
-def write(folder: Path, weights: dict, conf: dict, llm_dir: Path, tok_dir: Path) -> tuple[int, list[str]]:
-    """Write the HF layout into folder (which exists and is empty): model.safetensors, config.json,
-    generation_config.json, the processor (preprocessor config, chat template) and the tokenizer.
-    Returns (tensors written, the FunASR tensors not used)."""
-    import torch
-    from transformers import (
-        FunAsrNanoFeatureExtractor,
-        FunAsrNanoForConditionalGeneration,
-        FunAsrNanoProcessor,
-        GenerationConfig,
-        Qwen3Config,
-    )
-
-    vocab = Qwen3Config.from_pretrained(str(llm_dir)).vocab_size
-    tokenizer, audio_id = _tokenizer(tok_dir, vocab)
-    config, layout = hf_config(conf, llm_dir, audio_id, _dtype_name(weights))
-    mapped, unused = map_weights(weights, layout)
-    with torch.device("meta"):
-        model = FunAsrNanoForConditionalGeneration(config)
-    own = model.state_dict()
-    tied = config.tie_word_embeddings and "lm_head.weight" not in mapped
-    if tied:
-        mapped["lm_head.weight"] = mapped.get("model.language_model.embed_tokens.weight")
-    missing = sorted(k for k in own if k not in mapped)
-    extra = sorted(k for k in mapped if k not in own)
-    wrong = sorted(k for k in own if k in mapped and tuple(own[k].shape) != tuple(mapped[k].shape))
-    if missing or extra or wrong:
-        said = [
-            f"{len(missing)} of its tensors not written (e.g. {', '.join(missing[:3])})" if missing else "",
-            f"{len(extra)} mapped names it does not have (e.g. {', '.join(extra[:3])})" if extra else "",
-            f"{len(wrong)} of another shape (e.g. {wrong[0]}: {tuple(mapped[wrong[0]].shape)} mapped, "
-            f"{tuple(own[wrong[0]].shape)} in transformers' model)"
-            if wrong
-            else "",
-        ]
-        raise ModelLoadError(
-            "the checkpoint does not fill transformers' Fun-ASR-Nano built from its config.yaml: "
-            + "; ".join(s for s in said if s)
-        )
-    model.load_state_dict(mapped, strict=True, assign=True)
-    if config.tie_word_embeddings:
-        model.tie_weights()
-    model.save_pretrained(str(folder))
-    generation = _generation_config(config.text_config, tokenizer, GenerationConfig)
-    generation.save_pretrained(str(folder))
-    fe = conf.get("frontend_conf") or {}
-    extractor = FunAsrNanoFeatureExtractor(
-        feature_size=int(fe.get("n_mels", 80)),
-        sampling_rate=int(fe.get("fs", 16000)),
-        frame_length=int(fe.get("frame_length", 25)),
-        frame_shift=int(fe.get("frame_shift", 10)),
-        num_frames_lfr=int(fe.get("lfr_m", 7)),
-        stride_lfr=int(fe.get("lfr_n", 6)),
-        window=str(fe.get("window", "hamming")),
-        return_attention_mask=True,
-    )
-    processor = FunAsrNanoProcessor(
-        feature_extractor=extractor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
-    )
-    processor.save_pretrained(str(folder))
-    return len(own), unused
-
-
-def _generation_config(text_config, tokenizer, generation_config_class):
-    """Greedy, ending where FunASR's decoder ends: FunASR builds its decoder with from_config, so its
-    generate uses the defaults of the decoder's config.json (greedy, its eos), never the sampling
-    settings of a generation_config.json beside it (Qwen3-0.6B's samples); the tokenizer's eos where
-    config.json names none, its pad token so that batched generate pads."""
-    generation = generation_config_class.from_model_config(text_config)
-    if generation.eos_token_id is None:
-        generation.eos_token_id = tokenizer.eos_token_id
-    if generation.pad_token_id is None:
-        generation.pad_token_id = tokenizer.pad_token_id
-    return generation

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ftenv.data import audio, chatml
 from ftenv.data.normalize import Normalization
-from ftenv.evaluate import checkpoints, decode, hf_decode, hf_layout, score, summary
+from ftenv.evaluate import checkpoints, decode, hf_decode, score, summary
 from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.evaluate.transcripts import write_transcripts
 from ftenv.outcome import UNUSABLE
@@ -137,7 +137,7 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     notes = list(choices.notes)
     built: dict[Path, decode.Loaded] = {}
     for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
-        if hf_layout.is_hf_folder(choice.model_dir):  # transformers' layout: loads whole or is refused
+        if checkpoints.is_hf_folder(choice.model_dir):  # transformers' layout: loads whole or is refused
             built[choice.model_dir] = hf_decode.load(choice.model_dir, options.device)
             continue
         if choice.model_dir not in built:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.data import audio
-from ftenv.evaluate import checkpoints, decode, hf_decode, hf_layout
+from ftenv.evaluate import checkpoints, decode, hf_decode
 from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
@@ -39,7 +39,7 @@ def run(options: TranscribeOptions) -> int:
                 "(e.g. model.pt.best) or use `ftenv eval` to compare them"
             )
         choice = choices.models[0]
-        hf = hf_layout.is_hf_folder(choice.model_dir)  # transformers' layout (`ftenv export --format hf`)
+        hf = checkpoints.is_hf_folder(choice.model_dir)  # transformers' layout (`ftenv export --format hf`)
         loaded = (
             hf_decode.load(choice.model_dir, options.device)
             if hf

@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.evaluate import decode, hf_decode, hf_layout
+from ftenv.evaluate import checkpoints, decode, hf_decode, hf_layout
 from ftenv.outcome import UNUSABLE
 from ftenv.selfcheck import tinymodel
 from support.overfit import overfit, train_lines
@@ -88,7 +88,7 @@ def assert_same_model(funasr_dir: Path, hf_dir: Path, wavs) -> dict:
 def test_the_hf_folder_is_the_funasr_folders_model(tuned):
     files = sorted(p.name for p in tuned["hf"].iterdir())
     assert {"config.json", "model.safetensors", "chat_template.jinja", "README.md"} <= set(files), files
-    assert hf_layout.is_hf_folder(tuned["hf"]) and not hf_layout.is_hf_folder(tuned["funasr"])
+    assert checkpoints.is_hf_folder(tuned["hf"]) and not checkpoints.is_hf_folder(tuned["funasr"])
     ids = assert_same_model(tuned["funasr"], tuned["hf"], tuned["wavs"])
     assert len({tuple(v) for v in ids.values()}) == len(ids)  # the utterances decode differently
     card = (tuned["hf"] / "README.md").read_text(encoding="utf-8")
