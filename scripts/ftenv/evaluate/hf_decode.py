@@ -48,7 +48,7 @@ def load(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
     try:
         processor = AutoProcessor.from_pretrained(str(model_dir))
         model, info = FunAsrNanoForConditionalGeneration.from_pretrained(
-            str(model_dir), output_loading_info=True
+            str(model_dir), output_loading_info=True, dtype=torch.float32
         )
     except (OSError, ValueError, KeyError) as exc:
         first = (str(exc).splitlines() or [""])[0][:300]
@@ -68,7 +68,8 @@ def load(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
             "write it again with `ftenv export --format hf`"
         )
     if device.startswith("cuda") and torch.cuda.is_bf16_supported():
-        # As ftenv.evaluate.decode: the decoder in bf16 on a GPU, the encoder and adaptor in fp32.
+        # As ftenv.evaluate.decode: loaded in fp32 whatever config.json says (a CPU decodes in fp32),
+        # the decoder in bf16 on a GPU, the encoder and adaptor in fp32.
         model.model.language_model.to(torch.bfloat16)
         model.lm_head.to(torch.bfloat16)
     model.to(device).eval()

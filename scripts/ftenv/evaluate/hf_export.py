@@ -63,9 +63,16 @@ def write(folder: Path, weights: dict, conf: dict, llm_dir: Path, tok_dir: Path)
     with torch.device("meta"):
         model = FunAsrNanoForConditionalGeneration(config)
     own = model.state_dict()
-    tied = config.tie_word_embeddings and "lm_head.weight" not in mapped
-    if tied:
-        mapped["lm_head.weight"] = mapped.get("model.language_model.embed_tokens.weight")
+    embed = mapped.get("model.language_model.embed_tokens.weight")
+    if config.tie_word_embeddings and "lm_head.weight" not in mapped:
+        mapped["lm_head.weight"] = embed
+    elif (
+        config.tie_word_embeddings and embed is not None and not torch.equal(mapped["lm_head.weight"], embed)
+    ):
+        raise ModelLoadError(
+            "the decoder's config.json ties lm_head to the embeddings but the checkpoint's differ; "
+            "transformers' model would keep the embeddings only: export with --format funasr"
+        )
     missing = sorted(k for k in own if k not in mapped)
     extra = sorted(k for k in mapped if k not in own)
     wrong = sorted(k for k in own if k in mapped and tuple(own[k].shape) != tuple(mapped[k].shape))
@@ -96,7 +103,6 @@ def write(folder: Path, weights: dict, conf: dict, llm_dir: Path, tok_dir: Path)
         frame_shift=int(fe.get("frame_shift", 10)),
         num_frames_lfr=int(fe.get("lfr_m", 7)),
         stride_lfr=int(fe.get("lfr_n", 6)),
-        window=str(fe.get("window", "hamming")),
         return_attention_mask=True,
     )
     processor = FunAsrNanoProcessor(

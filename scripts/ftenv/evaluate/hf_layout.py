@@ -179,6 +179,8 @@ def _check_supported(conf: dict) -> None:
         problems.append(f"audio_encoder_conf.sanm_shfit {enc['sanm_shfit']} (transformers: 0)")
     if int(enc.get("tp_blocks", 0) or 0) < 1:
         problems.append("audio_encoder_conf.tp_blocks 0 (transformers' encoder has timestamp layers)")
+    if str(fe.get("window", "hamming")) != "hamming":  # transformers' extractor does not save its window
+        problems.append(f"frontend_conf.window {fe['window']} (transformers saves no window: hamming)")
     if fe.get("cmvn_file"):
         problems.append("frontend_conf.cmvn_file (FunAsrNanoFeatureExtractor applies no CMVN)")
     if llm.get("use_lora"):
