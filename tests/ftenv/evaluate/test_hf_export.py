@@ -182,3 +182,33 @@ def test_eval_scores_the_hf_folder_as_the_funasr_folder(tuned, tmp_path, capsys)
         cli.main(["transcribe", str(tuned["funasr"]), wav, "--device", "cpu", "--max-new-tokens", "24"]) == 0
     )
     assert from_hf == capsys.readouterr().out and from_hf.strip()
+
+
+def test_the_mapping_fills_transformers_model_at_the_released_sizes(tiny, tmp_path):
+    """At Fun-ASR-Nano-2512's sizes (50 + 20 encoder blocks, 2 adaptor layers, Qwen3-0.6B), on the
+    meta device: FunASR's 1,261 tensors become exactly transformers' model's, in its shapes."""
+    from transformers import FunAsrNanoForConditionalGeneration
+
+    from ftenv.evaluate.export import _meta_model
+
+    root = tinymodel.paths(tiny)
+    llm = tmp_path / "Qwen3-0.6B"
+    llm.mkdir()
+    qwen = json.loads((root.llm_dir / "config.json").read_text(encoding="utf-8"))
+    qwen.update(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28)
+    qwen.update(num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)
+    (llm / "config.json").write_text(json.dumps(qwen), encoding="utf-8")
+    conf = yaml.safe_load(root.config.read_text(encoding="utf-8"))
+    conf["audio_encoder_conf"].update(
+        output_size=512, attention_heads=4, linear_units=2048, num_blocks=50, tp_blocks=20
+    )
+    conf["audio_adaptor_conf"].update(ffn_dim=2048, n_layer=2, attention_heads=8)
+    conf["llm_conf"]["init_param_path"] = str(llm)
+    state = _meta_model(json.loads(json.dumps(conf))).state_dict()
+    config, layout = hf_layout.hf_config(conf, llm, 151646, "float32")
+    mapped, unused = hf_layout.map_weights(state, layout)
+    with torch.device("meta"):
+        own = FunAsrNanoForConditionalGeneration(config).state_dict()
+    assert len(state) == 1261 and unused == []
+    assert mapped.keys() == own.keys()
+    assert all(mapped[k].shape == own[k].shape for k in own)
