@@ -9,6 +9,10 @@ from pathlib import Path
 from ftenv.evaluate import export
 from ftenv.outcome import UNUSABLE
 
+#: The layouts `--format` writes: FunASR's own (AutoModel, funasr-server) and transformers'
+#: (FunAsrNanoForConditionalGeneration: ftenv.evaluate.hf_export).
+FORMATS = ("funasr", "hf")
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -35,13 +39,25 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--eval", dest="eval_dir", type=Path, help="an `ftenv eval --out` folder: its table goes in the card"
     )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="funasr",
+        help="funasr: FunASR's folder (AutoModel, funasr-server; the default); hf: transformers' "
+        "Fun-ASR-Nano layout (FunAsrNanoForConditionalGeneration.from_pretrained, sglang-omni)",
+    )
     p.add_argument("--force", action="store_true", help="replace OUT when it exists and is not empty")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     options = export.ExportOptions(
-        source=args.source, out=args.out, base=args.base, eval_dir=args.eval_dir, force=args.force
+        source=args.source,
+        out=args.out,
+        base=args.base,
+        eval_dir=args.eval_dir,
+        force=args.force,
+        format=args.format,
     )
     try:
         done = export.export(options)
@@ -49,5 +65,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"ftenv export: {exc}", file=sys.stderr)
         return UNUSABLE
     print(f"ftenv export: wrote {done.out} from {done.checkpoint} (base {done.base})")
-    print(f"ftenv export: model.pt sha256 {done.sha256}")
+    weights = "model.safetensors" if args.format == "hf" else "model.pt"
+    print(f"ftenv export: {weights} sha256 {done.sha256}")
     return 0

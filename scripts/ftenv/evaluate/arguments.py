@@ -7,6 +7,7 @@ A model argument is one of:
   `model.pt.avgN` (FunASR's average of the N best), `model.pt.epN` (the end of epoch N), or a step
   checkpoint `model.pt.epE.S` named on purpose (a DeepSpeed run writes each as a folder holding
   `mp_rank_00_model_states.pt`; that works too);
+- a folder in transformers' layout (`ftenv export --format hf`): decoded by ftenv.evaluate.hf_decode;
 - a run's output folder: its epoch, best and average checkpoints. Not `model.pt` (the latest is a
   copy of the newest epoch or step checkpoint) and not the step checkpoints `model.pt.epE.S` a
   stopped or long run leaves (mid-epoch states, often many): each skipped kind is said in one line;
@@ -117,11 +118,12 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
         path = Path(raw)
         if not path.exists():
             raise ModelLoadError(
-                f"{path}: no such file or folder; give a model folder, a run's output folder or a "
-                "checkpoint file (model.pt, model.pt.best, model.pt.avgN, model.pt.epN)"
+                f"{path}: no such file or folder; give a model folder (FunASR's or `ftenv export --format "
+                "hf`'s), a run's output folder or a checkpoint (model.pt, .best, .avgN, .epN)"
             )
-        if released[raw]:
-            models.append(ModelChoice(_label(path, models), path, path / WEIGHTS, is_base=True))
+        if released[raw] or model_folder.is_hf_folder(path):  # an HF folder's weights are its own files
+            weights = path / WEIGHTS if released[raw] else path
+            models.append(ModelChoice(_label(path, models), path, weights, is_base=True))
             continue
         if path.is_dir() and not (path / DEEPSPEED_STATES).is_file():
             chosen, steps = run_checkpoints(path)

@@ -139,3 +139,66 @@ def render(facts: CardFacts) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def render_hf(facts: CardFacts, unused: list[str], weights: str) -> str:
+    """The card of a folder in transformers' layout (`ftenv export --format hf`): how transformers
+    loads it, what it was fine-tuned from, its weights and what of the checkpoint is not in them."""
+    left_out = (
+        f"{len(unused)} tensor(s) of the checkpoint are not used here: the CTC branch (timestamps), which "
+        f"transformers' model does not have (e.g. `{unused[0]}`)."
+        if unused
+        else "Every tensor of the checkpoint is here."
+    )
+    lines = [
+        f"# {facts.name}",
+        "",
+        f"A fine-tuned {facts.model_class} (Fun-ASR-Nano) in transformers' own layout "
+        "(`FunAsrNanoForConditionalGeneration`, the layout of FunAudioLLM/Fun-ASR-Nano-2512-hf), exported "
+        "by `ftenv export --format hf`; it needs a transformers with that model (the one below has it):",
+        "",
+        "```python",
+        "from transformers import AutoProcessor, FunAsrNanoForConditionalGeneration",
+        "",
+        f'processor = AutoProcessor.from_pretrained("path/to/{facts.name}")',
+        f'model = FunAsrNanoForConditionalGeneration.from_pretrained("path/to/{facts.name}")',
+        'inputs = processor.apply_transcription_request(audio=["audio.wav"])',
+        "ids = model.generate(**inputs, max_new_tokens=512, do_sample=False)",
+        'print(processor.batch_decode(ids[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True))',
+        "```",
+        "",
+        "FunASR's `AutoModel`, `AutoModelVLLM` and `funasr-server` read the other layout: "
+        "`ftenv export` without `--format hf`.",
+        "",
+        "## Fine-tuned from",
+        "",
+        f"- base model folder: `{facts.base}` (its `config.yaml` gave this `config.json`; its decoder's "
+        "tokenizer is copied here)",
+        f"- checkpoint: `{facts.checkpoint}`",
+        "",
+        "## Fine-tuned on",
+        "",
+        *facts.data,
+        "",
+        "## Evaluation",
+        "",
+        *(
+            eval_table(facts.summary, facts.eval_dir)
+            if facts.summary
+            else ["Not evaluated (no `--eval DIR`)."]
+        ),
+        "",
+        "## Weights",
+        "",
+        f"`{weights}`: the {facts.tensors} tensors of transformers' model, in the checkpoint's own dtypes "
+        "(transformers' published conversion casts to bfloat16; pass `dtype=torch.bfloat16` to "
+        f"`from_pretrained` for that), {facts.weights_bytes} bytes, sha256 `{facts.weights_sha256}`.",
+        "",
+        left_out,
+        "",
+        "## Made with",
+        "",
+        *versions(),
+        "",
+    ]
+    return "\n".join(lines)

@@ -40,6 +40,7 @@ class ExportOptions:
     base: Path | None = None  # the model folder fine-tuned from; default: the run's config.yaml
     eval_dir: Path | None = None  # an `ftenv eval` output folder with summary.json
     force: bool = False
+    format: str = "funasr"  # "hf": transformers' layout (ftenv.evaluate.hf_export)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,10 @@ def export(options: ExportOptions) -> Exported:
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir()
+        if options.format == "hf":
+            digest = _write_hf(tmp, weights, conf, files, checkpoint, base, summary, options)
+            _replace(tmp, out)
+            return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
         exported = copy.deepcopy(conf)
         copied = set(files.values()) | listed_files(base_data.get("file_path_metas", {}), base)
         for path, name in sorted(copied):  # a set: the LLM and tokenizer share a folder
@@ -199,6 +204,33 @@ def export(options: ExportOptions) -> Exported:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
+
+
+def _write_hf(tmp: Path, weights, conf, files, checkpoint, base, summary, options) -> str:
+    """The checked checkpoint in transformers' layout, with its card; the weights' sha256."""
+    from ftenv.evaluate import hf_export
+
+    trails = [(section, "init_param_path") for section in ("llm_conf", "tokenizer_conf")]
+    llm, tok = (files[t][0] if t in files else base for t in trails)
+    try:
+        tensors, unused = hf_export.write(tmp, weights, conf, llm, tok)
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"{checkpoint}: {exc}") from None
+    written = tmp / hf_export.WEIGHTS
+    facts = card.CardFacts(
+        name=options.out.resolve().name,
+        checkpoint=checkpoint,
+        base=base,
+        model_class=str(conf.get("model")),
+        weights_sha256=sha256_of(written),
+        weights_bytes=written.stat().st_size,
+        tensors=tensors,
+        data=card.read_data(run_folder(checkpoint)),
+        summary=summary,
+        eval_dir=options.eval_dir,
+    )
+    (tmp / card.NAME).write_text(card.render_hf(facts, unused, hf_export.WEIGHTS), encoding="utf-8")
+    return facts.weights_sha256
 
 
 def _replace(tmp: Path, out: Path) -> None:

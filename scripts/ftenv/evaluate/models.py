@@ -15,9 +15,10 @@ from pathlib import Path
 
 from ftenv.data import audio, chatml
 from ftenv.data.normalize import Normalization
-from ftenv.evaluate import arguments, decode, score, summary
+from ftenv.evaluate import arguments, decode, hf_decode, score, summary
 from ftenv.evaluate.transcripts import write_transcripts
 from ftenv.model import checkpoints
+from ftenv.model import folder as model_folder
 from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
@@ -127,8 +128,12 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     choices = arguments.choose(list(options.models), options.base)
     notes = list(choices.notes)
     built: dict[Path, decode.Loaded] = {}
-    states: list[dict] = []
+    states: list[dict | None] = []
     for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
+        if model_folder.is_hf_folder(choice.model_dir):  # transformers' layout: loads whole or is refused
+            built[choice.model_dir] = hf_decode.load(choice.model_dir, options.device)
+            states.append(None)
+            continue
         if choice.model_dir not in built:
             built[choice.model_dir] = decode.build(choice.model_dir, options.device)
         states.append(checkpoints.fitted(built[choice.model_dir].model, choice.weights))  # read once
@@ -137,13 +142,15 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     results = []
     for choice, state in zip(choices.models, states, strict=True):
         loaded = built[choice.model_dir]
-        notes += decode.use_weights(loaded, choice.weights, state)
+        way = hf_decode if isinstance(loaded, hf_decode.Loaded) else decode
+        if way is decode:
+            notes += decode.use_weights(loaded, choice.weights, state)
         bar = _progress_bar(len(wanted), choice.label)
         try:
             if options.one_by_one:
-                got = decode.decode_one_by_one(loaded, wanted, options.max_new_tokens, progress=bar.update)
+                got = way.decode_one_by_one(loaded, wanted, options.max_new_tokens, progress=bar.update)
             else:
-                got = decode.decode_batched(
+                got = way.decode_batched(
                     loaded, wanted, options.batch_size, options.max_new_tokens, progress=bar.update
                 )
         finally:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.data import audio
-from ftenv.evaluate import arguments, decode
+from ftenv.evaluate import arguments, decode, hf_decode
+from ftenv.model import folder as model_folder
 from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
@@ -39,14 +40,21 @@ def run(options: TranscribeOptions) -> int:
                 "(e.g. model.pt.best) or use `ftenv eval` to compare them"
             )
         choice = choices.models[0]
-        loaded = decode.load_model(choice.model_dir, choice.weights, options.device)
+        hf = model_folder.is_hf_folder(choice.model_dir)  # transformers' layout (`ftenv export --format hf`)
+        loaded = (
+            hf_decode.load(choice.model_dir, options.device)
+            if hf
+            else decode.load_model(choice.model_dir, choice.weights, options.device)
+        )
     except ModelLoadError as exc:
         print(f"{PROG}: {exc}; exit {UNUSABLE}", file=sys.stderr)
         return UNUSABLE
     for note in loaded.notes:
         print(f"{PROG}: {note}", file=sys.stderr)
     wanted = [decode.Utterance(str(i), str(Path(a))) for i, a in enumerate(options.audio)]
-    got = decode.decode_batched(loaded, wanted, options.batch_size, options.max_new_tokens)
+    got = (hf_decode if hf else decode).decode_batched(
+        loaded, wanted, options.batch_size, options.max_new_tokens
+    )
     for utt in wanted:
         print(f"{utt.audio}\t{got.hypotheses[utt.key]}")
     return 0

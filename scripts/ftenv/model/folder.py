@@ -16,6 +16,7 @@ without merges.txt does not load: neither is enough.
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ WEIGHTS = "model.pt"
 #: parts a checkpoint may lack, since upstream disables CTC timestamps when its tensors are missing
 #: (checkpoint_utils.disable_incomplete_ctc); transcripts do not use them.
 CTC_PREFIXES = ("ctc_decoder.", "ctc.")
+HF_CONFIG, HF_MODEL_TYPE = "config.json", "fun_asr_nano"  #: transformers' layout of Fun-ASR-Nano
 ERROR, WARNING = "error", "warning"
 #: The LLM folder's files transformers needs to build the decoder (its weights are in model.pt).
 DECODER_FILES = (("config.json",),)
@@ -215,3 +217,11 @@ def load_config(model_dir: Path, cwd: Path | None = None) -> dict:
 def is_fun_asr_nano_checkout(path: Path) -> bool:
     """config.yaml and model.pt: the two files every model folder holds (released or exported)."""
     return path.is_dir() and (path / CONFIG).is_file() and (path / WEIGHTS).exists()
+
+
+def is_hf_folder(path: Path) -> bool:
+    """transformers' Fun-ASR-Nano layout (`ftenv export --format hf`): config.json's model_type."""
+    try:
+        return json.loads((Path(path) / HF_CONFIG).read_text(encoding="utf-8"))["model_type"] == HF_MODEL_TYPE
+    except (OSError, ValueError, KeyError, TypeError):  # no file, not JSON, no such key, not an object
+        return False
