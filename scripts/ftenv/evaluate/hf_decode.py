@@ -40,7 +40,7 @@ def load(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
     import torch
     from transformers import AutoProcessor, FunAsrNanoForConditionalGeneration
 
-    from ftenv.train.recipe import OFFLINE_ENV
+    from ftenv.model.funasr_import import OFFLINE_ENV
 
     variables.export(OFFLINE_ENV, keep_set=True)
     model_dir = Path(model_dir)

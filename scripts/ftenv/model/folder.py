@@ -5,9 +5,9 @@ and the tokenizer files config.yaml points to, each relative path found one way,
 named: a `model.pt` without the trained CTC weights (copies of Fun-ASR-Nano-2512: FunASR #3208 and
 #3496, Fun-ASR #106), read from the state dict's keys only.
 
-The tokenizer: FunASR 1.4.16 builds Fun-ASR-Nano's `HuggingfaceTokenizer` as
+The tokenizer: FunASR builds Fun-ASR-Nano's `HuggingfaceTokenizer` as
 `AutoTokenizer.from_pretrained(tokenizer_conf.init_param_path)` (funasr/tokenizer/hf_tokenizer.py);
-transformers 5.17 loads such a folder from a fast tokenizer's tokenizer.json, a BPE pair
+transformers loads such a folder from a fast tokenizer's tokenizer.json, a BPE pair
 (vocab.json + merges.txt) or a SentencePiece tokenizer.model (converted, with the sentencepiece
 package the image carries). A tokenizer_config.json alone loads an empty vocabulary and vocab.json
 without merges.txt does not load: neither is enough.

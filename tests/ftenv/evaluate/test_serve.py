@@ -15,7 +15,7 @@ import pytest
 
 from ftenv import cli
 from ftenv.selfcheck import tinymodel
-from ftenv.train.recipe import OFFLINE_ENV
+from ftenv.model.funasr_import import OFFLINE_ENV
 from support import serving
 
 
