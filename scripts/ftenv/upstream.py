@@ -1,8 +1,8 @@
 """The upstream boundary: every place where ftenv replaces or hooks FunASR's or torch's own code,
-with the sha256 of each upstream function's source as it was written from (the pinned funasr and
-torch of versions.toml), so that a bump that changes that code turns the part off with one line (upstream's code
-then runs) instead of training something else, and fails its contract test (tests/ftenv/
-test_upstream.py) naming the fix. Standard library only: every wing may call it.
+with the sha256 of each upstream function's source as it was written from (the funasr and torch
+versions.toml pins), so that a bump that changes that code turns the part off with one line
+(upstream's code then runs) instead of training something else, and fails its contract test
+(tests/ftenv/test_upstream.py) naming the fix. Standard library only: every wing may call it.
 """
 
 from __future__ import annotations

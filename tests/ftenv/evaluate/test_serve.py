@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli
-from ftenv.selfcheck import tinymodel
 from ftenv.model.funasr_import import OFFLINE_ENV
+from ftenv.selfcheck import tinymodel
 from support import serving
 
 
