@@ -3,7 +3,6 @@ worker processes check in parallel: the per-line work of `ftenv data check`."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -82,18 +81,13 @@ def check_line(
     number: int, raw: bytes, base: str, read_audio: bool = True, manifest_dir: str | None = None
 ) -> LineResult:
     result = LineResult(number)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        result.problem = (NOT_UTF8, chatml.not_utf8(raw, exc))
-        return result
-    if not text.strip():
+    if not raw.strip():
         result.blank = True
         return result
     try:
-        item = json.loads(text)
-    except json.JSONDecodeError as exc:
-        result.problem = (NOT_JSON, chatml.not_json(exc))
+        item = chatml.load(raw)
+    except chatml.LineError as exc:
+        result.problem = (NOT_UTF8 if exc.code == NOT_UTF8 else NOT_JSON, str(exc))
         return result
     utt = chatml.parse(item)
     if isinstance(utt, str):

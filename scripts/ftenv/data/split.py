@@ -5,7 +5,6 @@ the validation set it requires. The same input and options give the same bytes.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ def size(raw: str, total: int) -> int:
         if "." in text:
             return round(total * float(text))
         return int(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: round() of an infinite share ("inf%")
         raise ValueError(f"{raw!r} is neither a share (0.05, 5%) nor a count of lines (200)") from None
 
 
@@ -60,16 +59,16 @@ def _read(path: Path, speakers: dict[str, str]) -> list[Line] | str:
             if not raw.strip():
                 continue
             try:
-                item = json.loads(raw)
-            except (UnicodeDecodeError, ValueError):
-                return f"{path} line {number} is not a JSON line (`ftenv data check {path}` says more)"
-            if not isinstance(item, dict):
-                return f"{path} line {number} is not a JSON object"
+                item = chatml.load(raw)
+            except chatml.LineError as exc:
+                return f"{path} line {number}: {exc} (`ftenv data check {path}` says more)"
+            utt = chatml.parse(item)
+            if isinstance(utt, str):
+                return f"{path} line {number}: {utt} (`ftenv data check {path}` says more)"
             key = str(item.get("key", number))
             speaker = speakers.get(key, item.get(chatml.SPEAKER_KEY))
-            frames = item.get("speech_length", 0)
-            frames = frames[0] if isinstance(frames, list) and frames else frames
-            out.append(Line(raw if raw.endswith(b"\n") else raw + b"\n", key, speaker, int(frames or 0)))
+            speaker = None if speaker is None else str(speaker)
+            out.append(Line(raw if raw.endswith(b"\n") else raw + b"\n", key, speaker, utt.speech_length))
     return out
 
 

@@ -8,7 +8,6 @@ bad input costs no decode time and leaves no half-written folder.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from ftenv.data import audio, chatml
 from ftenv.data.normalize import Normalization
+from ftenv.data.rows import key_problem
 from ftenv.evaluate import checkpoints, decode, score, summary
 from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.evaluate.transcripts import write_transcripts
@@ -68,18 +68,18 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
         if not raw.strip():
             continue
         try:
-            item = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            problems.append(f"line {number}: {chatml.not_utf8(raw, exc)}")
-            continue
-        except json.JSONDecodeError as exc:
-            problems.append(f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+            item = chatml.load(raw)
+        except chatml.LineError as exc:
+            problems.append(f"line {number}: {exc}")
             continue
         utt = chatml.parse(item)
         if isinstance(utt, str):
             problems.append(f"line {number}: {utt}")
             continue
         key = str(item.get("key") or Path(utt.audio).stem)
+        if problem := key_problem(key):
+            problems.append(f"line {number}: {problem}")
+            continue
         if key in keys:
             problems.append(f"line {number}: key {key!r} repeated (first on line {keys[key]})")
             continue

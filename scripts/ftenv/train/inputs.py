@@ -5,7 +5,6 @@ output folder), so that each problem is one message naming the file, line or opt
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -110,9 +109,9 @@ def check_line(line: str, base: Path, manifest_dir: Path | None = None) -> str |
     if not line.strip():
         return "the line is empty"
     try:
-        item = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return chatml.not_json(exc)
+        item = chatml.load(line)
+    except chatml.LineError as exc:
+        return str(exc)
     utt = chatml.parse(item)
     if isinstance(utt, str):
         return utt
