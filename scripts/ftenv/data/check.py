@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv.data import lines as L
+from ftenv.data import writes
 from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
 from ftenv.steps import data_loss
 
@@ -301,11 +302,8 @@ def summary_lines(report: Report, report_path: Path | None) -> list[str]:
 
 
 def write_report(report: Report, path: Path, extra: dict | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     body = {**report.to_dict(), **(extra or {})}
-    tmp.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    writes.write_text(path, json.dumps(body, ensure_ascii=False, indent=1) + "\n")
 
 
 def check_and_report(

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import chatml, kaldi
+from ftenv.data import chatml, kaldi, writes
 from ftenv.data.rows import Rejected
 from ftenv.outcome import UNUSABLE
 
@@ -93,6 +93,20 @@ def run(options: SplitOptions) -> int:
     if not source.is_file():
         print(f"{PROG}: {source} is not a file", file=sys.stderr)
         return UNUSABLE
+    targets = {name: out / f"{name}.jsonl" for name in SETS if name != "test" or options.test}
+    if out.exists() and not out.is_dir():
+        print(f"{PROG}: --output-dir {out} is not a folder", file=sys.stderr)
+        return UNUSABLE
+    try:
+        writes.refuse_clobber(
+            [("--output-dir", out), *((f"the {name} set", t) for name, t in targets.items())],
+            [("the JSONL", source), ("--utt2spk", options.utt2spk)],
+            "choose another --output-dir",
+            inside_ok=True,
+        )
+    except writes.ClobberError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return UNUSABLE
     rejected: list[Rejected] = []
     speakers = {}
     if options.utt2spk:
@@ -121,15 +135,8 @@ def run(options: SplitOptions) -> int:
     if empty:
         print(f"{PROG}: the {' and '.join(empty)} set would be empty ({len(lines)} lines)", file=sys.stderr)
         return UNUSABLE
-    targets = {name: out / f"{name}.jsonl" for name in ("train", *wanted)}
-    if any(t.resolve() == source.resolve() for t in targets.values()):
-        print(f"{PROG}: the output would overwrite {source}: choose another --output-dir", file=sys.stderr)
-        return UNUSABLE
-    out.mkdir(parents=True, exist_ok=True)
     for name, target in targets.items():
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(b"".join(lines[i].raw for i in sets[name]))
-        tmp.replace(target)
+        writes.write_bytes(target, b"".join(lines[i].raw for i in sets[name]))
     for name, target in targets.items():
         chosen = [lines[i] for i in sets[name]]
         hours = sum(x.frames for x in chosen) / chatml.FRAMES_PER_SECOND / 3600

@@ -71,6 +71,20 @@ def file_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
+def folder_problem(path: str | os.PathLike) -> str | None:
+    """Why files cannot be written into the folder `path` (a file there, a parent that is a file,
+    a folder this user cannot write), or None: asked before the work, not found after it."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        return f"{target} exists and is not a folder: name a folder"
+    existing = next((p for p in (target, *target.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return f"{existing} is not a folder, so {target} cannot be made"
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable by uid {os.getuid()}: name a folder you can write"
+    return None
+
+
 def temp_dir_beside(path: str | os.PathLike) -> Path:
     """A new hidden temporary folder of this process alone beside `path` (random name, mkdtemp)."""
     target = Path(path)
@@ -92,7 +106,7 @@ def written_whole(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]
         text = {} if binary else {"encoding": "utf-8", "newline": ""}
         with os.fdopen(fd, "wb" if binary else "w", **text) as fh:
             yield fh
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0o600; the file gets the usual mode
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0o600; the file gets the usual mode
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -108,8 +122,8 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> None:
         fh.write(data)
 
 
-def _umask() -> int:
-    """The process's umask (mkstemp makes files 0o600; a written file gets the usual mode)."""
+def umask() -> int:
+    """The process's umask: mkstemp and mkdtemp make 0o600 and 0o700; what is written gets the usual mode."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
