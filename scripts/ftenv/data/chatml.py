@@ -27,6 +27,12 @@ def speech_frames(seconds: float) -> int:
     return math.floor(seconds * FRAMES_PER_SECOND + 1e-6)
 
 
+def text_lengths(tokenizer, texts: list[str]) -> list[int]:
+    """text_length of each transcript: its tokens by the model's own tokenizer (what `ftenv data
+    prepare` writes and `ftenv data check --model-dir` compares)."""
+    return [len(ids) for ids in tokenizer(texts)["input_ids"]] if texts else []
+
+
 def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
     """What is wrong with a line that is not UTF-8, and the fix."""
     return (

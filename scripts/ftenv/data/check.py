@@ -144,6 +144,8 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
                 continue
             if r.problem:
                 report.add(Finding(name, r.number, *r.problem))
+            if r.text_problem:
+                report.add(Finding(name, r.number, *r.text_problem))
             if r.speech_length is None:
                 continue
             if r.seconds is not None:
@@ -239,14 +241,35 @@ def check(
     base: Path,
     jobs: int | None = None,
     read_audio: bool = True,
+    tokenizer=None,
 ) -> Report:
-    """Check each (path, TRAIN | VALID); duplicates are looked for across all of them."""
+    """Check each (path, TRAIN | VALID); duplicates are looked for across all of them; with the
+    model's tokenizer, each text_length against the transcript."""
     report = Report(rules)
     seen: dict[str, tuple[str, int]] = {}
-    for path, kind in files:
-        check_file(report, path, kind, str(base), jobs or L.default_jobs(), read_audio, seen)
+    L.TOKENIZER = tokenizer  # before the workers fork (ftenv.data.lines)
+    try:
+        for path, kind in files:
+            check_file(report, path, kind, str(base), jobs or L.default_jobs(), read_audio, seen)
+    finally:
+        L.TOKENIZER = None
+    _judge_nothing_to_train(report)
     _judge_never_trained(report)
     return report
+
+
+def _judge_nothing_to_train(report: Report) -> None:
+    """A training side (or a validation side) with no line FunASR would use, empty files included:
+    a run on it trains on nothing. Per-file emptied sets are named by _judge_set."""
+    for kind, what, verb in ((TRAIN, "training", "train"), (VALID, "validation", "validate")):
+        files = [f for f in report.files if f.kind == kind]
+        if files and not any(f.lines for f in files):
+            names = ", ".join(f.path for f in files)
+            report.add(
+                Finding(
+                    names, None, EMPTIED, f"no line in the {what} data: nothing to {verb} on (empty files)"
+                )
+            )
 
 
 def _judge_never_trained(report: Report) -> None:
@@ -316,6 +339,7 @@ def check_and_report(
     prog: str = PROG,
     read_audio: bool = True,
     stamp: dict | None = None,
+    tokenizer=None,
 ) -> tuple[bool, Report]:
     """Check, print the summary, write the report; (usable, report)."""
     missing = [p for p in (*train, *valid) if not p.is_file()]
@@ -324,7 +348,7 @@ def check_and_report(
             print(f"{prog}: {p} is not a file", file=sys.stderr)
         return False, Report(rules)
     files = [(p, TRAIN) for p in train] + [(p, VALID) for p in valid]
-    report = check(files, rules, base, jobs, read_audio)
+    report = check(files, rules, base, jobs, read_audio, tokenizer)
     written = None
     if report_path is not None:
         try:

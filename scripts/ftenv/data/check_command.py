@@ -6,7 +6,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import check, dataset_conf, lines, model_folder
+from ftenv.data import check, dataset_conf, lines, model_folder, prepare
 from ftenv.outcome import UNUSABLE
 
 PROG = check.PROG
@@ -22,6 +22,18 @@ class CheckOptions:
     output_dir: str = "."
     world_size: int = 1
     jobs: int | None = None
+
+
+def _tokenizer(model_dir: Path):
+    """The model folder's tokenizer, which counts text_length (as `ftenv data prepare` does), or
+    None when it does not load (the model folder's own findings say why)."""
+    try:
+        return prepare.load_tokenizer(prepare.tokenizer_dir(model_dir))
+    except Exception as exc:  # a model folder without a loadable tokenizer: the lengths go unchecked
+        print(
+            f"{PROG}: text_length not checked: no tokenizer loads from {model_dir} ({exc})", file=sys.stderr
+        )
+        return None
 
 
 def run(options: CheckOptions) -> int:
@@ -50,6 +62,7 @@ def run(options: CheckOptions) -> int:
         Path.cwd(),
         out,
         options.jobs,
+        tokenizer=_tokenizer(Path(options.model_dir)) if options.model_dir else None,
     )
     if model_errors:
         print(f"{PROG}: UNUSABLE: the model folder has {model_errors} error(s) (above)", file=sys.stderr)

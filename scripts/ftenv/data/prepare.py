@@ -58,14 +58,12 @@ def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> 
             rejected.append(Rejected(row.source, row.line, row.key, f"{row.audio}: {found.problem}"))
         else:
             kept.append((row, found.seconds))
-    ids = tokenizer([row.text for row, _ in kept])["input_ids"] if kept else []
+    counts = chatml.text_lengths(tokenizer, [row.text for row, _ in kept])
     return [
         chatml.dumps(
-            chatml.record(
-                row.key, row.audio, row.text, chatml.speech_frames(seconds), len(tokens), row.speaker
-            )
+            chatml.record(row.key, row.audio, row.text, chatml.speech_frames(seconds), tokens, row.speaker)
         )
-        for (row, seconds), tokens in zip(kept, ids, strict=True)
+        for (row, seconds), tokens in zip(kept, counts, strict=True)
     ]
 
 
