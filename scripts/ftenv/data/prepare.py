@@ -106,10 +106,14 @@ def _usage_problem(options: PrepareOptions) -> str | None:
         return f"-o: {problem}"
     if options.audio_out and Path(options.audio_out).exists() and not Path(options.audio_out).is_dir():
         return f"--audio-out {options.audio_out} is not a folder"
+    lists = []
+    if options.wav_scp:
+        folder = kaldi.KaldiFolder.find(Path(options.wav_scp), Path(options.text) if options.text else None)
+        lists = [("the list", p) for p in (folder.wav_scp, folder.text, folder.segments, folder.utt2spk) if p]
     try:
         writes.refuse_clobber(
             outputs(options),
-            [(f"--{k.replace('_', '-')}", getattr(options, k)) for k in INPUTS],
+            [*lists, *((f"--{k.replace('_', '-')}", getattr(options, k)) for k in INPUTS)],
             "choose another -o",
             inside_ok=True,
         )

@@ -22,6 +22,7 @@ from ftenv.evaluate import card, checkpoints, export
 from ftenv.evaluate.checkpoints import ModelLoadError
 from ftenv.outcome import UNUSABLE
 from ftenv.selfcheck import tinymodel
+from support.checksums import sums
 
 
 def _base_copy(tiny: Path, dest: Path) -> Path:
@@ -272,18 +273,6 @@ def test_a_run_without_a_recorded_base_asks_for_one(run, tmp_path, capsys):
     _refused(capsys, ["export", str(run["run"]), str(out)], out, str(run["run"] / "config.yaml"), "--base")
 
 
-def _sums(*folders: Path) -> dict[str, str]:
-    """sha256 of every file under the folders (links as their target's name): what must not change."""
-    found = {}
-    for folder in folders:
-        for p in sorted(folder.rglob("*")):
-            if p.is_symlink():
-                found[str(p)] = f"-> {p.readlink()}"
-            elif p.is_file():
-                found[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return found
-
-
 def test_force_replaces_only_an_earlier_export_holding_nothing_else(run, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
@@ -302,9 +291,9 @@ def test_force_replaces_only_an_earlier_export_holding_nothing_else(run, tmp_pat
     assert sorted(p.name for p in out.iterdir()) == entries  # an earlier export: replaced
     assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~writes.umask())
     (out / "notes.txt").write_text("mine")  # an export with something of the user's in it: kept
-    before = _sums(out)
+    before = sums(out)
     assert cli.main(["export", str(run["run"]), str(out), "--force"]) == UNUSABLE
-    assert "notes.txt" in capsys.readouterr().err and _sums(out) == before
+    assert "notes.txt" in capsys.readouterr().err and sums(out) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
 
 
@@ -313,7 +302,7 @@ def test_out_over_what_the_export_reads_is_refused(run, tmp_path, capsys, where)
     """OUT the run folder (the issue: --force left it holding only the export), inside it, holding
     it, or the base model folder: refused before any work, both paths named, nothing changed."""
     out = {"run": run["run"], "run/sub": run["run"] / "sub", "parent": tmp_path, "base": run["base"]}[where]
-    before = _sums(tmp_path)
+    before = sums(tmp_path)
     assert (
         cli.main(
             ["export", str(run["run"] / "model.pt.ep1"), str(out), "--base", str(run["base"]), "--force"]
@@ -323,7 +312,7 @@ def test_out_over_what_the_export_reads_is_refused(run, tmp_path, capsys, where)
     err = capsys.readouterr().err
     assert "nothing was written" in err and str(out) in err
     assert str(run["base"] if where == "base" else run["run"]) in err
-    assert _sums(tmp_path) == before
+    assert sums(tmp_path) == before
 
 
 # --- which checkpoint a run folder means (file names only) ------------------------------------------
