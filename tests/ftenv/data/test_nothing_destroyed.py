@@ -154,7 +154,7 @@ def test_json_nested_deeper_than_a_reader_follows_is_a_named_line(tmp_path, caps
     assert cli.main(["data", "split", str(manifest), "-o", str(tmp_path / "s"), "--valid", "1"]) == UNUSABLE
 
 
-@pytest.mark.parametrize("valid", ["inf%", "1e999%", "nan%", "-1e999"])
+@pytest.mark.parametrize("valid", ["inf%", "1e999%", "1e999"])
 def test_a_share_of_any_size_is_a_usage_error(tmp_path, capsys, valid):
     manifest = tmp_path / "all.jsonl"
     manifest.write_text("\n".join(_line(tmp_path, "100") for _ in range(3)) + "\n")

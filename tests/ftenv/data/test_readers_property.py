@@ -133,11 +133,13 @@ def kaldi_folder(draw, folder: Path, recording: str) -> Path:
         end = draw(st.sampled_from(["\n", "\r\n"]))
         return "".join(f"{k}{sep}{v}{end}" for k, sep, v in rows)
 
-    (data / "wav.scp").write_text(lines(values), encoding="utf-8")
-    (data / "text").write_text(lines(TEXT), encoding="utf-8")
+    # One utterance whose lists agree (so that its segment is cut), then anything.
+    (data / "wav.scp").write_text(f"rec {recording}\n" + lines(values), encoding="utf-8")
+    (data / "text").write_text(f"utt1 {draw(TEXT)}\n" + lines(TEXT), encoding="utf-8")
     if draw(st.booleans()):
         span = st.tuples(KEYS, NUMBERS, NUMBERS).map(lambda t: " ".join(t))
-        (data / "segments").write_text(lines(span), encoding="utf-8")
+        cut = f"utt1 rec {draw(NUMBERS)} {draw(NUMBERS)}\n"
+        (data / "segments").write_text(cut + lines(span), encoding="utf-8")
     if draw(st.booleans()):
         (data / "utt2spk").write_text(lines(KEYS), encoding="utf-8")
     return data
