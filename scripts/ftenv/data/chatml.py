@@ -16,12 +16,21 @@ SPEECH_MARK = ("<|startofspeech|>", "<|endofspeech|>")
 SPEAKER_KEY = "speaker"
 #: fbank frames per second: FunASR's frontends shift 10 ms.
 FRAMES_PER_SECOND = 100
+#: The largest length a line may declare (10^12 frames are 300 years): beyond it, a wrong number,
+#: and one that sums and divides as a float without overflow.
+MAX_LENGTH = 10**12
 
 
 def speech_frames(seconds: float) -> int:
     """speech_length for audio of this duration: 10 ms fbank frames, as upstream's scp2jsonl counts
     them (samples * 1000 / fs / 10, rounded down)."""
     return math.floor(seconds * FRAMES_PER_SECOND + 1e-6)
+
+
+def text_lengths(tokenizer, texts: list[str]) -> list[int]:
+    """text_length of each transcript: its tokens by the model's own tokenizer (what `ftenv data
+    prepare` writes and `ftenv data check --model-dir` compares)."""
+    return [len(ids) for ids in tokenizer(texts)["input_ids"]] if texts else []
 
 
 def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
@@ -36,6 +45,33 @@ def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
 def not_json(exc: json.JSONDecodeError) -> str:
     """What is wrong with a line that is not JSON: FunASR's index logs it and skips the line."""
     return f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it"
+
+
+class LineError(ValueError):
+    """A manifest line that is not one decodable JSON value; the message says why and the fix."""
+
+    def __init__(self, message: str, code: str = "not_json"):
+        super().__init__(message)
+        self.code = code  # "not_utf8" or "not_json" (ftenv.data.lines' codes)
+
+
+def load(raw: bytes | str):
+    """The JSON value of one manifest line, as every reader decodes it; LineError for bytes that are
+    not UTF-8, text that is not JSON, a number Python's json cannot hold (more than 4300 digits) and
+    nesting deeper than its recursion limit, so that each is a named line, never a crash."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise LineError(not_utf8(raw, exc), "not_utf8") from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise LineError(not_json(exc)) from None
+    except RecursionError:
+        raise LineError("not usable JSON (nested deeper than a reader follows): FunASR drops it") from None
+    except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+        raise LineError(f"not usable JSON ({exc}): FunASR drops it") from None
 
 
 def record(
@@ -98,9 +134,9 @@ def read_line(raw: bytes) -> Utterance | Unreadable:
     if not text.strip():
         return Unreadable(BLANK, BLANK_MESSAGE)
     try:
-        item = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return Unreadable(NOT_JSON, not_json(exc))
+        item = load(text)
+    except LineError as exc:  # not JSON, a number or a nesting no reader holds
+        return Unreadable(exc.code, str(exc))
     utt = parse(item)
     return Unreadable(SHAPE, utt) if isinstance(utt, str) else utt
 
@@ -112,12 +148,14 @@ def _length(item: dict, key: str) -> int | str:
         value = value[0]
     if value is None:
         return f"no {key}: FunASR reads it as 0 and drops the line"
+    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:37]}..."
     try:
-        return int(value)  # FunASR's own conversion: "145" and 145.0 pass, "abc" and null do not
-    except (TypeError, ValueError):
-        return (
-            f"{key} {value!r} is not an integer: FunASR's int() fails and every rank stops at dataset build"
-        )
+        number = int(value)  # FunASR's own conversion: "145" and 145.0 pass, "abc" and null do not
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity, 1e999
+        return f"{key} {shown} is not an integer: FunASR's int() fails and every rank stops at dataset build"
+    if abs(number) > MAX_LENGTH:
+        return f"{key} {shown} is not a length (more than {MAX_LENGTH:.0e}): write it from the data"
+    return number
 
 
 def parse(item) -> Utterance | str:

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.data import chatml
+from ftenv.data import chatml, writes
 from ftenv.data import lines as L
 from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
 from ftenv.steps import data_loss
@@ -142,6 +142,8 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
                 continue
             if r.problem:
                 report.add(Finding(name, r.number, *r.problem))
+            if r.text_problem:
+                report.add(Finding(name, r.number, *r.text_problem))
             if r.speech_length is None:
                 continue
             if r.seconds is not None:
@@ -237,14 +239,35 @@ def check(
     base: Path,
     jobs: int | None = None,
     read_audio: bool = True,
+    tokenizer=None,
 ) -> Report:
-    """Check each (path, TRAIN | VALID); duplicates are looked for across all of them."""
+    """Check each (path, TRAIN | VALID); duplicates are looked for across all of them; with the
+    model's tokenizer, each text_length against the transcript."""
     report = Report(rules)
     seen: dict[str, tuple[str, int]] = {}
-    for path, kind in files:
-        check_file(report, path, kind, str(base), jobs or L.default_jobs(), read_audio, seen)
+    L.TOKENIZER = tokenizer  # before the workers fork (ftenv.data.lines)
+    try:
+        for path, kind in files:
+            check_file(report, path, kind, str(base), jobs or L.default_jobs(), read_audio, seen)
+    finally:
+        L.TOKENIZER = None
+    _judge_nothing_to_train(report)
     _judge_never_trained(report)
     return report
+
+
+def _judge_nothing_to_train(report: Report) -> None:
+    """A training side (or a validation side) with no line FunASR would use, empty files included:
+    a run on it trains on nothing. Per-file emptied sets are named by _judge_set."""
+    for kind, what, verb in ((TRAIN, "training", "train"), (VALID, "validation", "validate")):
+        files = [f for f in report.files if f.kind == kind]
+        if files and not any(f.lines for f in files):
+            names = ", ".join(f.path for f in files)
+            report.add(
+                Finding(
+                    names, None, EMPTIED, f"no line in the {what} data: nothing to {verb} on (empty files)"
+                )
+            )
 
 
 def _judge_never_trained(report: Report) -> None:
@@ -300,11 +323,8 @@ def summary_lines(report: Report, report_path: Path | None) -> list[str]:
 
 
 def write_report(report: Report, path: Path, extra: dict | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     body = {**report.to_dict(), **(extra or {})}
-    tmp.write_text(json.dumps(body, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    writes.write_text(path, json.dumps(body, ensure_ascii=False, indent=1) + "\n")
 
 
 def check_and_report(
@@ -317,6 +337,7 @@ def check_and_report(
     prog: str = PROG,
     read_audio: bool = True,
     stamp: dict | None = None,
+    tokenizer=None,
 ) -> tuple[bool, Report]:
     """Check, print the summary, write the report; (usable, report)."""
     missing = [p for p in (*train, *valid) if not p.is_file()]
@@ -325,7 +346,7 @@ def check_and_report(
             print(f"{prog}: {p} is not a file", file=sys.stderr)
         return False, Report(rules)
     files = [(p, TRAIN) for p in train] + [(p, VALID) for p in valid]
-    report = check(files, rules, base, jobs, read_audio)
+    report = check(files, rules, base, jobs, read_audio, tokenizer)
     written = None
     if report_path is not None:
         try:

@@ -33,8 +33,8 @@ def _audio_paths(manifest: Path, base: Path):
     with open(manifest, "rb") as fh:
         for raw in fh:
             try:
-                utt = chatml.parse(json.loads(raw))
-            except (UnicodeDecodeError, ValueError):
+                utt = chatml.parse(chatml.load(raw))
+            except chatml.LineError:
                 continue
             if not isinstance(utt, str):
                 yield utt.audio if os.path.isabs(utt.audio) else os.path.join(base, utt.audio)

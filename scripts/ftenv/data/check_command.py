@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.data import check, dataset_conf, lists
+from ftenv.data import check, dataset_conf, lists, prepare
 from ftenv.model import folder as model_folder
 from ftenv.outcome import UNUSABLE
 
@@ -26,6 +26,18 @@ class CheckOptions:
     world_size: int = 1
     jobs: int | None = None
     settings: Mapping[str, object] = field(default_factory=dict)
+
+
+def _tokenizer(model_dir: Path):
+    """The model folder's tokenizer, which counts text_length (as `ftenv data prepare` does), or
+    None when it does not load (the model folder's own findings say why)."""
+    try:
+        return prepare.load_tokenizer(prepare.tokenizer_dir(model_dir))
+    except Exception as exc:  # a model folder without a loadable tokenizer: the lengths go unchecked
+        print(
+            f"{PROG}: text_length not checked: no tokenizer loads from {model_dir} ({exc})", file=sys.stderr
+        )
+        return None
 
 
 def run(options: CheckOptions) -> int:
@@ -58,6 +70,7 @@ def run(options: CheckOptions) -> int:
         Path.cwd(),
         out,
         options.jobs,
+        tokenizer=_tokenizer(Path(options.model_dir)) if options.model_dir else None,
     )
     if model_errors:
         print(f"{PROG}: UNUSABLE: the model folder has {model_errors} error(s) (above)", file=sys.stderr)

@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ftenv.data import writes
 from ftenv.data.rows import Rejected, Row
 from ftenv.data.workers import parallel_map
 
@@ -39,9 +40,15 @@ class Job:
     cuts: tuple[Cut, ...]
 
 
+def file_name(key: str) -> str:
+    """The file the utterance `key` is written to (a key's slashes would make folders: they become
+    __; two keys that meet here are refused by ftenv.data.prepare.checked_keys)."""
+    return f"{key.replace('/', '__')}.wav"
+
+
 def out_path(folder: Path, key: str) -> str:
-    """Where the utterance `key` is written (a key's slashes would make folders: they become __)."""
-    return os.path.abspath(folder / f"{key.replace('/', '__')}.wav")
+    """Where the utterance `key` is written."""
+    return os.path.abspath(folder / file_name(key))
 
 
 def _read(job: Job):
@@ -103,10 +110,9 @@ def write_job(job: Job) -> list[tuple[str, str | None]]:
         if isinstance(samples, str):
             out.append((cut.key, samples))
             continue
-        tmp = f"{cut.out}.tmp"
         try:
-            soundfile.write(tmp, samples, rate, subtype=SUBTYPE, format="WAV")
-            os.replace(tmp, cut.out)
+            with writes.written_whole(cut.out, binary=True) as fh:
+                soundfile.write(fh, samples, rate, subtype=SUBTYPE, format="WAV")
         except (soundfile.LibsndfileError, RuntimeError, OSError) as exc:
             out.append((cut.key, f"cannot write {cut.out}: {exc}"))
             continue

@@ -5,6 +5,7 @@ rows for `ftenv data prepare`. Where this differs from Kaldi's and lhotse's read
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +88,8 @@ def _segment(fields: list[str]) -> tuple[str, float, float, int | None] | str:
         channel = int(fields[3]) if len(fields) == 4 else None
     except ValueError:
         return f"start, end and channel must be numbers, got {' '.join(fields[1:])!r}"
+    if not (math.isfinite(start) and math.isfinite(end)):
+        return f"start and end must be finite numbers of seconds, got {' '.join(fields[1:3])!r}"
     if start < 0 or (end != -1 and end <= start) or (channel is not None and channel < 0):
         return f"an empty or invalid segment ({start} to {end} s; an end of -1 means the recording's end)"
     return fields[0], start, end, channel

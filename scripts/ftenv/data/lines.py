@@ -16,10 +16,17 @@ CHUNK_LINES = 512
 #: conventions differ by a few frames (kaldi's snip_edges, rounding), a wrong unit by far more.
 TOLERANCE_FRAMES = 10
 TOLERANCE_SHARE = 0.1
+#: The same for text_length against the model's tokenizer (`ftenv data prepare` writes the count
+#: exactly; another tokenizer or a count of characters is off by more).
+TOLERANCE_TOKENS = 2
 
 # What a line can be found to be (the report's codes). Errors first; the first four are chatml's.
 NOT_UTF8, NOT_JSON, SHAPE, BLANK = chatml.NOT_UTF8, chatml.NOT_JSON, chatml.SHAPE, chatml.BLANK
 AUDIO, EMPTY_TEXT, LENGTH_MISMATCH = "audio_unusable", "empty_transcript", "speech_length_mismatch"
+TEXT_MISMATCH = "text_length_mismatch"
+#: The model's tokenizer when the check has one (`ftenv data check --model-dir`): set before the
+#: worker processes fork, so that each has it without pickling it per chunk.
+TOKENIZER = None
 
 
 @dataclass
@@ -28,6 +35,7 @@ class LineResult:
 
     number: int
     problem: tuple[str, str] | None = None
+    text_problem: tuple[str, str] | None = None  # text_length against the tokenizer: a warning
     blank: bool = False
     audio: str | None = None  # absolute path as the trainer would open it
     speech_length: int | None = None
@@ -74,6 +82,15 @@ def check_line(
             EMPTY_TEXT,
             "empty transcript: FunASR keeps the line and trains the model to say nothing for this audio",
         )
+    elif TOKENIZER is not None:
+        tokens = chatml.text_lengths(TOKENIZER, [utt.text])[0]
+        if abs(tokens - utt.text_length) > max(TOLERANCE_TOKENS, TOLERANCE_SHARE * tokens):
+            result.text_problem = (
+                TEXT_MISMATCH,
+                f"text_length {utt.text_length} but the transcript is {tokens} tokens of the model's "
+                "tokenizer: FunASR batches and drops by the declared length; `ftenv data prepare` "
+                "writes it from the transcript",
+            )
     if utt.audio.startswith(("http://", "https://")):
         return result
     result.audio = _absolute(utt.audio, base)

@@ -5,67 +5,24 @@ Same input, same bytes; a row that cannot be used is listed, never dropped silen
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import audio, chatml, extract, kaldi, normalize, paths
+from ftenv.data import audio, chatml, extract, kaldi, normalize, writes
 from ftenv.data import lines as lines_mod
-from ftenv.data.rows import Rejected, Row, read_lines
+from ftenv.data.rows import Rejected, Row
+from ftenv.data.sources import checked_keys, from_folder, from_table
 from ftenv.data.workers import parallel_map
 from ftenv.model import folder as model_folder
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data prepare"
-AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a")
-TRANSCRIPT_SUFFIXES = (".txt", ".lab")
-PATH_HEADERS = {"path", "audio", "wav", "file", "filename", "audio_path", "audio_filepath"}
 SHOW_REJECTED = 20
-
-
-def from_table(table: Path, cwd: Path, rejected: list[Rejected], notes: list[str]) -> list[Row]:
-    """Rows of a TSV (.tsv, tab) or CSV (comma): audio path, transcript; a header row is skipped."""
-    delimiter = "\t" if table.suffix.lower() in (".tsv", ".tab") else ","
-    rows = []
-    numbered = list(read_lines(table, rejected))
-    reader = csv.reader([line for _, line in numbered], delimiter=delimiter)
-    for (number, _), cells in zip(numbered, reader, strict=True):
-        if not cells or not any(c.strip() for c in cells):
-            continue
-        if number == numbered[0][0] and cells[0].strip().lower() in PATH_HEADERS:
-            continue
-        if len(cells) < 2:
-            rejected.append(Rejected(str(table), number, "", "expected two columns: audio path, transcript"))
-            continue
-        path = cells[0].strip()
-        found = paths.resolve(path, cwd, table.parent)
-        if found.note:
-            notes.append(found.note)
-        rows.append(Row(str(table), number, Path(path).stem, found.path, cells[1].strip()))
-    return rows
-
-
-def from_folder(folder: Path, rejected: list[Rejected]) -> list[Row]:
-    """Each audio file under folder (sorted), with the transcript of the same name beside it."""
-    rows = []
-    for path in sorted(p for p in folder.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES and p.is_file()):
-        key = path.relative_to(folder).with_suffix("").as_posix().replace("/", "__")
-        transcript = next(
-            (path.with_suffix(s) for s in TRANSCRIPT_SUFFIXES if path.with_suffix(s).is_file()), None
-        )
-        if transcript is None:
-            rejected.append(Rejected(str(path), 0, key, f"no transcript beside it ({path.stem}.txt)"))
-            continue
-        try:
-            text = " ".join(transcript.read_text(encoding="utf-8").split())
-        except UnicodeDecodeError:
-            rejected.append(Rejected(str(transcript), 0, key, "transcript not UTF-8: re-encode it"))
-            continue
-        rows.append(Row(str(transcript), 1, key, os.path.abspath(path), text))
-    return rows
+INPUTS = ("wav_scp", "text", "table", "audio_dir")
+REJECTED, CHOICES = ".rejected.tsv", ".prepare.json"
 
 
 def tokenizer_dir(model_dir: Path) -> Path:
@@ -101,22 +58,17 @@ def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> 
             rejected.append(Rejected(row.source, row.line, row.key, f"{row.audio}: {found.problem}"))
         else:
             kept.append((row, found.seconds))
-    ids = tokenizer([row.text for row, _ in kept])["input_ids"] if kept else []
+    counts = chatml.text_lengths(tokenizer, [row.text for row, _ in kept])
     return [
         chatml.dumps(
-            chatml.record(
-                row.key, row.audio, row.text, chatml.speech_frames(seconds), len(tokens), row.speaker
-            )
+            chatml.record(row.key, row.audio, row.text, chatml.speech_frames(seconds), tokens, row.speaker)
         )
-        for (row, seconds), tokens in zip(kept, ids, strict=True)
+        for (row, seconds), tokens in zip(kept, counts, strict=True)
     ]
 
 
 def _write(path: Path, lines: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)
+    writes.write_text(path, "".join(f"{line}\n" for line in lines))
 
 
 @dataclass(frozen=True)
@@ -148,7 +100,60 @@ def _usage_problem(options: PrepareOptions) -> str | None:
         return "give --model-dir DIR (its tokenizer counts text_length) or --tokenizer DIR"
     given = [Path(x) for x in (options.wav_scp, options.text, options.table, options.audio_dir) if x]
     missing = [str(p) for p in given if not p.exists()]
-    return f"not found: {', '.join(missing)}" if missing else None
+    if missing:
+        return f"not found: {', '.join(missing)}"
+    if problem := writes.file_problem(options.output):
+        return f"-o: {problem}"
+    if options.audio_out and Path(options.audio_out).exists() and not Path(options.audio_out).is_dir():
+        return f"--audio-out {options.audio_out} is not a folder"
+    lists = []
+    if options.wav_scp:
+        folder = kaldi.KaldiFolder.find(Path(options.wav_scp), Path(options.text) if options.text else None)
+        lists = [("the list", p) for p in (folder.wav_scp, folder.text, folder.segments, folder.utt2spk) if p]
+    try:
+        writes.refuse_clobber(
+            outputs(options),
+            [*lists, *((f"--{k.replace('_', '-')}", getattr(options, k)) for k in INPUTS)],
+            "choose another -o",
+            inside_ok=True,
+        )
+    except writes.ClobberError as exc:
+        return str(exc)
+    return None
+
+
+def outputs(options: PrepareOptions) -> list[tuple[str, Path]]:
+    """The files `prepare` writes beside its JSONL (not the audio): the JSONL, its listing of rows
+    not used and its record of choices."""
+    out = Path(options.output)
+    return [("-o", out), ("the listing", _beside(out, REJECTED)), ("the record", _beside(out, CHOICES))]
+
+
+def _beside(out: Path, suffix: str) -> Path:
+    return out.with_name(out.name + suffix)
+
+
+def _refuse_overwrite(options: PrepareOptions, rows: list[Row], lists: list[Path]) -> None:
+    """ClobberError when a file `prepare` would write is one it reads: a list, a transcript, a
+    recording (an --audio-out segment named as its recording); checked before anything is written."""
+    inputs = [("the input", p) for p in lists]
+    named = {str(p) for p in lists}
+    inputs += [("the transcript", r.source) for r in rows if r.source not in named]
+    inputs += [(f"{r.key}'s recording", r.audio) for r in rows if r.audio]
+    written = outputs(options)
+    if options.audio_out:
+        written.append(("--audio-out", Path(options.audio_out)))
+        written += [
+            (f"{r.key}'s audio", Path(extract.out_path(Path(options.audio_out), r.key)))
+            for r in rows
+            if r.needs_writing
+        ]
+    writes.refuse_clobber(
+        written,
+        inputs,
+        "name outputs apart from what prepare reads (-o FILE, --audio-out DIR)",
+        inside_ok=True,
+    )
 
 
 def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list) -> list[Row] | str:
@@ -158,6 +163,9 @@ def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list)
         return f"not found: {', '.join(missing)} (a Kaldi data folder has wav.scp and text)"
     print(f"{PROG}: {folder.describe()}", file=sys.stderr)
     rows, commands = kaldi.read(folder, cwd, rejected, notes)
+    rows = checked_keys(rows, rejected)
+    lists = [p for p in (folder.wav_scp, folder.text, folder.segments, folder.utt2spk) if p is not None]
+    _refuse_overwrite(options, rows, lists)
     if commands and not options.run_commands:
         first = next(r for r in rows if r.command is not None) if rows else None
         example = f" (e.g. {first.key}: `{first.command} |`)" if first else ""
@@ -180,7 +188,7 @@ def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list)
 
 
 def _write_rejected(out: Path, rejected: list[Rejected]) -> Path:
-    listing = out.with_name(out.name + ".rejected.tsv")
+    listing = _beside(out, REJECTED)
     if not rejected:
         if listing.exists():
             listing.unlink()
@@ -211,10 +219,8 @@ def _say_readings(notes: list[str]) -> None:
 
 def _record_choices(out: Path, options: PrepareOptions, rules: normalize.Normalization | None) -> Path:
     """OUTPUT.prepare.json: how the JSONL was made, beside it (the transcripts' normalization above all)."""
-    path = out.with_name(out.name + ".prepare.json")
-    inputs = {
-        k: getattr(options, k) for k in ("wav_scp", "text", "table", "audio_dir") if getattr(options, k)
-    }
+    path = _beside(out, CHOICES)
+    inputs = {k: getattr(options, k) for k in INPUTS if getattr(options, k)}
     body = {
         "normalization": rules.name if rules else "none",
         "normalization_rules": rules.describe() if rules else "none: transcripts as written",
@@ -244,15 +250,21 @@ def run(options: PrepareOptions) -> int:
     cwd = Path(options.cwd or os.getcwd())
     rejected: list[Rejected] = []
     notes: list[str] = []
-    if options.wav_scp:
-        rows = _kaldi_rows(options, cwd, rejected, notes)
-        if isinstance(rows, str):
-            print(f"{PROG}: {rows}", file=sys.stderr)
-            return UNUSABLE
-    elif options.table:
-        rows = from_table(Path(options.table), cwd, rejected, notes)
-    else:
-        rows = from_folder(Path(options.audio_dir), rejected)
+    try:
+        if options.wav_scp:
+            rows = _kaldi_rows(options, cwd, rejected, notes)
+        else:
+            if options.table:
+                rows = from_table(Path(options.table), cwd, rejected, notes)
+            else:
+                rows = from_folder(Path(options.audio_dir), rejected)
+            rows = checked_keys(rows, rejected)
+            _refuse_overwrite(options, rows, [Path(options.table or options.audio_dir)])
+    except writes.ClobberError as exc:
+        rows = str(exc)
+    if isinstance(rows, str):
+        print(f"{PROG}: {rows}", file=sys.stderr)
+        return UNUSABLE
     _say_readings(notes)
     if rules is not None:
         print(f"{PROG}: transcripts: {rules.describe()}", file=sys.stderr)

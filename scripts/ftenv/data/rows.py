@@ -6,6 +6,7 @@ mark at the start taken off, CRLF or LF line ends), as other tools write them.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,25 @@ def read_lines(path: Path, rejected: list[Rejected]) -> Iterator[tuple[int, str]
                 rejected.append(Rejected(str(path), number, "", "not UTF-8: re-encode the file"))
                 continue
             yield number, text[1:] if number == 1 and text.startswith(BOM) else text
+
+
+def key_problem(key: str) -> str | None:
+    """Why `key` cannot be an utterance's key, or None. Every list ftenv writes or reads is one
+    `key text` line per utterance (Kaldi's text, `ftenv eval`'s hypotheses, `eval score`'s input), so
+    a key holds no whitespace and no control character (a reader would split it), and it must be
+    UTF-8 (a file name that is not shows as unencodable characters). Refused, not escaped: no
+    other tool would read an escaped form back (docs/data.md)."""
+    if not key:
+        return "an empty key"
+    bad = next((c for c in key if c.isspace() or unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is None:
+        return None
+    cs = unicodedata.category(bad) == "Cs"
+    what = "whitespace" if bad.isspace() else "bytes that are not UTF-8" if cs else "a control character"
+    return (
+        f"the key {key!r} holds {what} ({bad!a}): a key<TAB>text line cannot carry it; rename "
+        "the file or the key (e.g. spaces to _)"
+    )
 
 
 #: KEY, then any run of spaces or tabs, then the value (trailing spaces and tabs are not part of it).

@@ -5,13 +5,12 @@ the validation set it requires. The same input and options give the same bytes.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import chatml, kaldi
+from ftenv.data import chatml, kaldi, writes
 from ftenv.data.rows import Rejected
 from ftenv.data.sets import FILE_NAMES, SETS
 from ftenv.outcome import UNUSABLE
@@ -41,7 +40,7 @@ def size(raw: str, total: int) -> int:
         if "." in text:
             return round(total * float(text))
         return int(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: round() of an infinite share ("inf%")
         raise ValueError(f"{raw!r} is neither a share (0.05, 5%) nor a count of lines (200)") from None
 
 
@@ -60,16 +59,16 @@ def _read(path: Path, speakers: dict[str, str]) -> list[Line] | str:
             if not raw.strip():
                 continue
             try:
-                item = json.loads(raw)
-            except (UnicodeDecodeError, ValueError):
-                return f"{path} line {number} is not a JSON line (`ftenv data check {path}` says more)"
-            if not isinstance(item, dict):
-                return f"{path} line {number} is not a JSON object"
+                item = chatml.load(raw)
+            except chatml.LineError as exc:
+                return f"{path} line {number}: {exc} (`ftenv data check {path}` says more)"
+            utt = chatml.parse(item)
+            if isinstance(utt, str):
+                return f"{path} line {number}: {utt} (`ftenv data check {path}` says more)"
             key = str(item.get("key", number))
             speaker = speakers.get(key, item.get(chatml.SPEAKER_KEY))
-            frames = item.get("speech_length", 0)
-            frames = frames[0] if isinstance(frames, list) and frames else frames
-            out.append(Line(raw if raw.endswith(b"\n") else raw + b"\n", key, speaker, int(frames or 0)))
+            speaker = None if speaker is None else str(speaker)
+            out.append(Line(raw if raw.endswith(b"\n") else raw + b"\n", key, speaker, utt.speech_length))
     return out
 
 
@@ -93,6 +92,20 @@ def run(options: SplitOptions) -> int:
     source, out = Path(options.jsonl), Path(options.output_dir)
     if not source.is_file():
         print(f"{PROG}: {source} is not a file", file=sys.stderr)
+        return UNUSABLE
+    targets = {name: out / FILE_NAMES[name] for name in SETS if name != "test" or options.test}
+    if out.exists() and not out.is_dir():
+        print(f"{PROG}: --output-dir {out} is not a folder", file=sys.stderr)
+        return UNUSABLE
+    try:
+        writes.refuse_clobber(
+            [("--output-dir", out), *((f"the {name} set", t) for name, t in targets.items())],
+            [("the JSONL", source), ("--utt2spk", options.utt2spk)],
+            "choose another --output-dir",
+            inside_ok=True,
+        )
+    except writes.ClobberError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return UNUSABLE
     rejected: list[Rejected] = []
     speakers = {}
@@ -122,15 +135,9 @@ def run(options: SplitOptions) -> int:
     if empty:
         print(f"{PROG}: the {' and '.join(empty)} set would be empty ({len(lines)} lines)", file=sys.stderr)
         return UNUSABLE
-    targets = {name: out / FILE_NAMES[name] for name in ("train", *wanted)}
-    if any(t.resolve() == source.resolve() for t in targets.values()):
-        print(f"{PROG}: the output would overwrite {source}: choose another --output-dir", file=sys.stderr)
-        return UNUSABLE
     out.mkdir(parents=True, exist_ok=True)
     for name, target in targets.items():
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(b"".join(lines[i].raw for i in sets[name]))
-        tmp.replace(target)
+        writes.write_bytes(target, b"".join(lines[i].raw for i in sets[name]))
     for name, target in targets.items():
         chosen = [lines[i] for i in sets[name]]
         hours = sum(x.frames for x in chosen) / chatml.FRAMES_PER_SECOND / 3600

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv import variables
+from ftenv.data import writes
 from ftenv.evaluate import arguments, card
 from ftenv.evaluate.model_files import (
     CONFIGURATION,
@@ -31,6 +32,10 @@ from ftenv.model import checkpoints
 from ftenv.model import folder as model_folder
 from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
+
+#: The key of configuration.json that records an export (FunASR reads only the keys it knows):
+#: what `--force` recognises an earlier export by, with the entries it wrote.
+EXPORT_RECORD = "ftenv_export"
 
 
 @dataclass(frozen=True)
@@ -132,13 +137,46 @@ def _copy(path: Path, target: Path) -> None:
         shutil.copy2(path, target)
 
 
-def check_out_folder(options: ExportOptions) -> None:
+def earlier_export(out: Path) -> str | None:
+    """None when `out` is a folder an earlier `ftenv export` wrote and holds nothing else (its
+    configuration.json records the export and the entries it wrote, and the folder holds exactly
+    those), else why not: only such a folder may be replaced with --force."""
+    try:
+        record = json.loads((out / CONFIGURATION).read_text(encoding="utf-8")).get(EXPORT_RECORD)
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("entries"), list):
+        return f"its {CONFIGURATION} does not record an `ftenv export`"
+    extra = sorted({p.name for p in out.iterdir()} - set(map(str, record["entries"])))
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        return f"it holds more than the export wrote ({shown})"
+    return None
+
+
+def check_out_folder(options: ExportOptions, inputs: list[tuple[str, Path]]) -> None:
+    """Refuse, before any work, an OUT that is, holds or lies inside what the export reads, and a
+    non-empty OUT unless --force and it is an earlier export holding nothing else."""
     out = options.out
     if out.exists() and not out.is_dir():
         raise ModelLoadError(f"{out}: exists and is not a folder; choose another OUT")
-    if out.is_dir() and any(out.iterdir()) and not options.force:
+    if problem := writes.folder_problem(out):
+        raise ModelLoadError(f"{out}: {problem}")
+    try:
+        writes.refuse_clobber([("the export folder", out)], inputs, "choose another OUT (a new folder)")
+    except writes.ClobberError as exc:
+        raise ModelLoadError(str(exc)) from None
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not options.force:
         raise ModelLoadError(
-            f"{out}: exists and is not empty; choose another OUT or add --force to replace it"
+            f"{out}: exists and is not empty; choose another OUT, or add --force to replace an earlier "
+            "export there"
+        )
+    if why := earlier_export(out):
+        raise ModelLoadError(
+            f"{out}: not replaced: {why}; --force replaces only a folder `ftenv export` wrote, holding "
+            "nothing else; choose another OUT"
         )
 
 
@@ -148,9 +186,10 @@ def export(options: ExportOptions) -> Exported:
     import yaml
 
     variables.export(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
-    check_out_folder(options)
     checkpoint = arguments.export_choice(options.source).resolve()
     base = base_folder(options, checkpoint)
+    inputs = [("the checkpoint", checkpoint), ("its run folder", run_folder(checkpoint)), ("--base", base)]
+    check_out_folder(options, [*inputs, ("--eval", options.eval_dir)])
     conf = model_folder.checked_config(base)
     files = model_files(conf, base)
     base_data = base_configuration(base)
@@ -163,12 +202,12 @@ def export(options: ExportOptions) -> Exported:
 
     out = options.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.export-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = None
     try:
-        tmp.mkdir()
+        tmp = writes.temp_dir_beside(out)  # a new folder of this export alone (mkdtemp)
         if options.format == "hf":
             digest = _write_hf(tmp, weights, conf, files, checkpoint, base, summary, options)
+            os.chmod(tmp, 0o777 & ~writes.umask())  # mkdtemp makes 0o700; OUT gets the usual mode
             _replace(tmp, out)
             return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
         exported = copy.deepcopy(conf)
@@ -180,11 +219,14 @@ def export(options: ExportOptions) -> Exported:
         (tmp / CONFIG).write_text(
             yaml.safe_dump(exported, sort_keys=False, allow_unicode=True), encoding="utf-8"
         )
-        (tmp / CONFIGURATION).write_text(
-            json.dumps(configuration(base_data, files), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
         torch.save(weights, tmp / WEIGHTS)
         digest = sha256_of(tmp / WEIGHTS)
+        written = {CONFIG, CONFIGURATION, WEIGHTS, card.NAME} | {Path(name).parts[0] for _, name in copied}
+        record = {EXPORT_RECORD: {"weights_sha256": digest, "entries": sorted(written)}}
+        (tmp / CONFIGURATION).write_text(
+            json.dumps({**configuration(base_data, files), **record}, indent=2, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
         facts = card.CardFacts(
             name=out.name,
             checkpoint=checkpoint,
@@ -198,11 +240,13 @@ def export(options: ExportOptions) -> Exported:
             eval_dir=options.eval_dir,
         )
         (tmp / card.NAME).write_text(card.render(facts), encoding="utf-8")
+        os.chmod(tmp, 0o777 & ~writes.umask())  # mkdtemp makes 0o700; OUT gets the usual mode
         _replace(tmp, out)
     except OSError as exc:  # a full disk, a folder not writable: OUT's place, not the checkpoint
         raise ModelLoadError(f"{out}: could not be written ({exc}); nothing was written there") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
 
 
@@ -234,11 +278,12 @@ def _write_hf(tmp: Path, weights, conf, files, checkpoint, base, summary, option
 
 
 def _replace(tmp: Path, out: Path) -> None:
-    """Rename tmp to out; an existing out (allowed by --force or empty) goes only once tmp is whole."""
+    """Rename tmp to out; an existing out (empty, or an earlier export with --force) goes only once
+    tmp is whole, moved first onto a new empty folder of its own (rename replaces an empty folder)."""
     if not out.exists():
         tmp.rename(out)
         return
-    old = out.parent / f".{out.name}.replaced-{os.getpid()}"
+    old = writes.temp_dir_beside(out)
     out.rename(old)
     tmp.rename(out)
     shutil.rmtree(old, ignore_errors=True)

@@ -13,8 +13,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import audio, chatml
+from ftenv.data import audio, chatml, writes
 from ftenv.data.normalize import Normalization
+from ftenv.data.rows import key_problem
 from ftenv.evaluate import arguments, decode, hf_decode, score, summary
 from ftenv.evaluate.transcripts import write_transcripts
 from ftenv.model import checkpoints
@@ -72,6 +73,9 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
                 problems.append(f"line {number}: {utt.message}")
             continue
         key = utt.key or Path(utt.audio).stem
+        if problem := key_problem(key):
+            problems.append(f"line {number}: {problem}")
+            continue
         if key in keys:
             problems.append(f"line {number}: key {key!r} repeated (first on line {keys[key]})")
             continue
@@ -121,11 +125,25 @@ def _progress_bar(total: int, label: str):
     return tqdm(total=total, desc=label, unit="utt", file=sys.stderr, disable=None, dynamic_ncols=True)
 
 
+def _check_out(options: EvalOptions, choices: list[arguments.ModelChoice]) -> None:
+    """ClobberError, before any decoding, for an --out that cannot take the files or that is, holds
+    or lies inside a model it evaluates (a run folder, a model folder, a checkpoint) or the test set."""
+    if problem := writes.folder_problem(options.out):
+        raise writes.ClobberError(f"--out: {problem}")
+    models = [("the model", m) for m in options.models] + [("the model folder", c.model_dir) for c in choices]
+    models += [("the weights", c.weights) for c in choices]
+    writes.refuse_clobber([("--out", options.out)], models, "choose another --out")
+    writes.refuse_clobber(
+        [("--out", options.out)], [("the test set", options.test_set)], "choose another --out", inside_ok=True
+    )
+
+
 def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[Path]]:
     """Decode and score every model, then write every file; ModelLoadError or TestSetError before any
     decoding when an input is bad."""
     utterances = read_test_set(options.test_set)
     choices = arguments.choose(list(options.models), options.base)
+    _check_out(options, choices.models)
     notes = list(choices.notes)
     built: dict[Path, decode.Loaded] = {}
     states: list[dict | None] = []
@@ -191,7 +209,7 @@ def run(options: EvalOptions) -> int:
     """The command's run: the summary printed, every error a message with the path and exit 2."""
     try:
         _, notes, written = evaluate(options)
-    except (TestSetError, ModelLoadError) as exc:
+    except (TestSetError, ModelLoadError, writes.ClobberError) as exc:
         print(f"{PROG}: {exc}; exit {UNUSABLE}", file=sys.stderr)
         return UNUSABLE
     except OSError as exc:

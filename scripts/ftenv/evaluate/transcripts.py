@@ -4,14 +4,11 @@ and written whole or not at all."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
 
+from ftenv.data import writes
 from ftenv.data.rows import split_pair
-from ftenv.trainer.runlife.record import temp_name
 
 _ONE_LINE = str.maketrans("\t\r\n", "   ")
 
@@ -61,14 +58,5 @@ def write_transcripts(path: Path, transcripts: Mapping[str, str]) -> None:
             fh.write(f"{key}\t{text.translate(_ONE_LINE)}\n")
 
 
-@contextmanager
-def written_whole(path: Path) -> Iterator[TextIO]:
-    """A UTF-8 file that appears at `path` only once complete: written under a temporary name,
-    renamed at the end, removed if the writing fails. Every file of an eval is written this way."""
-    tmp = Path(temp_name(str(path)))
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            yield fh
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+#: Every file of an eval is written whole, through ftenv.data.writes (the one home of it).
+written_whole = writes.written_whole

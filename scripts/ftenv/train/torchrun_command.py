@@ -17,7 +17,7 @@ from ftenv.train import cluster_env, nccl_debug, overrides, speed_options
 from ftenv.train.gpu_gate import gpu_count
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.recipe import OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
-from ftenv.train.runlife import restart
+from ftenv.train.runlife import folder, restart
 from ftenv.trainer import ENTRY_MODULE
 from ftenv.trainer.runlife import failfast, hooks
 
@@ -130,6 +130,8 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
         data[what] = str(_absolute(raw, cwd))
         problems += check_jsonl(_absolute(raw, cwd), what, cwd)
     out = _absolute(options.output_dir, cwd)
+    if clash := folder.model_dir_problem(out, model_path):
+        raise InputError(clash)  # before the output folder is made (inside the model folder, maybe)
     problems += check_output_dir(out, create=not options.dry_run, environ=env)
     remote_code = options.remote_code
     if remote_code is not None:

@@ -17,12 +17,13 @@ import torch
 import yaml
 
 from ftenv import cli
-from ftenv.data import normalize
+from ftenv.data import normalize, writes
 from ftenv.evaluate import arguments, card, export, summary
 from ftenv.evaluate.summary import ModelRow
 from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 from ftenv.selfcheck import tinymodel
+from support.checksums import sums
 
 
 def _base_copy(tiny: Path, dest: Path) -> Path:
@@ -210,7 +211,13 @@ def test_the_base_configuration_json_is_kept_and_its_files_copied(run, tmp_path)
     out = tmp_path / "out"
     export.export(export.ExportOptions(source=run["run"], out=out))
     assert (out / "LICENSE").read_text() == "the model's licence\n"
-    assert json.loads((out / "configuration.json").read_text()) == {
+    written = json.loads((out / "configuration.json").read_text())
+    record = written.pop(export.EXPORT_RECORD)  # what --force recognises an earlier export by
+    assert record == {
+        "weights_sha256": export.sha256_of(out / "model.pt"),
+        "entries": sorted(p.name for p in out.iterdir()),
+    }
+    assert written == {
         "framework": "pytorch",
         "file_path_metas": {
             **base_metas,
@@ -263,21 +270,46 @@ def test_a_run_without_a_recorded_base_asks_for_one(run, tmp_path, capsys):
     _refused(capsys, ["export", str(run["run"]), str(out)], out, str(run["run"] / "config.yaml"), "--base")
 
 
-def test_a_non_empty_out_is_kept_unless_forced(run, tmp_path, capsys):
+def test_force_replaces_only_an_earlier_export_holding_nothing_else(run, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep me")
     assert cli.main(["export", str(run["run"]), str(out)]) == UNUSABLE
     assert "--force" in capsys.readouterr().err
-    assert (out / "mine.txt").read_text() == "keep me"
-    assert cli.main(["export", str(run["run"]), str(out), "--force"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [
-        "Qwen3-tiny",
-        "README.md",
-        "config.yaml",
-        "configuration.json",
-        "model.pt",
-    ]
+    # --force over a folder `ftenv export` did not write: refused, nothing removed (issue: it was).
+    assert cli.main(["export", str(run["run"]), str(out), "--force"]) == UNUSABLE
+    assert "not replaced" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    (out / "mine.txt").unlink()
+    assert cli.main(["export", str(run["run"]), str(out)]) == 0
+    entries = ["Qwen3-tiny", "README.md", "config.yaml", "configuration.json", "model.pt"]
+    assert sorted(p.name for p in out.iterdir()) == entries
+    assert cli.main(["export", str(run["run"] / "model.pt.ep2"), str(out), "--force"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == entries  # an earlier export: replaced
+    assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~writes.umask())
+    (out / "notes.txt").write_text("mine")  # an export with something of the user's in it: kept
+    before = sums(out)
+    assert cli.main(["export", str(run["run"]), str(out), "--force"]) == UNUSABLE
+    assert "notes.txt" in capsys.readouterr().err and sums(out) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+@pytest.mark.parametrize("where", ["run", "run/sub", "parent", "base"])
+def test_out_over_what_the_export_reads_is_refused(run, tmp_path, capsys, where):
+    """OUT the run folder (the issue: --force left it holding only the export), inside it, holding
+    it, or the base model folder: refused before any work, both paths named, nothing changed."""
+    out = {"run": run["run"], "run/sub": run["run"] / "sub", "parent": tmp_path, "base": run["base"]}[where]
+    before = sums(tmp_path)
+    assert (
+        cli.main(
+            ["export", str(run["run"] / "model.pt.ep1"), str(out), "--base", str(run["base"]), "--force"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "nothing was written" in err and str(out) in err
+    assert str(run["base"] if where == "base" else run["run"]) in err
+    assert sums(tmp_path) == before
 
 
 # --- which checkpoint a run folder means (file names only) ------------------------------------------

@@ -12,6 +12,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ftenv.data import writes
 from ftenv.model.checkpoints import EPOCH_OR_STEP as EPOCH_FILE
 from ftenv.model.folder import WEIGHTS as LATEST
 from ftenv.trainer.runlife.record import STOP_RECORD, TEMP_MARK, TEMP_PREFIX, temp_name
@@ -147,6 +148,19 @@ def prepare(out: Path, state: FolderState) -> list[str]:
             shutil.copy2(state.relink.path, tmp)
         os.replace(tmp, latest)
     return notes
+
+
+def model_dir_problem(out: Path, model_dir: Path) -> str | None:
+    """Why --output-dir cannot be where it is: the same as --model-dir, inside it or holding it. The
+    trainer writes model.pt there and --fresh moves model.pt* aside, which would take the released
+    weights the run starts from; refused before anything is made or moved."""
+    try:
+        writes.refuse_clobber(
+            [("--output-dir", out)], [("--model-dir", model_dir)], "give another --output-dir"
+        )
+    except writes.ClobberError as exc:
+        return str(exc).replace("nothing was written", "nothing was changed")
+    return None
 
 
 def start_over(out: Path) -> str | None:
