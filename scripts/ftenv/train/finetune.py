@@ -141,6 +141,8 @@ def run(options: FinetuneOptions) -> int:
         if held is not None:
             held.release()
         return ended
+    if held is not None:  # the watchdog this process becomes gives it up at the end
+        variables.export({variables.LEASE_TOKEN: held.holder.token})
     print(f"{PROG}: running {shlex.join(p.argv)}", file=sys.stderr, flush=True)
     return _run_watched(p)
 
