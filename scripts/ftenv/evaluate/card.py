@@ -112,17 +112,7 @@ def render(facts: CardFacts) -> str:
         "names, is copied here)",
         f"- checkpoint: `{facts.checkpoint}`",
         "",
-        "## Fine-tuned on",
-        "",
-        *facts.data,
-        "",
-        "## Evaluation",
-        "",
-        *(
-            eval_table(facts.summary, facts.eval_dir)
-            if facts.summary
-            else ["Not evaluated (no `--eval DIR`)."]
-        ),
+        *_data_and_evaluation(facts),
         "",
         "## Weights",
         "",
@@ -139,6 +129,14 @@ def render(facts: CardFacts) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _data_and_evaluation(facts: CardFacts) -> list[str]:
+    """The sections both layouts' cards share: the data the run trained on, and its evaluation."""
+    evaluation = (
+        eval_table(facts.summary, facts.eval_dir) if facts.summary else ["Not evaluated (no `--eval DIR`)."]
+    )
+    return ["## Fine-tuned on", "", *facts.data, "", "## Evaluation", "", *evaluation]
 
 
 def render_hf(facts: CardFacts, unused: list[str], weights: str) -> str:
@@ -176,17 +174,7 @@ def render_hf(facts: CardFacts, unused: list[str], weights: str) -> str:
         "tokenizer is copied here)",
         f"- checkpoint: `{facts.checkpoint}`",
         "",
-        "## Fine-tuned on",
-        "",
-        *facts.data,
-        "",
-        "## Evaluation",
-        "",
-        *(
-            eval_table(facts.summary, facts.eval_dir)
-            if facts.summary
-            else ["Not evaluated (no `--eval DIR`)."]
-        ),
+        *_data_and_evaluation(facts),
         "",
         "## Weights",
         "",

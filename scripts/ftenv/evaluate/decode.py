@@ -316,6 +316,12 @@ def decode_batched(
     progress: Callable[[int], None] | None = None,
 ) -> Decoded:
     """Every utterance in batches of up to batch_size, longest first (less padding per batch)."""
+    return in_batches(decode_batch, loaded, utterances, batch_size, max_new_tokens, progress)
+
+
+def in_batches(one_batch, loaded, utterances, batch_size, max_new_tokens, progress) -> Decoded:
+    """The batching both decoders share (this one and transformers' generate, ftenv.evaluate.hf_decode):
+    longest first, `one_batch(loaded, batch, max_new_tokens)` giving (ids, texts, audio seconds)."""
     import torch
 
     order = sorted(utterances, key=lambda u: -_size(u.audio))
@@ -324,7 +330,7 @@ def decode_batched(
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            batch_ids, texts, seconds = decode_batch(loaded, batch, max_new_tokens)
+            batch_ids, texts, seconds = one_batch(loaded, batch, max_new_tokens)
             audio += seconds
             for utt, i, t in zip(batch, batch_ids, texts, strict=True):
                 ids[utt.key], hyps[utt.key] = i, t

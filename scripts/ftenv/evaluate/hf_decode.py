@@ -13,7 +13,6 @@ position encoding, normalised over the feature dimension), so the hypotheses agr
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,23 +120,7 @@ def decode_batched(
     progress: Callable[[int], None] | None = None,
 ) -> decode.Decoded:
     """Every utterance in batches of up to batch_size, longest first, as decode.decode_batched."""
-    import torch
-
-    order = sorted(utterances, key=lambda u: -decode._size(u.audio))
-    hyps, ids, audio = {}, {}, 0.0
-    step = max(1, batch_size)
-    begin = time.perf_counter()
-    with torch.no_grad():
-        for start in range(0, len(order), step):
-            batch = order[start : start + step]
-            batch_ids, texts, seconds = decode_batch(loaded, batch, max_new_tokens)
-            audio += seconds
-            for utt, i, t in zip(batch, batch_ids, texts, strict=True):
-                ids[utt.key], hyps[utt.key] = i, t
-            if progress:
-                progress(len(batch))
-    decode._sync(loaded.device)
-    return decode.Decoded({u.key: hyps[u.key] for u in utterances}, ids, time.perf_counter() - begin, audio)
+    return decode.in_batches(decode_batch, loaded, utterances, batch_size, max_new_tokens, progress)
 
 
 def decode_one_by_one(loaded: Loaded, utterances, max_new_tokens=decode.MAX_NEW_TOKENS, progress=None):

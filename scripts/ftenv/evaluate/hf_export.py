@@ -95,14 +95,14 @@ def write(folder: Path, weights: dict, conf: dict, llm_dir: Path, tok_dir: Path)
     model.save_pretrained(str(folder))
     generation = _generation_config(config.text_config, tokenizer, GenerationConfig)
     generation.save_pretrained(str(folder))
-    fe = conf.get("frontend_conf") or {}
+    fe = hf_layout.frontend(conf)
     extractor = FunAsrNanoFeatureExtractor(
-        feature_size=int(fe.get("n_mels", 80)),
-        sampling_rate=int(fe.get("fs", 16000)),
-        frame_length=int(fe.get("frame_length", 25)),
-        frame_shift=int(fe.get("frame_shift", 10)),
-        num_frames_lfr=int(fe.get("lfr_m", 7)),
-        stride_lfr=int(fe.get("lfr_n", 6)),
+        feature_size=fe["n_mels"],
+        sampling_rate=fe["fs"],
+        frame_length=fe["frame_length"],
+        frame_shift=fe["frame_shift"],
+        num_frames_lfr=fe["lfr_m"],
+        stride_lfr=fe["lfr_n"],
         return_attention_mask=True,
     )
     processor = FunAsrNanoProcessor(

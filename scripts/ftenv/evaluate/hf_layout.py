@@ -155,6 +155,17 @@ def map_weights(weights: dict, layout: Layout) -> tuple[dict, list[str]]:
     return mapped, unused
 
 
+#: FunASR's front-end settings transformers' layout carries, with Fun-ASR-Nano's released values for
+#: any config.yaml leaves out (one reading for the model's config and the feature extractor's).
+FRONTEND_DEFAULTS = {"n_mels": 80, "fs": 16000, "frame_length": 25, "frame_shift": 10, "lfr_m": 7, "lfr_n": 6}
+
+
+def frontend(conf: dict) -> dict[str, int]:
+    """config.yaml's frontend_conf as numbers, FRONTEND_DEFAULTS filling what it leaves out."""
+    fe = conf.get("frontend_conf") or {}
+    return {key: int(fe.get(key, default)) for key, default in FRONTEND_DEFAULTS.items()}
+
+
 def _check_supported(conf: dict) -> None:
     """Settings of config.yaml that transformers' model cannot express: refused, never approximated."""
     enc = conf.get("audio_encoder_conf") or {}
@@ -202,12 +213,12 @@ def hf_config(conf: dict, llm_dir: Path, audio_token_id: int, dtype: str):
     _check_supported(conf)
     enc = conf.get("audio_encoder_conf") or {}
     ada = conf.get("audio_adaptor_conf") or {}
-    fe = conf.get("frontend_conf") or {}
+    fe = frontend(conf)
     text = Qwen3Config.from_pretrained(str(llm_dir))
     blocks, tp = int(enc.get("num_blocks", 50)), int(enc.get("tp_blocks", 20))
     audio = FunAsrNanoEncoderConfig(
-        num_mel_bins=int(fe.get("n_mels", 80)),
-        num_stacked_frames=int(fe.get("lfr_m", 7)),
+        num_mel_bins=fe["n_mels"],
+        num_stacked_frames=fe["lfr_m"],
         hidden_size=int(enc.get("output_size", 512)),
         num_attention_heads=int(enc.get("attention_heads", 4)),
         intermediate_size=int(enc.get("linear_units", 2048)),
