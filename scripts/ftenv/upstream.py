@@ -77,7 +77,7 @@ DATA_LOSS = Hook(
     ),
 )
 RUN_LIFE = Hook(
-    "the run's life in the trainer (stop on a signal, atomic checkpoints)",
+    "the run's life in the trainer (stop on a signal, atomic checkpoints, the bounded close)",
     "ftenv.trainer.runlife.hooks",
     (
         (
@@ -91,6 +91,10 @@ RUN_LIFE = Hook(
         (
             "funasr.train_utils.trainer_ds:Trainer.train_epoch",
             "c4776e0049c89e612296eaa79825d77c59079199d35bfe39f7bd8a9fd0848ed8",
+        ),
+        (
+            "funasr.train_utils.trainer_ds:Trainer.close",
+            "e3decb49ddd387b3ac85b8139b67220bb814827e8c2e6421fa300a6fab92b36f",
         ),
     ),
 )

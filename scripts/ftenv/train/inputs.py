@@ -101,7 +101,7 @@ def check_line(line: str | bytes, base: Path, manifest_dir: Path | None = None) 
 
 def check_jsonl(path: Path, what: str, base: Path, lines: int = CHECK_LINES) -> list[str]:
     """Problems with a train/valid data argument: existence, then the first `lines` lines (blank
-    ones skipped) of each JSONL file it is or, for a list, names (ftenv.data.lines.manifests)."""
+    ones skipped) of each JSONL file it is or, for a list, names (ftenv.data.lists.manifests)."""
     if not path.exists():
         return [f"{what} data {path} does not exist"]
     if not path.is_file():
