@@ -70,7 +70,7 @@ def main() -> int:
         t = time.perf_counter()
         manifest = write_data(folder, a.lines, files)
         made = time.perf_counter() - t
-        env = variables.environment({variables.PYTHONPATH: str(ROOT / "scripts")})
+        env = variables.environment({"PYTHONPATH": str(ROOT / "scripts")})
         cmd = [sys.executable, "-m", "ftenv.cli", "data", "check", "--jobs", str(a.jobs)]
         cmd += ["--output-dir", str(folder), str(manifest)]
         t = time.perf_counter()

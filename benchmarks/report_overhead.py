@@ -11,6 +11,7 @@ Record results in docs/benchmarks.md with the machine they ran on.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -53,7 +54,7 @@ def main() -> int:
     from imagetools.tags import image_ref
 
     image = args.image or image_ref(versions.load().default)
-    variables.export({variables.CONTAINERS_CONF: str(ROOT / "scripts/containers.conf")}, keep_set=True)
+    os.environ.setdefault("CONTAINERS_CONF", str(ROOT / "scripts/containers.conf"))
     cmd = [
         "podman",
         "run",

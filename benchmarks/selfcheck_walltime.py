@@ -31,9 +31,7 @@ def once(extra: list[str], prebuilt: bool) -> tuple[float, str]:
     env = variables.environment({variables.REPORT: "0"})
     if not prebuilt:
         env.pop(variables.TINY_DIR, None)
-    env[variables.PYTHONPATH] = os.pathsep.join(
-        p for p in (str(SCRIPTS), variables.read(variables.PYTHONPATH)) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SCRIPTS), os.environ.get("PYTHONPATH")) if p)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "ftenv.cli", "selfcheck", "--json", *extra],

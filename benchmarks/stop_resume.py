@@ -61,7 +61,7 @@ def command(tiny: Path, out: Path, *extra: str) -> list[str]:
 
 def env() -> dict[str, str]:
     return variables.environment(
-        {variables.PYTHONPATH: str(ROOT / "scripts"), variables.FUNASR_CPU_SHIM: "1", variables.REPORT: "0"}
+        {"PYTHONPATH": str(ROOT / "scripts"), variables.FUNASR_CPU_SHIM: "1", variables.REPORT: "0"}
     )
 
 

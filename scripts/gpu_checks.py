@@ -47,13 +47,11 @@ def run_all(args: argparse.Namespace, site: Path) -> int:
     start = time.monotonic()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = variables.environment({variables.PYTHONUNBUFFERED: "1", variables.REPORT: "0"})
+    env = variables.environment({"PYTHONUNBUFFERED": "1", variables.REPORT: "0"})
     paths = [str(site), str(SCRIPTS)] if args.wheels else [str(SCRIPTS)]
-    env[variables.PYTHONPATH] = os.pathsep.join(
-        [*paths, *filter(None, [variables.read(variables.PYTHONPATH)])]
-    )
-    bins = [str(site / "bin"), os.path.dirname(sys.executable), variables.read(variables.PATH, env)]
-    env[variables.PATH] = os.pathsep.join(bins)
+    env["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
+    bins = [str(site / "bin"), os.path.dirname(sys.executable), env.get("PATH")]
+    env["PATH"] = os.pathsep.join(bins)
     ctx = Context(out, out / "steps.log", env, deadline=start + args.budget)
     ctx.log.write_text(f"gpu_checks: python {sys.version.split()[0]} at {sys.executable}\n")
     wanted = STEPS if not args.only else args.only
@@ -92,7 +90,7 @@ def run_all(args: argparse.Namespace, site: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--wheels", type=Path, help="folder of the kit's wheels (made by `make gpu-kit`)")
-    ap.add_argument("--out", default=variables.read(variables.OUT) or "gpu-results", help="results folder")
+    ap.add_argument("--out", default=os.environ.get("OUT") or "gpu-results", help="results folder")
     ap.add_argument("--site", help="where the kit goes (default: a new temporary folder)")
     ap.add_argument("--only", type=lambda s: s.split(","), help="these steps only (comma-separated)")
     ap.add_argument("--budget", type=int, default=TOTAL_BUDGET_S, help=argparse.SUPPRESS)

@@ -174,7 +174,7 @@ def run_target(target: Target, workers: int, keep: Path | None) -> dict:
         pyproject += mutmut_config(modules, tests)
         (work / "pyproject.toml").write_text(pyproject)
         env = variables.environment()
-        env.pop(variables.PYTHONPATH, None)
+        env.pop("PYTHONPATH", None)
         start = time.monotonic()
         cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)]
         proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)

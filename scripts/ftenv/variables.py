@@ -1,13 +1,12 @@
-"""Every environment variable ftenv reads or sets, with its default and meaning: the one place a
-variable's name is spelled and its default written, so that the code, the messages and
-docs/variables.md (generated from REGISTRY by `make generate`) cannot drift apart. The launchers'
-variables ftenv reads and the third-party settings it sets for the trainer are listed too.
+"""The environment variables ftenv owns, the ones it sets for torch, NCCL, the model hubs and the
+caches, and the ones a user sets that change what it does: each with its default and meaning, the
+one place its name is spelled, so that the code, the messages and docs/variables.md (generated from
+REGISTRY by `make generate`) cannot drift apart. A registered variable is read only through the
+accessors at the bottom. The rest of the environment (PATH, HOME, the launchers' RANK or SLURM_*,
+the base image's version variables) is read where its one reader is, as a plain mapping.
 
-Floor 0 (standard library only): every wing, imagetools and the scripts beside them read and set
-the environment through the accessors at the bottom (`read`, `given`, `read_float`, `read_int`,
-`environment`, `export`); tests/test_architecture.py checks that nothing else touches os.environ.
-
-Long because it is the table of every variable with its meaning, one entry each.
+Long because the docs' table is generated from it: each meaning is written once, here, for the
+code's messages and docs/variables.md alike.
 """
 
 from __future__ import annotations
@@ -73,39 +72,9 @@ TEST_SDPA_STALL_S = "FTENV_TEST_SDPA_STALL_S"
 TEST_CLOSE_HANG_RANK = "FTENV_TEST_CLOSE_HANG_RANK"
 TEST_IMAGE = "FTENV_TEST_IMAGE"
 DOCKER_CHECK = "FTENV_DOCKER_CHECK"
-# --- read from torch, cuDNN and the launchers -----------------------------------------------------
+# --- set by a user: the attention order torch reads, the GPUs a process sees ---------------------
 SDPA_DEPRIORITIZED = "TORCH_CUDNN_SDPA_DEPRIORITIZED"
 SDPA_PREFERRED = "TORCH_CUDNN_SDPA_PREFERRED"
-CUDNN_VERSION = "CUDNN_VERSION"
-LOCAL_RANK = "LOCAL_RANK"
-SLURM_LOCALID = "SLURM_LOCALID"
-# --- read from the launchers (torchrun, Slurm, Kubeflow PyTorchJob; ftenv.train.cluster_env) -----------
-RANK = "RANK"
-WORLD_SIZE = "WORLD_SIZE"
-LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
-MASTER_ADDR = "MASTER_ADDR"
-MASTER_PORT = "MASTER_PORT"
-TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID"
-PET_NNODES = "PET_NNODES"
-PET_NODE_RANK = "PET_NODE_RANK"
-PET_MASTER_ADDR = "PET_MASTER_ADDR"
-PET_MASTER_PORT = "PET_MASTER_PORT"
-PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
-PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
-PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
-PET_RDZV_ID = "PET_RDZV_ID"
-SLURM_JOB_ID = "SLURM_JOB_ID"
-SLURM_RESTART_COUNT = "SLURM_RESTART_COUNT"
-SLURM_NODEID = "SLURM_NODEID"
-SLURM_STEP_ID = "SLURM_STEP_ID"
-SLURM_STEP_NUM_NODES = "SLURM_STEP_NUM_NODES"
-SLURM_JOB_NUM_NODES = "SLURM_JOB_NUM_NODES"
-SLURM_NNODES = "SLURM_NNODES"
-SLURM_STEP_TASKS_PER_NODE = "SLURM_STEP_TASKS_PER_NODE"
-SLURM_STEP_NODELIST = "SLURM_STEP_NODELIST"
-SLURM_JOB_NODELIST = "SLURM_JOB_NODELIST"
-SLURM_NODELIST = "SLURM_NODELIST"
-KUBERNETES_SERVICE_HOST = "KUBERNETES_SERVICE_HOST"
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 # --- NCCL's network settings, read by the report (ftenv.report.network) ------------------------------
 NCCL_NET = "NCCL_NET"
@@ -126,7 +95,6 @@ HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 TRANSFORMERS_OFFLINE = "TRANSFORMERS_OFFLINE"
 MODELSCOPE_OFFLINE = "MODELSCOPE_OFFLINE"
 # --- the caches ftenv finetune repoints when they cannot be written (ftenv.train.cache_dirs) --------
-HOME = "HOME"
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 HF_HOME = "HF_HOME"
 MODELSCOPE_CACHE = "MODELSCOPE_CACHE"
@@ -137,23 +105,6 @@ TRITON_CACHE_DIR = "TRITON_CACHE_DIR"
 TRITON_HOME = "TRITON_HOME"
 CUDA_CACHE_PATH = "CUDA_CACHE_PATH"
 MPLCONFIGDIR = "MPLCONFIGDIR"
-# --- the image build's check (ftenv.stack.buildcheck): the versions the base image declares ------------
-PYTORCH_VERSION = "PYTORCH_VERSION"
-TORCHAUDIO_VERSION = "TORCHAUDIO_VERSION"
-CUDA_VERSION = "CUDA_VERSION"
-CUDNN_PACKAGE = "CUDNN_PACKAGE"
-TRANSFORMERS_VERSION = "TRANSFORMERS_VERSION"
-FUNASR_VERSION = "FUNASR_VERSION"
-MODELSCOPE_VERSION = "MODELSCOPE_VERSION"
-CC = "CC"
-TMPDIR = "TMPDIR"
-# --- processes ftenv and its tools start ----------------------------------------------------------------
-PATH = "PATH"
-PYTHONPATH = "PYTHONPATH"
-PYTHONUNBUFFERED = "PYTHONUNBUFFERED"
-CONTAINERS_CONF = "CONTAINERS_CONF"
-DEBIAN_FRONTEND = "DEBIAN_FRONTEND"
-OUT = "OUT"
 
 REGISTRY = (
     Variable(IMAGE, UNSET, "the image's reference, set by the image (the report names it)"),
@@ -270,62 +221,6 @@ REGISTRY = (
         image="1",
     ),
     Variable(SDPA_PREFERRED, UNSET, "torch 2.9: `0` keeps cuDNN attention out of the front of the order"),
-    Variable(CUDNN_VERSION, UNSET, "the cuDNN version the base image declares (read when torch cannot say)"),
-    Variable(LOCAL_RANK, UNSET, "torchrun's local rank: only local rank 0 prints the start-up report"),
-    Variable(SLURM_LOCALID, UNSET, "Slurm's local task id: only task 0 of a node prints the start-up report"),
-    Variable(RANK, "0", "the process's global rank (torchrun, Kubeflow: the node's rank); rank 0 when unset"),
-    Variable(
-        WORLD_SIZE,
-        UNSET,
-        "the job's process count (torchrun), or its node count (Kubeflow without nprocPerNode)",
-    ),
-    Variable(
-        LOCAL_WORLD_SIZE,
-        UNSET,
-        "torchrun's processes per node (with WORLD_SIZE: the node count the report uses)",
-    ),
-    Variable(
-        MASTER_ADDR, UNSET, "the rendezvous host (Kubeflow, a user); `ftenv finetune` passes it to torchrun"
-    ),
-    Variable(MASTER_PORT, UNSET, "the rendezvous port (Kubeflow, enroot's Slurm hook, a user)"),
-    Variable(
-        TORCHELASTIC_RUN_ID,
-        UNSET,
-        "set by torchrun in its workers: `ftenv finetune` refuses to run inside one",
-    ),
-    Variable(PET_NNODES, UNSET, "torchrun's node count as a variable (Kubeflow): `N` or `MIN:MAX`"),
-    Variable(PET_NODE_RANK, UNSET, "torchrun's node rank as a variable (Kubeflow)"),
-    Variable(PET_MASTER_ADDR, UNSET, "torchrun's rendezvous host as a variable (Kubeflow)"),
-    Variable(PET_MASTER_PORT, UNSET, "torchrun's rendezvous port as a variable (Kubeflow)"),
-    Variable(
-        PET_NPROC_PER_NODE, UNSET, "torchrun's processes per node as a variable (Kubeflow's nprocPerNode)"
-    ),
-    Variable(PET_RDZV_ENDPOINT, UNSET, "torchrun's rendezvous endpoint as a variable (an elastic job)"),
-    Variable(PET_RDZV_BACKEND, UNSET, "torchrun's rendezvous backend as a variable (default c10d)"),
-    Variable(PET_RDZV_ID, UNSET, "torchrun's rendezvous id as a variable"),
-    Variable(SLURM_JOB_ID, UNSET, "Slurm's job id: a Slurm job (with SLURM_NODEID); picks the default port"),
-    Variable(
-        SLURM_RESTART_COUNT,
-        UNSET,
-        "Slurm's count of this job's requeues and restarts: above 0, a finished output folder ends "
-        "`ftenv finetune` with success",
-    ),
-    Variable(SLURM_NODEID, UNSET, "Slurm's node index: the node rank"),
-    Variable(
-        SLURM_STEP_ID, UNSET, "Slurm's step id: `ftenv finetune` runs under `srun` (not in the batch script)"
-    ),
-    Variable(SLURM_STEP_NUM_NODES, UNSET, "the nodes of the Slurm step (read first)"),
-    Variable(SLURM_JOB_NUM_NODES, UNSET, "the nodes of the Slurm job (read when the step does not say)"),
-    Variable(SLURM_NNODES, UNSET, "the nodes of the Slurm job (older Slurm)"),
-    Variable(SLURM_STEP_TASKS_PER_NODE, UNSET, "tasks per node of the Slurm step: must be one"),
-    Variable(SLURM_STEP_NODELIST, UNSET, "the Slurm step's hosts: the first is the master (read first)"),
-    Variable(SLURM_JOB_NODELIST, UNSET, "the Slurm job's hosts (read when the step does not say)"),
-    Variable(SLURM_NODELIST, UNSET, "the Slurm job's hosts (older Slurm)"),
-    Variable(
-        KUBERNETES_SERVICE_HOST,
-        UNSET,
-        "set in a Kubernetes pod: an unwritable output folder's hint names a volume",
-    ),
     Variable(
         CUDA_VISIBLE_DEVICES,
         UNSET,
@@ -371,7 +266,6 @@ REGISTRY = (
     Variable(HF_HUB_OFFLINE, "1", "set by the fine-tune, the self-check, eval and export: never a hub"),
     Variable(TRANSFORMERS_OFFLINE, "1", "set beside HF_HUB_OFFLINE"),
     Variable(MODELSCOPE_OFFLINE, "1", "set beside HF_HUB_OFFLINE"),
-    Variable(HOME, UNSET, "the home folder the caches default to"),
     Variable(XDG_CACHE_HOME, UNSET, "a cache `ftenv finetune` repoints when it cannot be written"),
     Variable(HF_HOME, UNSET, "Hugging Face's cache: repointed when it cannot be written"),
     Variable(MODELSCOPE_CACHE, UNSET, "ModelScope's cache: repointed when it cannot be written"),
@@ -387,25 +281,6 @@ REGISTRY = (
     Variable(TRITON_HOME, UNSET, "Triton's dumps and overrides: repointed when they cannot be written"),
     Variable(CUDA_CACHE_PATH, UNSET, "the driver's JIT cache: repointed when it cannot be written"),
     Variable(MPLCONFIGDIR, UNSET, "matplotlib's settings: repointed when they cannot be written"),
-    Variable(PYTORCH_VERSION, UNSET, "the base image's torch: the build check holds it to versions.toml"),
-    Variable(TORCHAUDIO_VERSION, UNSET, "the base image's torchaudio: checked by the build check"),
-    Variable(CUDA_VERSION, UNSET, "the base image's CUDA: checked by the build check"),
-    Variable(CUDNN_PACKAGE, UNSET, "the base image's cuDNN package: checked by the build check"),
-    Variable(TRANSFORMERS_VERSION, UNSET, "the image's transformers: checked by the build check"),
-    Variable(FUNASR_VERSION, UNSET, "the image's funasr: checked by the build check"),
-    Variable(MODELSCOPE_VERSION, UNSET, "the image's modelscope: checked by the build check"),
-    Variable(CC, UNSET, "the C compiler the build check's compile uses (else gcc or clang)"),
-    Variable(TMPDIR, UNSET, "the temporary folder; the build check sets its own for its compile"),
-    Variable(PATH, UNSET, "where commands are found; the GPU check scripts put their own first"),
-    Variable(PYTHONPATH, UNSET, "set for children so that they import this checkout's ftenv"),
-    Variable(
-        PYTHONUNBUFFERED, UNSET, "set to `1` for the GPU check scripts' children: lines arrive as printed"
-    ),
-    Variable(
-        CONTAINERS_CONF, UNSET, "podman's settings file: `make run` and the layer check point it at their own"
-    ),
-    Variable(DEBIAN_FRONTEND, UNSET, "set to `noninteractive` for the engine's installation"),
-    Variable(OUT, UNSET, "where the GPU check scripts write their results (default gpu-results/)"),
 )
 
 
@@ -423,7 +298,7 @@ def markdown_table(prefix: str = "") -> str:
     return "\n".join(rows) + "\n"
 
 
-# --- the accessors: the one way to read and set the environment ----------------------------------------
+# --- the accessors: the one way to read and set a registered variable -----------------------------------
 
 _BY_NAME = {v.name: v for v in REGISTRY}
 
@@ -443,7 +318,7 @@ def default(name: str) -> str | None:
 
 def given(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The value set in environ (this process's environment unless given), None when unset: for the
-    rules that tell a set variable from its default (which launcher started us, a user's own cache)."""
+    rules that tell a set variable from its default (a user's own cache, a setting not to override)."""
     _registered(name)
     return (os.environ if environ is None else environ).get(name)
 
@@ -469,11 +344,6 @@ def read_seconds(name: str, what: str, environ: Mapping[str, str] | None = None)
     if value <= 0:
         raise ValueError(f"{name}={raw!r}: give {what} in seconds, above 0")
     return value
-
-
-def read_int(name: str, environ: Mapping[str, str] | None = None) -> int:
-    """read() as a whole number (ValueError when the value is not one)."""
-    return int(read(name, environ))
 
 
 def environment(changes: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,7 +1,7 @@
-"""ftenv.variables is the one home of every environment variable: no other module of the package
-spells a variable's name in its code, its accessors read the registry's defaults, the registry
-matches the defaults the code applies, and docs/variables.md's table is the registry's (each rule
-shown failing on a planted fault)."""
+"""ftenv.variables is the one home of the variables ftenv owns, sets or obeys: no other module of
+the package spells a registered name in its code, its accessors read the registry's defaults, the
+registry matches the defaults the code applies, and docs/variables.md's table is the registry's
+(each rule shown failing on a planted fault)."""
 
 from __future__ import annotations
 
@@ -38,16 +38,16 @@ def test_a_planted_spelling_is_found_and_a_docstring_is_not(tmp_path):
     copy = tmp_path / "ftenv"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "steps/planted.py").write_text(
-        '"""FTENV_IN_PROSE and RANK are fine here."""\n\n'
+        '"""FTENV_IN_PROSE and NCCL_DEBUG are fine here."""\n\n'
         'SWITCH = "FTENV_PLANTED"\n\n\n'
         "def hint(x):\n"
         '    """So is FTENV_IN_A_FUNCTION."""\n'
-        '    return f"set FTENV_IN_A_MESSAGE={x}", "RANK"\n'
+        '    return f"set FTENV_IN_A_MESSAGE={x}", "NCCL_DEBUG", "RANK"\n'
     )
-    assert spelled_outside(copy) == [
+    assert spelled_outside(copy) == [  # RANK is torchrun's, not registered: spelled where it is read
         "ftenv/steps/planted.py:3: FTENV_PLANTED",
         "ftenv/steps/planted.py:8: FTENV_IN_A_MESSAGE",
-        "ftenv/steps/planted.py:8: RANK",
+        "ftenv/steps/planted.py:8: NCCL_DEBUG",
     ]
 
 
@@ -58,10 +58,9 @@ def test_read_gives_the_value_else_the_registered_default():
     assert variables.read(variables.REPORT_TIMEOUT, {}) == "60"
     assert variables.read(variables.REPORT_TIMEOUT, {variables.REPORT_TIMEOUT: "5"}) == "5"
     assert variables.read(variables.IMAGE, {}) is None  # unset unless someone sets it
-    assert variables.read(variables.RANK, {}) == "0" and variables.given(variables.RANK, {}) is None
-    assert variables.given(variables.RANK, {variables.RANK: ""}) == ""
+    assert variables.read(variables.REPORT, {}) == "1" and variables.given(variables.REPORT, {}) is None
+    assert variables.given(variables.REPORT, {variables.REPORT: ""}) == ""
     assert variables.read_float(variables.WATCH_HANG_LIMIT_S, {}) == 1800.0
-    assert variables.read_int(variables.RANK, {variables.RANK: "3"}) == 3
     with pytest.raises(ValueError):
         variables.read_float(variables.REPORT_TIMEOUT, {variables.REPORT_TIMEOUT: "soon"})
 

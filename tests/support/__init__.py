@@ -45,9 +45,7 @@ def child_env(*, unset: Iterable[str] = (), **extra: str) -> dict[str, str]:
         k: v for k, v in variables.environment().items() if not any(fnmatch.fnmatchcase(k, u) for u in unset)
     }
     env.update(extra)
-    env[variables.PYTHONPATH] = os.pathsep.join(
-        p for p in (str(ROOT / "scripts"), variables.read(variables.PYTHONPATH, env)) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "scripts"), env.get("PYTHONPATH")) if p)
     return env
 
 

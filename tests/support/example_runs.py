@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -56,7 +57,7 @@ def record(script: Path, tools: list[str], env: dict, tmp_path: Path) -> list[di
         unset=["SLURM_*", "PET_*"],
         **{
             **{k: str(v) for k, v in env.items()},
-            variables.PATH: f"{bin_dir}:{variables.read(variables.PATH)}",
+            "PATH": f"{bin_dir}:{os.environ.get('PATH')}",
             "RECORD": str(rec),
             "WATCH_VAR": variables.SDPA_DEPRIORITIZED,
         },

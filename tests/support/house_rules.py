@@ -1,11 +1,12 @@
 """The variable and exit-code rules read from a module's syntax tree (ast), for tests/test_architecture.py:
 each finding is `path:line: what is wrong; the fix`, so that a failing check says where and how.
 
-- A variable's name is spelled only in ftenv/variables.py: a string of the code (not a docstring) that
-  holds an FTENV_ name or is a registered name, or a keyword argument so named, is a finding.
-- The environment is read and set only through ftenv.variables' accessors: os.environ, os.getenv and
-  their kin, and a registered variable looked up in a mapping by hand (`env.get(variables.X)`,
-  `env[variables.X]`, `variables.X in env`), are findings.
+- A registered variable's name is spelled only in ftenv/variables.py: a string of the code (not a
+  docstring) that holds an FTENV_ name or is a registered name, or a keyword argument so named, is a
+  finding.
+- A registered variable is read only through ftenv.variables' accessors, which apply its registered
+  default: looked up by hand (`env.get(variables.X)`, `os.getenv(variables.X)`, `env[variables.X]`,
+  `variables.X in env`) is a finding. The rest of the environment is read as any mapping is.
 - An exit code ftenv chooses is a name of ftenv/outcome.py: a literal other than 0 handed to sys.exit,
   SystemExit or os._exit, or returned by a function that returns exit codes (named main or run, or
   one that also returns an outcome name or says "exit code" in its docstring), is a finding.
@@ -21,20 +22,17 @@ from pathlib import Path
 from ftenv import outcome
 
 FTENV_NAME = re.compile(r"\bFTENV_[A-Z][A-Z0-9_]*")
-#: What reaches the process's environment without the accessors.
-RAW = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 #: Local names the variables module is imported under.
 VARIABLES_ALIASES = {"variables", "V"}
+#: Calls that look a name up: a mapping's get, os.getenv.
+LOOKUPS = {"get", "getenv"}
 #: Names that say a function returns exit codes.
 EXIT_FUNCTION = re.compile(r"(^|_)(main|run)($|_)")
 #: Names of ftenv.outcome's codes (a function returning one returns exit codes).
 OUTCOME_NAMES = {c.name for c in outcome.EXIT_CODES} | {"EXIT", "INCONCLUSIVE_CODE"}
 
 SPELLING_FIX = "name it as ftenv.variables.<NAME> (add it to REGISTRY with its default and meaning)"
-RAW_FIX = (
-    "use ftenv.variables' accessors: read/given/read_float/read_int to read, "
-    "environment() for a child's environment, export() to set"
-)
+READ_FIX = "read it with ftenv.variables.read/given/read_float/read_seconds (they apply its default)"
 EXIT_FIX = "use ftenv.outcome's name for the code (add it to EXIT_CODES if it is new)"
 
 
@@ -80,18 +78,15 @@ def _is_variable(node: ast.AST) -> bool:
     )
 
 
-def raw_reads(tree: ast.AST) -> list[tuple[int, str]]:
-    """(line, what) of each reach into the environment past the accessors."""
+def hand_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, what) of each registered variable read past the accessors."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in RAW:
-            if isinstance(node.value, ast.Name) and node.value.id == "os":
-                found.append((node.lineno, f"os.{node.attr}"))
-        elif isinstance(node, ast.ImportFrom) and node.module == "os":
-            found += [(node.lineno, f"from os import {a.name}") for a in node.names if a.name in RAW]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
-            if node.args and _is_variable(node.args[0]):
-                found.append((node.lineno, f"a mapping's .get({ast.unparse(node.args[0])})"))
+        if isinstance(node, ast.Call) and node.args and _is_variable(node.args[0]):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in LOOKUPS:
+                found.append((node.lineno, f"{ast.unparse(func)}({ast.unparse(node.args[0])})"))
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is_variable(node.slice):
             found.append((node.lineno, f"a mapping's [{ast.unparse(node.slice)}]"))
         elif (
@@ -199,10 +194,10 @@ def _parse(path: Path, mtime_ns: int) -> ast.Module:
 
 
 def findings(files: list[Path], root: Path, registered: set[str], rule: str) -> list[str]:
-    """`path:line: what; fix` for each breach of rule ("spelling", "raw", "exit") in files."""
+    """`path:line: what; fix` for each breach of rule ("spelling", "reads", "exit") in files."""
     check, fix = {
         "spelling": (lambda t: spelled_names(t, registered), SPELLING_FIX),
-        "raw": (raw_reads, RAW_FIX),
+        "reads": (hand_reads, READ_FIX),
         "exit": (bare_codes, EXIT_FIX),
     }[rule]
     out = []

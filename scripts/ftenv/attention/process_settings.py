@@ -16,6 +16,7 @@ nothing here raises.
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from ftenv import text, variables
 from ftenv.attention import sdpa
 from ftenv.attention.facts import Stack, package_version
 from ftenv.stack import versions
+
+#: The cuDNN version the base image declares (its ENV): read when torch cannot say.
+CUDNN_VERSION = "CUDNN_VERSION"
 
 
 @dataclass(frozen=True)
@@ -194,13 +198,13 @@ def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str
         envs = [e for e in (_proc_environ(p) for p in process_tree(root)) if e is not None]
         if envs:
             deepest = envs[-1]
-            values = {n: variables.given(n, deepest) for n in names}
-            differing = sorted({str(variables.given(names[0], e)) for e in envs})
+            values = {n: deepest.get(n) for n in names}
+            differing = sorted({str(e.get(names[0])) for e in envs})
             source = "training process"
             if len(differing) > 1:
                 source += f" (values differ along the process tree: {', '.join(differing)})"
             return values, source
-    return {n: variables.given(n) for n in names}, "environment"
+    return {n: os.environ.get(n) for n in names}, "environment"
 
 
 def read_process_settings(pid: int | None = None) -> AttentionSettings:
@@ -210,20 +214,18 @@ def read_process_settings(pid: int | None = None) -> AttentionSettings:
     except Exception as exc:  # never let the read take the watchdog down
         arches, arch_source = (), f"read failed: {exc}"
     try:
-        values, variable_source = process_env(pid, (variables.SDPA_DEPRIORITIZED, variables.CUDNN_VERSION))
+        values, variable_source = process_env(pid, (variables.SDPA_DEPRIORITIZED, CUDNN_VERSION))
     except Exception:
         values, variable_source = (
             {
                 variables.SDPA_DEPRIORITIZED: variables.given(variables.SDPA_DEPRIORITIZED),
-                variables.CUDNN_VERSION: None,
+                CUDNN_VERSION: None,
             },
             "environment",
         )
     deprioritized = sdpa.interpret_deprioritized(variables.given(variables.SDPA_DEPRIORITIZED, values))
     torch_version = package_version("torch")
-    cudnn = cudnn_int_or_none(
-        variables.given(variables.CUDNN_VERSION, values) or variables.read(variables.CUDNN_VERSION)
-    )
+    cudnn = cudnn_int_or_none(values.get(CUDNN_VERSION) or os.environ.get(CUDNN_VERSION))
     if cudnn is None:
         cudnn = cudnn_int_or_none(package_version(*cudnn_packages()))
     firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, deprioritized) for a in arches}

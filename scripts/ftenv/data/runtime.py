@@ -22,7 +22,7 @@ def counting_on(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _emit(event: str, dataset: str, count: int, of: int = 0, detail: str = "") -> None:
-    line = D.event_line(event, variables.read(variables.RANK), dataset, count, of, detail) + "\n"
+    line = D.event_line(event, os.environ.get("RANK", "0"), dataset, count, of, detail) + "\n"
     with contextlib.suppress(OSError):  # one write: the lines of many processes never mix
         os.write(2, line.encode("utf-8", "replace"))
 

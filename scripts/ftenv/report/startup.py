@@ -13,7 +13,7 @@ from ftenv import variables
 
 DEFAULT_TIMEOUT_S = float(variables.default(variables.REPORT_TIMEOUT))
 #: Set per task by Slurm, torchrun and enroot's PyTorch hook: only local rank 0 of a node prints.
-LOCAL_RANK_VARS = (variables.LOCAL_RANK, variables.SLURM_LOCALID)
+LOCAL_RANK_VARS = ("LOCAL_RANK", "SLURM_LOCALID")
 
 
 def wanted(environ: Mapping[str, str]) -> bool:
@@ -23,7 +23,7 @@ def wanted(environ: Mapping[str, str]) -> bool:
         or variables.read(variables.REPORT_SHOWN, environ) == "1"
     ):
         return False
-    return all((variables.given(name, environ) or "").strip() in ("0", "") for name in LOCAL_RANK_VARS)
+    return all((environ.get(name) or "").strip() in ("0", "") for name in LOCAL_RANK_VARS)
 
 
 def _timeout(environ: Mapping[str, str]) -> float:

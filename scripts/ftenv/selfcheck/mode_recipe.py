@@ -74,9 +74,7 @@ def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
     env = variables.environment(tinymodel.OFFLINE_ENV)
     # The child must import this same ftenv (an editable or a source checkout included).
     here = str(Path(__file__).resolve().parents[2])
-    env[variables.PYTHONPATH] = os.pathsep.join(
-        p for p in (here, variables.read(variables.PYTHONPATH, env)) if p
-    )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     if device == "cpu":
         env[variables.FUNASR_CPU_SHIM] = "1"
     if options.inject_stall:

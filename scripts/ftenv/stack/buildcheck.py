@@ -5,6 +5,7 @@ under the same tag.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,22 +17,23 @@ from pathlib import Path
 from ftenv import outcome, variables
 from ftenv.stack.versions import cudnn_int, major_minor, public
 
-#: Each part of the stack and the variable of the image build that declares its version.
+#: Each part of the stack and the variable of the image build that declares its version (the base
+#: image's ENV, or the Dockerfile's ARG of the same name).
 DECLARED = {
-    "torch": variables.PYTORCH_VERSION,
-    "torchaudio": variables.TORCHAUDIO_VERSION,
-    "cuda": variables.CUDA_VERSION,
-    "cudnn_package": variables.CUDNN_PACKAGE,
-    "cudnn": variables.CUDNN_VERSION,
-    "transformers": variables.TRANSFORMERS_VERSION,
-    "funasr": variables.FUNASR_VERSION,
-    "modelscope": variables.MODELSCOPE_VERSION,
+    "torch": "PYTORCH_VERSION",
+    "torchaudio": "TORCHAUDIO_VERSION",
+    "cuda": "CUDA_VERSION",
+    "cudnn_package": "CUDNN_PACKAGE",
+    "cudnn": "CUDNN_VERSION",
+    "transformers": "TRANSFORMERS_VERSION",
+    "funasr": "FUNASR_VERSION",
+    "modelscope": "MODELSCOPE_VERSION",
 }
 
 
 def _expected_from_env() -> dict[str, str]:
     """The declared versions; KeyError names the first variable that is not set."""
-    expected = {part: variables.read(name) for part, name in DECLARED.items()}
+    expected = {part: os.environ.get(name) for part, name in DECLARED.items()}
     if missing := next((DECLARED[part] for part, value in expected.items() if value is None), None):
         raise KeyError(missing)
     return expected
@@ -96,7 +98,7 @@ def compile_problems(timeout_s: float = 600) -> list[str]:
         # TMPDIR too: Inductor keeps its precompiled headers (~120 MB) under the temp dir, not the
         # cache dir, and none of it may stay in the image.
         env = variables.environment(
-            {variables.TORCHINDUCTOR_CACHE_DIR: str(Path(tmp) / "inductor"), variables.TMPDIR: tmp}
+            {variables.TORCHINDUCTOR_CACHE_DIR: str(Path(tmp) / "inductor"), "TMPDIR": tmp}
         )
         try:
             proc = subprocess.run(
@@ -112,7 +114,7 @@ def compile_problems(timeout_s: float = 600) -> list[str]:
                 problems.append(f"torch.compile on the CPU (Inductor, C++ compiler) failed: {why}")
         except subprocess.TimeoutExpired:
             problems.append(f"torch.compile on the CPU did not finish in {timeout_s:g} s")
-        cc = variables.read(variables.CC) or shutil.which("gcc") or shutil.which("clang")
+        cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
         scheme = sysconfig.get_default_scheme()  # as Triton's build picks it (Debian's posix_local)
         include = sysconfig.get_paths(scheme="posix_prefix" if scheme == "posix_local" else scheme)["include"]
         src = Path(tmp) / "launcher.c"

@@ -108,7 +108,7 @@ def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
 
 
 def _rank_of(pid: int) -> str | None:
-    return variables.given(variables.RANK, _environ(pid))
+    return _environ(pid).get("RANK")  # torchrun sets it in each worker
 
 
 def _cmdline(pid: int) -> str:

@@ -4,11 +4,11 @@ waits for the GPU (usage: docs/watchdog.md).
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TextIO
 
-from ftenv import variables
 from ftenv.attention import process_settings
 from ftenv.steps import slow_step_lines, stats
 from ftenv.steps.step import Step
@@ -24,7 +24,7 @@ class StepTimer:
         stream: TextIO | None = None,
         clock=time.perf_counter,
     ):
-        self.rank = variables.read_int(variables.RANK) if rank is None else rank
+        self.rank = int(os.environ.get("RANK", "0")) if rank is None else rank
         self.stream, self.clock = stream, clock
         self.slow_lines = slow_step_lines.SlowStepLines(
             factor=factor, warmup=warmup, settings=lambda: process_settings.read_process_settings(None)

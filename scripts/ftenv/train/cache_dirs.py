@@ -71,7 +71,7 @@ def _base(tmp: Path, create: bool) -> Path:
 def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
     """The cache variables to repoint, or None when every cache can be written where it is.
     create=False (a dry run) creates nothing."""
-    home = Path(variables.read(variables.HOME, environ) or os.path.expanduser("~"))
+    home = Path((os.environ if environ is None else environ).get("HOME") or os.path.expanduser("~"))
     unwritable: list[tuple[str, Path]] = []
     for name, default in CACHE_VARS:
         value = variables.read(name, environ)

@@ -9,8 +9,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ftenv import variables as V
-
 #: upstream finetune.sh's defaults
 DEFAULT_MASTER_ADDR = "127.0.0.1"
 DEFAULT_MASTER_PORT = 26669
@@ -68,7 +66,7 @@ class Launch:
 
 
 def _int(env: Mapping[str, str], name: str, *, minimum: int = 0) -> int:
-    raw = V.given(name, env) or ""
+    raw = env.get(name) or ""
     try:
         value = int(raw)
     except ValueError:
@@ -135,23 +133,23 @@ def _tasks_per_node(raw: str) -> list[int]:
 
 
 def _master_port(env: Mapping[str, str], default: int | None) -> int | None:
-    raw = V.given(V.MASTER_PORT, env)
-    return _port(raw, V.MASTER_PORT) if raw else default
+    raw = env.get("MASTER_PORT")
+    return _port(raw, "MASTER_PORT") if raw else default
 
 
 def _slurm(env: Mapping[str, str]) -> Launch:
-    step = V.given(V.SLURM_STEP_ID, env)
+    step = env.get("SLURM_STEP_ID")
     in_step = step is not None and step not in ("batch", "extern")
-    counts = (V.SLURM_STEP_NUM_NODES,) * in_step + (V.SLURM_JOB_NUM_NODES,)
-    nodes_var = next((v for v in counts if V.given(v, env) is not None), V.SLURM_NNODES)
-    nnodes = _int(env, nodes_var, minimum=1) if V.given(nodes_var, env) is not None else 1
+    counts = ("SLURM_STEP_NUM_NODES",) * in_step + ("SLURM_JOB_NUM_NODES",)
+    nodes_var = next((v for v in counts if env.get(v) is not None), "SLURM_NNODES")
+    nnodes = _int(env, nodes_var, minimum=1) if env.get(nodes_var) is not None else 1
     if nnodes > 1 and not in_step:
         raise LaunchError(
             f"this Slurm job has {nnodes} nodes but `ftenv finetune` runs in the batch script itself, "
             "i.e. on the first node only: start it with `srun --ntasks-per-node=1 ...` so that one "
             "copy runs on every node (see docs/examples/slurm/)"
         )
-    tasks_raw = V.given(V.SLURM_STEP_TASKS_PER_NODE, env) if in_step else None
+    tasks_raw = env.get("SLURM_STEP_TASKS_PER_NODE") if in_step else None
     if tasks_raw and any(n > 1 for n in _tasks_per_node(tasks_raw)):
         raise LaunchError(
             f"SLURM_STEP_TASKS_PER_NODE={tasks_raw}: run one task per node (`srun --ntasks-per-node=1`)."
@@ -159,21 +157,21 @@ def _slurm(env: Mapping[str, str]) -> Launch:
             "their own torchrun and collide"
         )
     nodelist_var = next(
-        (v for v in (V.SLURM_STEP_NODELIST, V.SLURM_JOB_NODELIST, V.SLURM_NODELIST) if V.given(v, env)),
+        (v for v in ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST") if env.get(v)),
         None,
     )
     if nodelist_var is None:
         raise LaunchError("Slurm job without SLURM_JOB_NODELIST: cannot tell the master node")
     # One node: the loopback address, no name resolution needed. Several: the first host.
-    master = first_host(V.given(nodelist_var, env)) if nnodes > 1 else DEFAULT_MASTER_ADDR
+    master = first_host(env.get(nodelist_var)) if nnodes > 1 else DEFAULT_MASTER_ADDR
     launch = Launch(
         source="slurm",
         nnodes=str(nnodes),
-        node_rank=_int(env, V.SLURM_NODEID) if nnodes > 1 else 0,
+        node_rank=_int(env, "SLURM_NODEID") if nnodes > 1 else 0,
         master_addr=master,
         master_port=_master_port(env, None),
     )
-    job = V.given(V.SLURM_JOB_ID, env) or ""
+    job = env.get("SLURM_JOB_ID") or ""
     if launch.master_port is not None and job.isdigit():
         hook_port = ENROOT_HOOK_PORT_BASE + int(job) % ENROOT_HOOK_PORT_SPAN
         if launch.master_port == hook_port:
@@ -188,7 +186,7 @@ def _slurm(env: Mapping[str, str]) -> Launch:
         launch.master_port = (
             SLURM_PORT_BASE + int(job) % SLURM_PORT_SPAN if job.isdigit() else DEFAULT_MASTER_PORT
         )
-    asked = V.given(V.MASTER_ADDR, env)
+    asked = env.get("MASTER_ADDR")
     if nnodes > 1 and asked and asked != launch.master_addr:
         launch.notes.append(
             f"MASTER_ADDR={asked} in the environment is ignored under Slurm (it may come "
@@ -199,28 +197,28 @@ def _slurm(env: Mapping[str, str]) -> Launch:
 
 
 def _torchrun_vars(env: Mapping[str, str]) -> Launch:
-    nnodes = V.given(V.PET_NNODES, env).strip()
+    nnodes = env.get("PET_NNODES").strip()
     if not re.fullmatch(r"\d+(:\d+)?", nnodes):
         raise LaunchError(f"PET_NNODES={nnodes!r} is neither N nor MIN:MAX")
-    is_kubeflow = bool(V.given(V.MASTER_ADDR, env) and V.given(V.RANK, env) is not None)
-    rank_var = next((v for v in (V.PET_NODE_RANK, V.RANK) if V.given(v, env)), None)
+    is_kubeflow = bool(env.get("MASTER_ADDR") and env.get("RANK") is not None)
+    rank_var = next((v for v in ("PET_NODE_RANK", "RANK") if env.get(v)), None)
     launch = Launch(
         source="kubeflow" if is_kubeflow else "torchrun variables",
         nnodes=nnodes,
         node_rank=_int(env, rank_var) if rank_var else None,
-        master_addr=V.given(V.PET_MASTER_ADDR, env) or V.given(V.MASTER_ADDR, env),
+        master_addr=env.get("PET_MASTER_ADDR") or env.get("MASTER_ADDR"),
         master_port=None,
-        rdzv_endpoint=V.given(V.PET_RDZV_ENDPOINT, env) or None,
-        rdzv_backend=V.given(V.PET_RDZV_BACKEND, env) or None,
-        rdzv_id=V.given(V.PET_RDZV_ID, env) or None,
+        rdzv_endpoint=env.get("PET_RDZV_ENDPOINT") or None,
+        rdzv_backend=env.get("PET_RDZV_BACKEND") or None,
+        rdzv_id=env.get("PET_RDZV_ID") or None,
     )
-    port = V.given(V.PET_MASTER_PORT, env) or V.given(V.MASTER_PORT, env)
+    port = env.get("PET_MASTER_PORT") or env.get("MASTER_PORT")
     if port:
-        name = V.PET_MASTER_PORT if V.given(V.PET_MASTER_PORT, env) else V.MASTER_PORT
+        name = "PET_MASTER_PORT" if env.get("PET_MASTER_PORT") else "MASTER_PORT"
         launch.master_port = _port(port, name)
-    nproc = V.given(V.PET_NPROC_PER_NODE, env) or ""
+    nproc = env.get("PET_NPROC_PER_NODE") or ""
     if nproc.isdigit():  # torchrun also takes gpu/cpu/auto: those fall back to the visible GPUs
-        launch.nproc_per_node = _int(env, V.PET_NPROC_PER_NODE, minimum=1)
+        launch.nproc_per_node = _int(env, "PET_NPROC_PER_NODE", minimum=1)
     if not launch.rdzv_endpoint:
         if ":" in nnodes:
             raise LaunchError(f"PET_NNODES={nnodes} (elastic) needs PET_RDZV_ENDPOINT")
@@ -235,8 +233,8 @@ def _torchrun_vars(env: Mapping[str, str]) -> Launch:
 
 
 def _master_vars(env: Mapping[str, str]) -> Launch:
-    nnodes = _int(env, V.WORLD_SIZE, minimum=1)
-    rank = _int(env, V.RANK)
+    nnodes = _int(env, "WORLD_SIZE", minimum=1)
+    rank = _int(env, "RANK")
     if rank >= nnodes:
         raise LaunchError(
             f"RANK={rank} is not below WORLD_SIZE={nnodes}: here WORLD_SIZE must count nodes (pods), "
@@ -246,23 +244,23 @@ def _master_vars(env: Mapping[str, str]) -> Launch:
         source="kubeflow",
         nnodes=str(nnodes),
         node_rank=rank,
-        master_addr=V.given(V.MASTER_ADDR, env),
+        master_addr=env.get("MASTER_ADDR"),
         master_port=_master_port(env, DEFAULT_MASTER_PORT),
     )
 
 
 def detect(env: Mapping[str, str]) -> Launch:
     """The launch this environment asks for (before command-line overrides)."""
-    if V.given(V.TORCHELASTIC_RUN_ID, env) and V.given(V.LOCAL_RANK, env) is not None:
+    if env.get("TORCHELASTIC_RUN_ID") and env.get("LOCAL_RANK") is not None:
         raise LaunchError(
             "this is already a process started by torchrun (TORCHELASTIC_RUN_ID and LOCAL_RANK are "
             "set): `ftenv finetune` starts torchrun itself, run it directly instead"
         )
-    if V.given(V.PET_NNODES, env):
+    if env.get("PET_NNODES"):
         return _torchrun_vars(env)
-    if V.given(V.SLURM_JOB_ID, env) and V.given(V.SLURM_NODEID, env) is not None:
+    if env.get("SLURM_JOB_ID") and env.get("SLURM_NODEID") is not None:
         return _slurm(env)
-    if V.given(V.MASTER_ADDR, env) and V.given(V.WORLD_SIZE, env) and V.given(V.RANK, env) is not None:
+    if env.get("MASTER_ADDR") and env.get("WORLD_SIZE") and env.get("RANK") is not None:
         return _master_vars(env)
     return Launch(
         source="single node",

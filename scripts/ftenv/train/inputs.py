@@ -10,7 +10,6 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ftenv import variables
 from ftenv.data import chatml, paths
 from ftenv.data import lists as data_lists
 from ftenv.model import folder as model_folder
@@ -151,7 +150,7 @@ def _check_one_jsonl(path: Path, what: str, base: Path, lines: int) -> list[str]
 
 def _write_hint(folder: Path | None, environ: Mapping[str, str] | None) -> str:
     """How to make the folder writable, for where this runs."""
-    if variables.read(variables.KUBERNETES_SERVICE_HOST, environ):
+    if (os.environ if environ is None else environ).get("KUBERNETES_SERVICE_HOST"):  # in a pod
         return (
             f"make the volume writable by uid {IMAGE_UID} or gid 0 before the job starts (fsGroup is "
             "not applied to ReadWriteMany or most CSI volumes), or set runAsUser to its owner"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ftenv import variables
 from ftenv.train import cluster_env
 
 
@@ -17,9 +16,7 @@ def node_count(env: Mapping[str, str]) -> tuple[int | None, str | None]:
     try:
         launch = cluster_env.detect(env)
     except cluster_env.LaunchError:
-        world, local = (
-            variables.read(v, env) or "" for v in (variables.WORLD_SIZE, variables.LOCAL_WORLD_SIZE)
-        )
+        world, local = (env.get(v) or "" for v in ("WORLD_SIZE", "LOCAL_WORLD_SIZE"))
         if world.isdigit() and local.isdigit() and int(local) > 0:
             return -(-int(world) // int(local)), "torchrun variables"
         return None, None

@@ -72,7 +72,7 @@ def apt_command(purpose: str) -> str:
 
 
 def _apt_install(names: tuple[str, ...]) -> int:
-    env = variables.environment({variables.DEBIAN_FRONTEND: "noninteractive"})
+    env = variables.environment({"DEBIAN_FRONTEND": "noninteractive"})
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *names]):
         done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
         if done.returncode:

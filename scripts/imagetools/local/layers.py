@@ -134,7 +134,7 @@ def rebuild(
         lock.write_text(bump_funasr_entry(lock.read_text()))
         if (work / locks.LAYER_LOCKS).is_dir():
             locks.write(work, [variant])
-        env = variables.environment({variables.CONTAINERS_CONF: str(root / "scripts/containers.conf")})
+        env = variables.environment({"CONTAINERS_CONF": str(root / "scripts/containers.conf")})
         # --no-default-tag: the image under test keeps its name while the rebuild exists beside it
         cmd = [
             sys.executable,

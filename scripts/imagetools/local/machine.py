@@ -192,8 +192,8 @@ def needs_engine_conf() -> bool:
 def engine_env(engine: str) -> dict[str, str]:
     """The environment for engine commands: CONTAINERS_CONF only where it is needed and unset."""
     env = variables.environment()
-    if engine == "podman" and variables.given(variables.CONTAINERS_CONF) is None and needs_engine_conf():
-        env[variables.CONTAINERS_CONF] = str(ENGINE_CONF)
+    if engine == "podman" and os.environ.get("CONTAINERS_CONF") is None and needs_engine_conf():
+        env["CONTAINERS_CONF"] = str(ENGINE_CONF)
         print(
             f"ftenv: engine settings {ENGINE_CONF.name} (this root cannot raise its limits)", file=sys.stderr
         )

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ftenv import variables as V
+#: sbatch's count of the job's requeues and restarts.
+RESTART_COUNT = "SLURM_RESTART_COUNT"
 
 
 def restart_of(env: Mapping[str, str]) -> str | None:
@@ -24,8 +25,8 @@ def restart_of(env: Mapping[str, str]) -> str | None:
     set by torchrun for its workers, after this check, and torchrun's restarts rerun the workers,
     not `ftenv finetune`: it is not read.
     """
-    raw = (V.given(V.SLURM_RESTART_COUNT, env) or "").strip()
-    return f"{V.SLURM_RESTART_COUNT}={raw}" if raw.isdigit() and int(raw) > 0 else None
+    raw = (env.get(RESTART_COUNT) or "").strip()
+    return f"{RESTART_COUNT}={raw}" if raw.isdigit() and int(raw) > 0 else None
 
 
 @dataclass(frozen=True)
@@ -38,4 +39,4 @@ class Start:
 
     @classmethod
     def of(cls, env: Mapping[str, str]) -> Start:
-        return cls(V.given(V.SLURM_JOB_ID, env) or None, restart_of(env))
+        return cls(env.get("SLURM_JOB_ID") or None, restart_of(env))

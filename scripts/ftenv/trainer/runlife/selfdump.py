@@ -33,7 +33,9 @@ def install(environ=None) -> list[str]:
     notes = []
     folder = variables.read(variables.WATCH_STACKS_DIR, environ)
     if folder:
-        path = hang.stack_file(Path(folder), variables.given(variables.RANK, environ), os.getpid())
+        path = hang.stack_file(
+            Path(folder), (os.environ if environ is None else environ).get("RANK"), os.getpid()
+        )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             f = open(path, "a", encoding="utf-8")  # noqa: SIM115 (open for the process's life)
