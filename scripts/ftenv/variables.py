@@ -3,7 +3,7 @@ caches, and the ones a user sets that change what it does: each with its default
 one place its name is spelled, so that the code, the messages and docs/variables.md (generated from
 REGISTRY by `make generate`) cannot drift apart. A registered variable is read only through the
 accessors at the bottom. The rest of the environment (PATH, HOME, the launchers' RANK or SLURM_*,
-the base image's version variables) is read where its one reader is, as a plain mapping.
+the base image's version variables) is read where it is used, as a plain mapping.
 
 Long because the docs' table is generated from it: each meaning is written once, here, for the
 code's messages and docs/variables.md alike.
