@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import audio, chatml, extract, kaldi, normalize, writes
+from ftenv.data import audio, chatml, extract, kaldi, normalize, programs, writes
 from ftenv.data import lines as lines_mod
 from ftenv.data.rows import Rejected, Row
 from ftenv.data.sources import checked_keys, from_folder, from_table
@@ -180,6 +180,8 @@ def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list)
         return (
             f"{len(written)} utterances are {why}: name a folder to write their audio to with --audio-out DIR"
         )
+    if lacking := programs.missing(written):
+        return programs.refusal(lacking)
     if written:
         print(f"{PROG}: writing {len(written)} utterances' audio under {options.audio_out}", file=sys.stderr)
         jobs = options.jobs or lines_mod.default_jobs()
