@@ -28,7 +28,7 @@ from ftenv.evaluate.model_files import (
     set_in,
 )
 from ftenv.evaluate.summary import read_summary
-from ftenv.model import checkpoints
+from ftenv.model import checkpoints, lora
 from ftenv.model import folder as model_folder
 from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
@@ -190,14 +190,18 @@ def export(options: ExportOptions) -> Exported:
     base = base_folder(options, checkpoint)
     inputs = [("the checkpoint", checkpoint), ("its run folder", run_folder(checkpoint)), ("--base", base)]
     check_out_folder(options, [*inputs, ("--eval", options.eval_dir)])
+    adapters = lora.of_run(arguments.run_config(run_folder(checkpoint)))
     conf = model_folder.checked_config(base)
     files = model_files(conf, base)
     base_data = base_configuration(base)
     weights = checkpoints.read_weights(checkpoint)
+    expected = expected_model(lora.applied(conf, adapters), base, files)
     try:
-        checkpoints.check_fit(expected_model(conf, base, files), weights, checkpoint)
+        checkpoints.check_fit(expected, weights, checkpoint)
     except ModelLoadError as exc:
         raise ModelLoadError(f"{exc}; {base} was taken as that folder: --base names another") from None
+    if adapters is not None:  # a plain model in every format: the adapters folded, use_lora false
+        weights, conf = lora.fold(expected, weights), lora.without(conf)
     summary = read_summary(options.eval_dir) if options.eval_dir else None
 
     out = options.out.resolve()
