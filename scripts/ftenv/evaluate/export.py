@@ -201,7 +201,10 @@ def export(options: ExportOptions) -> Exported:
     except ModelLoadError as exc:
         raise ModelLoadError(f"{exc}; {base} was taken as that folder: --base names another") from None
     if adapters is not None:  # a plain model in every format: the adapters folded, use_lora false
-        weights, conf = lora.fold(expected, weights), lora.without(conf)
+        try:
+            weights, conf = lora.fold(expected, weights), lora.without(conf)
+        except ValueError as exc:
+            raise ModelLoadError(f"{checkpoint}: {exc}") from None
     summary = read_summary(options.eval_dir) if options.eval_dir else None
 
     out = options.out.resolve()

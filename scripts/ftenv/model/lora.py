@@ -14,8 +14,6 @@ import copy
 import json
 from dataclasses import dataclass
 
-from ftenv.model.folder import ModelLoadError
-
 #: The keys of llm_conf that build the LoRA layers (upstream's names).
 USE_LORA, LORA_CONF = "use_lora", "lora_conf"
 #: What names a LoRA tensor in a state dict (upstream's lora_state_dict and mark_only_lora_as_trainable).
@@ -87,7 +85,7 @@ def fold(model, state: dict) -> dict:
     device will do) with every adapter folded into its layer's weight, as upstream's
     `lora.Linear.eval()` merges it: W += T(B @ A) * scaling, T the transpose when fan_in_fan_out,
     scaling = lora_alpha / r, read from the built layer; the sum in float32, stored in W's dtype.
-    No lora_ tensor is left; a state without adapters comes back as is."""
+    No lora_ tensor is left; ValueError for an adapter without its layer (never shipped half-folded)."""
     import torch
 
     found = layers(model)
@@ -102,6 +100,6 @@ def fold(model, state: dict) -> dict:
             folded[weight] = (w.float() + delta * layer.scaling).to(w.dtype)
         del folded[a], folded[b]
     left = adapter_names(folded)
-    if left:  # an adapter of a layer upstream did not build: never shipped half-folded
-        raise ModelLoadError(f"LoRA tensors without a LoRA layer in the model: {', '.join(left[:3])}")
+    if left:
+        raise ValueError(f"LoRA tensors without a LoRA layer in the model: {', '.join(left[:3])}")
     return folded

@@ -106,8 +106,16 @@ def test_export_folds_the_adapters_in_both_formats_into_the_lora_models_tokens(r
     shipped = torch.load(funasr_out / "model.pt", weights_only=True)
     for names in (shipped, load_file(hf_out / "model.safetensors")):
         assert not [k for k in names if "lora_" in k]
-    assert _tokens(decode.load_model(funasr_out, device="cpu"), decode, runs["tiny"]) == expected
-    assert _tokens(hf_decode.load(hf_out, "cpu"), hf_decode, runs["tiny"]) == expected
+    folded, hf = decode.load_model(funasr_out, device="cpu"), hf_decode.load(hf_out, "cpu")
+    assert _tokens(folded, decode, runs["tiny"]) == expected
+    assert _tokens(hf, hf_decode, runs["tiny"]) == expected
+    # Greedy tokens of a tiny model can survive a wrong alpha/r; the decoder's logits cannot.
+    x = torch.randn(2, 7, lora_model.model.llm.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        reference = lora_model.model.llm(inputs_embeds=x).logits
+        torch.testing.assert_close(folded.model.llm(inputs_embeds=x).logits, reference, rtol=1e-4, atol=1e-4)
+        hidden = hf.model.model.language_model(inputs_embeds=x).last_hidden_state
+        torch.testing.assert_close(hf.model.lm_head(hidden), reference, rtol=1e-4, atol=1e-4)
 
     from funasr import AutoModel  # FunASR's own loader builds it without LoRA and takes every tensor
 

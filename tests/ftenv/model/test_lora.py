@@ -42,7 +42,7 @@ def test_a_plain_layer_with_the_folded_weight_computes_the_lora_layer(fan_in_fan
 def test_adapters_without_a_lora_layer_are_refused():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     state = {**model.state_dict(), "0.lora_A": torch.ones(1, 2), "0.lora_B": torch.ones(2, 1)}
-    with pytest.raises(ModelLoadError, match="LoRA tensors without a LoRA layer"):
+    with pytest.raises(ValueError, match="LoRA tensors without a LoRA layer"):
         lora.fold(model, state)
 
 
