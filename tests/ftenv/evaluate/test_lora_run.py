@@ -115,7 +115,9 @@ def test_export_folds_the_adapters_in_both_formats_into_the_lora_models_tokens(r
         reference = lora_model.model.llm(inputs_embeds=x).logits
         torch.testing.assert_close(folded.model.llm(inputs_embeds=x).logits, reference, rtol=1e-4, atol=1e-4)
         hidden = hf.model.model.language_model(inputs_embeds=x).last_hidden_state
-        torch.testing.assert_close(hf.model.lm_head(hidden), reference, rtol=1e-4, atol=1e-4)
+        # transformers' Qwen3 and FunASR's differ by float32 rounding (2e-4 measured); a wrong
+        # alpha/r differs by about 2.
+        torch.testing.assert_close(hf.model.lm_head(hidden), reference, rtol=1e-3, atol=1e-3)
 
     from funasr import AutoModel  # FunASR's own loader builds it without LoRA and takes every tensor
 
