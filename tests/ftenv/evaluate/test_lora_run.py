@@ -119,6 +119,15 @@ def test_export_folds_the_adapters_in_both_formats_into_the_lora_models_tokens(r
         # alpha/r differs by about 2.
         torch.testing.assert_close(hf.model.lm_head(hidden), reference, rtol=1e-3, atol=1e-3)
 
+    wavs = [str(w) for w in sorted(tinymodel.paths(runs["tiny"]).wav_dir.glob("*.wav"))[:4]]
+    capsys.readouterr()
+    assert cli.main(["transcribe", str(checkpoint), *wavs, "--max-new-tokens", str(TOKENS)]) == 0
+    from_checkpoint = capsys.readouterr().out  # built with the run's LoRA settings, as eval does
+    assert cli.main(["transcribe", str(funasr_out), *wavs, "--max-new-tokens", str(TOKENS)]) == 0
+    assert capsys.readouterr().out == from_checkpoint
+    assert cli.main(["transcribe", str(runs["base"]), *wavs, "--max-new-tokens", str(TOKENS)]) == 0
+    assert capsys.readouterr().out != from_checkpoint
+
     from funasr import AutoModel  # FunASR's own loader builds it without LoRA and takes every tensor
 
     auto = AutoModel(model=str(funasr_out), device="cpu", disable_update=True, disable_pbar=True)
