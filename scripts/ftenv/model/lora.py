@@ -80,6 +80,20 @@ def layers(model) -> dict[str, object]:
     }
 
 
+def described(model) -> str:
+    """The model's adapters in a line for the exported folder's card, as folded."""
+    found = layers(model)
+    if not found:
+        return ""
+    first = next(iter(found.values()))
+    names = sorted({name.rsplit(".", 1)[-1] for name in found})
+    return (
+        f"the adapters of {len(found)} decoder layers ({', '.join(names)}; r {first.r}, lora_alpha "
+        f"{first.lora_alpha}) are folded into their weights, W' = W + (lora_alpha / r) * B @ A: this "
+        "folder loads without LoRA"
+    )
+
+
 def fold(model, state: dict) -> dict:
     """The weights of a checkpoint that fits `model` (built with the run's LoRA settings, the meta
     device will do) with every adapter folded into its layer's weight, as upstream's

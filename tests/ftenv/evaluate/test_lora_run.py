@@ -106,6 +106,9 @@ def test_export_folds_the_adapters_in_both_formats_into_the_lora_models_tokens(r
     shipped = torch.load(funasr_out / "model.pt", weights_only=True)
     for names in (shipped, load_file(hf_out / "model.safetensors")):
         assert not [k for k in names if "lora_" in k]
+    for folder in (funasr_out, hf_out):  # the card says what was folded
+        said = "- LoRA: the adapters of 4 decoder layers (q_proj, v_proj; r 4, lora_alpha 32) are folded"
+        assert said in (folder / "README.md").read_text()
     folded, hf = decode.load_model(funasr_out, device="cpu"), hf_decode.load(hf_out, "cpu")
     assert _tokens(folded, decode, runs["tiny"]) == expected
     assert _tokens(hf, hf_decode, runs["tiny"]) == expected
