@@ -33,8 +33,8 @@ USE_PAGES = [
     *(
         ROOT / "docs" / name
         for name in (
-            "cudnn-sdpa-guide.md", "data.md", "finetune.md", "during-a-run.md", "report.md", "selfcheck.md",
-            "watchdog.md",
+            "cudnn-sdpa-guide.md", "data.md", "finetune.md", "lora.md", "during-a-run.md", "report.md",
+            "selfcheck.md", "watchdog.md",
             "troubleshooting.md", "evaluate.md", "scoring.md", "network.md", "compile.md", "variables.md",
         )
     ),

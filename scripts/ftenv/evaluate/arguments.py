@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv.model import folder as model_folder
+from ftenv.model import lora
 from ftenv.model.checkpoints import BEST, DEEPSPEED_STATES, EPOCH, run_checkpoints
 from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 
@@ -27,12 +28,14 @@ from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 @dataclass(frozen=True)
 class ModelChoice:
     """One model to evaluate: its label in reports, the base model folder whose config builds it and
-    the weights put on it (the folder's own model.pt for the base model)."""
+    the weights put on it (the folder's own model.pt for the base model), and the LoRA settings of
+    the checkpoint's run (its config.yaml's llm_conf), which build the adapters its weights hold."""
 
     label: str
     model_dir: Path
     weights: Path
     is_base: bool = False
+    adapters: lora.Lora | None = None
 
 
 @dataclass
@@ -151,8 +154,9 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
                 f"{path}: a checkpoint needs its base model folder (the released folder the run "
                 "started from, for config.yaml and the LLM folder): add it to the command line"
             )
+        adapters = lora.of_run(run_config(run))
         for f in files:
-            models.append(ModelChoice(_label(f, models), model_dir, f))
+            models.append(ModelChoice(_label(f, models), model_dir, f, adapters=adapters))
     if not models:
         raise ModelLoadError("no model given: name a model folder, a run's output folder or a checkpoint")
     return Choices(models, notes)

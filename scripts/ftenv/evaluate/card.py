@@ -43,6 +43,7 @@ class CardFacts:
     data: list[str]
     summary: dict | None
     eval_dir: Path | None
+    lora: str = ""  # the folded adapters (ftenv.model.lora.described); "" for a run without LoRA
 
 
 def read_data(run: Path) -> list[str]:
@@ -111,6 +112,7 @@ def render(facts: CardFacts) -> str:
         f"- base model folder: `{facts.base}` (its `config.yaml`, with the decoder and tokenizer files it "
         "names, is copied here)",
         f"- checkpoint: `{facts.checkpoint}`",
+        *([f"- LoRA: {facts.lora}"] if facts.lora else []),
         "",
         *_data_and_evaluation(facts),
         "",
@@ -173,6 +175,7 @@ def render_hf(facts: CardFacts, unused: list[str], weights: str) -> str:
         f"- base model folder: `{facts.base}` (its `config.yaml` gave this `config.json`; its decoder's "
         "tokenizer is copied here)",
         f"- checkpoint: `{facts.checkpoint}`",
+        *([f"- LoRA: {facts.lora}"] if facts.lora else []),
         "",
         *_data_and_evaluation(facts),
         "",

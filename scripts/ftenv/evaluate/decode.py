@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.model import checkpoints
+from ftenv.model import checkpoints, lora
 from ftenv.model import folder as model_folder
 from ftenv.model.folder import ModelLoadError
 from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
@@ -86,13 +86,16 @@ def read_config(model_dir: Path) -> dict:
     return conf
 
 
-def build(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
-    """The model of a folder's config.yaml, random weights (put_weights gives it a checkpoint's)."""
+def build(
+    model_dir: str | os.PathLike, device: str | None = None, adapters: lora.Lora | None = None
+) -> Loaded:
+    """The model of a folder's config.yaml, random weights (put_weights gives it a checkpoint's);
+    with a LoRA run's `adapters` (its llm_conf's use_lora and lora_conf) over the folder's llm_conf."""
     import torch
 
     variables.export(OFFLINE_ENV, keep_set=True)
     model_dir = Path(model_dir)
-    conf = read_config(model_dir)
+    conf = lora.applied(read_config(model_dir), adapters)
     device = pick_device(device)
     tables = quiet_funasr_import()
     try:
@@ -140,9 +143,12 @@ def use_weights(loaded: Loaded, weights: str | os.PathLike, state: dict | None =
     return notes
 
 
-def load_model(model_dir: str | os.PathLike, weights: str | os.PathLike | None = None, device=None) -> Loaded:
-    """The folder's model with the given checkpoint's weights (default: the folder's own model.pt)."""
-    loaded = build(model_dir, device)
+def load_model(
+    model_dir: str | os.PathLike, weights: str | os.PathLike | None = None, device=None, adapters=None
+) -> Loaded:
+    """The folder's model with the given checkpoint's weights (default: the folder's own model.pt);
+    `adapters`: the LoRA settings of the checkpoint's run (ModelChoice.adapters)."""
+    loaded = build(model_dir, device, adapters)
     loaded.notes += use_weights(loaded, weights or Path(model_dir) / model_folder.WEIGHTS)
     return loaded
 

@@ -28,7 +28,7 @@ from ftenv.evaluate.model_files import (
     set_in,
 )
 from ftenv.evaluate.summary import read_summary
-from ftenv.model import checkpoints
+from ftenv.model import checkpoints, lora
 from ftenv.model import folder as model_folder
 from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
@@ -190,14 +190,22 @@ def export(options: ExportOptions) -> Exported:
     base = base_folder(options, checkpoint)
     inputs = [("the checkpoint", checkpoint), ("its run folder", run_folder(checkpoint)), ("--base", base)]
     check_out_folder(options, [*inputs, ("--eval", options.eval_dir)])
+    adapters = lora.of_run(arguments.run_config(run_folder(checkpoint)))
     conf = model_folder.checked_config(base)
     files = model_files(conf, base)
     base_data = base_configuration(base)
     weights = checkpoints.read_weights(checkpoint)
+    expected = expected_model(lora.applied(conf, adapters), base, files)
     try:
-        checkpoints.check_fit(expected_model(conf, base, files), weights, checkpoint)
+        checkpoints.check_fit(expected, weights, checkpoint)
     except ModelLoadError as exc:
         raise ModelLoadError(f"{exc}; {base} was taken as that folder: --base names another") from None
+    folded = lora.described(expected) if adapters is not None else ""
+    if adapters is not None:  # a plain model in every format: the adapters folded, use_lora false
+        try:
+            weights, conf = lora.fold(expected, weights), lora.without(conf)
+        except ValueError as exc:
+            raise ModelLoadError(f"{checkpoint}: {exc}") from None
     summary = read_summary(options.eval_dir) if options.eval_dir else None
 
     out = options.out.resolve()
@@ -206,7 +214,7 @@ def export(options: ExportOptions) -> Exported:
     try:
         tmp = writes.temp_dir_beside(out)  # a new folder of this export alone (mkdtemp)
         if options.format == "hf":
-            digest = _write_hf(tmp, weights, conf, files, checkpoint, base, summary, options)
+            digest = _write_hf(tmp, weights, conf, files, checkpoint, base, summary, options, folded)
             os.chmod(tmp, 0o777 & ~writes.umask())  # mkdtemp makes 0o700; OUT gets the usual mode
             _replace(tmp, out)
             return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
@@ -238,6 +246,7 @@ def export(options: ExportOptions) -> Exported:
             data=card.read_data(run_folder(checkpoint)),
             summary=summary,
             eval_dir=options.eval_dir,
+            lora=folded,
         )
         (tmp / card.NAME).write_text(card.render(facts), encoding="utf-8")
         os.chmod(tmp, 0o777 & ~writes.umask())  # mkdtemp makes 0o700; OUT gets the usual mode
@@ -250,7 +259,7 @@ def export(options: ExportOptions) -> Exported:
     return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
 
 
-def _write_hf(tmp: Path, weights, conf, files, checkpoint, base, summary, options) -> str:
+def _write_hf(tmp: Path, weights, conf, files, checkpoint, base, summary, options, folded="") -> str:
     """The checked checkpoint in transformers' layout, with its card; the weights' sha256."""
     from ftenv.evaluate import hf_export
 
@@ -272,6 +281,7 @@ def _write_hf(tmp: Path, weights, conf, files, checkpoint, base, summary, option
         data=card.read_data(run_folder(checkpoint)),
         summary=summary,
         eval_dir=options.eval_dir,
+        lora=folded,
     )
     (tmp / card.NAME).write_text(card.render_hf(facts, unused, hf_export.WEIGHTS), encoding="utf-8")
     return facts.weights_sha256

@@ -145,21 +145,22 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     choices = arguments.choose(list(options.models), options.base)
     _check_out(options, choices.models)
     notes = list(choices.notes)
-    built: dict[Path, decode.Loaded] = {}
+    built: dict[tuple, decode.Loaded] = {}  # one model per base folder and LoRA settings
     states: list[dict | None] = []
     for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
+        key = (choice.model_dir, choice.adapters)
         if model_folder.is_hf_folder(choice.model_dir):  # transformers' layout: loads whole or is refused
-            built[choice.model_dir] = hf_decode.load(choice.model_dir, options.device)
+            built[key] = hf_decode.load(choice.model_dir, options.device)
             states.append(None)
             continue
-        if choice.model_dir not in built:
-            built[choice.model_dir] = decode.build(choice.model_dir, options.device)
-        states.append(checkpoints.fitted(built[choice.model_dir].model, choice.weights))  # read once
+        if key not in built:
+            built[key] = decode.build(choice.model_dir, options.device, choice.adapters)
+        states.append(checkpoints.fitted(built[key].model, choice.weights))  # read once
     wanted = [decode.Utterance(u.key, u.audio) for u in utterances]
     references = {u.key: u.text for u in utterances}
     results = []
     for choice, state in zip(choices.models, states, strict=True):
-        loaded = built[choice.model_dir]
+        loaded = built[choice.model_dir, choice.adapters]
         way = hf_decode if isinstance(loaded, hf_decode.Loaded) else decode
         if way is decode:
             notes += decode.use_weights(loaded, choice.weights, state)

@@ -44,7 +44,7 @@ def run(options: TranscribeOptions) -> int:
         loaded = (
             hf_decode.load(choice.model_dir, options.device)
             if hf
-            else decode.load_model(choice.model_dir, choice.weights, options.device)
+            else decode.load_model(choice.model_dir, choice.weights, options.device, choice.adapters)
         )
     except ModelLoadError as exc:
         print(f"{PROG}: {exc}; exit {UNUSABLE}", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ftenv.model import lora
 from ftenv.model.folder import CTC_PREFIXES, ModelLoadError
 
 #: The file a DeepSpeed run writes inside each checkpoint folder (FunASR's average reads it there).
@@ -90,8 +91,28 @@ def check_fit(model, state: dict, path: Path) -> None:
     if problems:
         raise ModelLoadError(
             f"{path}: does not fit the model its base folder's config.yaml builds: {'; '.join(problems)}. "
-            "Give the base model folder the run was fine-tuned from (and the same llm_conf, e.g. LoRA)"
+            + _fix(lora.adapter_names(unexpected), lora.adapter_names(missing))
         )
+
+
+def _fix(unexpected_adapters: list[str], missing_adapters: list[str]) -> str:
+    """What to do about a checkpoint that does not fit: LoRA settings are the run's, never a
+    command's option, so the fix for adapters is the run folder's config.yaml."""
+    if unexpected_adapters:
+        return (
+            f"It holds {len(unexpected_adapters)} LoRA adapter tensors (a run with "
+            "++llm_conf.use_lora=true): its model is built with the llm_conf (use_lora, lora_conf) that "
+            "FunASR's trainer wrote into the run folder's config.yaml, and that file is not beside the "
+            "checkpoint or does not set use_lora: keep the checkpoint in its run folder with that "
+            "config.yaml (lost: write one there with the run's llm_conf: use_lora: true and its "
+            "lora_conf r, lora_alpha, target_modules)"
+        )
+    if missing_adapters:
+        return (
+            "The run folder's config.yaml sets llm_conf.use_lora: true but the checkpoint holds no "
+            "LoRA adapters: a checkpoint of another run? Evaluate it beside its own run's config.yaml"
+        )
+    return "Give the base model folder the run was fine-tuned from"
 
 
 def fitted(model, path: Path) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ftenv import variables
 from ftenv.model.funasr_import import OFFLINE_ENV
 from ftenv.steps.watch_command import FORWARDED
-from ftenv.train import cluster_env, nccl_debug, overrides, speed_options
+from ftenv.train import cluster_env, lora_settings, nccl_debug, overrides, speed_options
 from ftenv.train.gpu_gate import gpu_count
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
 from ftenv.train.recipe import OFFLINE_OVERRIDES, RECIPE_DEFAULTS, hydra_run_dir
@@ -188,7 +188,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     )
     recipe += speed.recipe
     child_env.update(speed.env)
-    notes += speed.notes
+    notes += speed.notes + lora_settings.notes(user.settings(recipe))
     try:
         failfast.timeout_s(env)
         hooks.close_timeout_s(env)
