@@ -145,7 +145,9 @@ def watched(plan: LaunchPlan) -> int:
     """torchrun under the watchdog, in this process, as `ftenv watch --output-dir OUT -- argv` runs
     it (ftenv.steps.launcher_entry): torchrun in its own process group, this process's signals
     passed on, the trainer's exit code returned, the plan's output folder for the watchdog's files.
-    With the watchdog off (FTENV_WATCH=0) this process becomes torchrun (exec)."""
+    torchrun is its child, not called here as accelerate's launch_command calls torch's run: the
+    watchdog reads torchrun's output through pipes and signals its process group. With the
+    watchdog off (FTENV_WATCH=0) this process becomes torchrun (exec)."""
     return launcher_entry.run(WatchOptions(cmd=tuple(torchrun_argv(plan)), output_dir=plan.output_dir))
 
 

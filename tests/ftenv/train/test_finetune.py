@@ -405,6 +405,31 @@ def test_cli_dry_run_prints_the_command_and_creates_nothing(work, capsys, monkey
     assert not (work / "out").exists()
 
 
+def test_a_dry_run_of_everything_that_makes_folders_still_creates_nothing(
+    work, monkeypatch, tmp_path_factory
+):
+    """Planning only looks: with --compile (its caches), --fresh (moves the checkpoints aside), an
+    unwritable HOME (the caches move to the temporary folder) and a run in the output folder, a
+    dry run leaves the work folder and the temporary folder as they were."""
+    for key in [
+        k for k in os.environ if k.startswith(("SLURM_", "PET_", "HF_", "XDG_", "TORCHINDUCTOR", "TRITON"))
+    ]:
+        monkeypatch.delenv(key, raising=False)
+    tmp, home = tmp_path_factory.mktemp("tmp"), tmp_path_factory.mktemp("home")
+    home.chmod(0o500)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    (work / "out").mkdir()
+    (work / "out/model.pt.ep1").write_bytes(b"")
+
+    def tree():
+        return sorted(str(p) for root in (work, tmp) for p in root.rglob("*"))
+
+    before = tree()
+    assert cli.main(cmdline(work, "--gpus-per-node", "1", "--dry-run", "--compile", "--fresh")) == 0
+    assert tree() == before
+
+
 def test_cli_reports_bad_input_with_exit_2(work, capsys):
     argv = cmdline(work, "--gpus-per-node", "1", "--dry-run")
     argv[2] = "/nope"
