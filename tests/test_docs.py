@@ -242,7 +242,7 @@ DURING = ROOT / "docs/during-a-run.md"
 #: The lines a dry run does not print (it checks no data and starts nothing), and the code that prints them.
 NOT_IN_A_DRY_RUN = {
     "checking every line of the data": "{prog}: checking every line of the data ({rules.describe()})",
-    "running": "{PROG}: running {shlex.join(p.argv)}",
+    "running": "{PROG}: running {shlex.join(torchrun_argv(p))}",
 }
 
 

@@ -7,6 +7,7 @@ launcher or a Kubernetes podFailurePolicy reads them, and a crash must never rea
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
@@ -27,6 +28,10 @@ HUNG = 6
 #: watchdog's codes; Kubeflow's ExitCode restart policy retries it (it treats only 1, 2, 126, 127,
 #: 128 and 139 as permanent).
 STOPPED = 75
+#: The signals a watched run passes on to its command (`ftenv watch`) and torchrun to its workers
+#: (`ftenv finetune`'s --signals-to-handle): a scheduler's stop (SIGTERM, Slurm's `--signal`
+#: USR1/USR2), Ctrl-C, a hang-up, a quit. One list, so that what the watchdog passes on is handled.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 #: `ftenv watch`: its command was found but cannot be run (not executable, not a program): the
 #: shell's code for it, so that a wrapped command fails as it would unwrapped.
 NOT_RUNNABLE = 126

@@ -61,7 +61,6 @@ COLLECTIVE_TIMEOUT_S = "FTENV_COLLECTIVE_TIMEOUT_S"
 STOP_GRACE_S = "FTENV_STOP_GRACE_S"
 CLOSE_TIMEOUT_S = "FTENV_CLOSE_TIMEOUT_S"
 LEASE_RENEW_S = "FTENV_LEASE_RENEW_S"
-LEASE_TOKEN = "FTENV_LEASE_TOKEN"
 OUTPUT_DIR = "FTENV_OUTPUT_DIR"
 RUN_ID = "FTENV_RUN_ID"
 CACHES_MOVED = "FTENV_CACHES_MOVED"
@@ -192,12 +191,6 @@ REGISTRY = (
         "30",
         "seconds between renewals of the output folder's lease (`.ftenv-lease.json`); stale after 4 "
         "missed renewals",
-    ),
-    Variable(
-        LEASE_TOKEN,
-        UNSET,
-        "set by `ftenv finetune` for the watchdog it becomes: the lease it holds, which the watchdog "
-        "gives up when the run ends (in a container the renewer ends with the container)",
     ),
     Variable(
         OUTPUT_DIR, UNSET, "the run's output folder, set by `ftenv finetune` for torchrun and every rank"

@@ -11,7 +11,6 @@ from ftenv.steps import launcher_entry
 from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT
 from ftenv.steps.watch_command import PROG, WatchOptions
-from ftenv.train.runlife import lease
 
 
 def add_parser(sub) -> None:
@@ -71,7 +70,4 @@ def run(args: argparse.Namespace) -> int:
         time=args.time,
         output_dir=args.output_dir,
     )
-    try:
-        return launcher_entry.run(options)
-    finally:
-        lease.release_at_end(args.output_dir)
+    return launcher_entry.run(options)

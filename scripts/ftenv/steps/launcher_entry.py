@@ -13,12 +13,13 @@ import sys
 import threading
 from collections.abc import Callable
 
+from ftenv import outcome
 from ftenv.attention.process_settings import AttentionSettings, read_process_settings
 from ftenv.steps.pipes import PumpState
 from ftenv.steps.process_life import cannot_start, watch_process
 from ftenv.steps.silence import Silence
 from ftenv.steps.slow_step_lines import SlowStepLines
-from ftenv.steps.watch_command import FORWARDED, WatchOptions, checked
+from ftenv.steps.watch_command import WatchOptions, checked
 
 
 def run(options: WatchOptions) -> int:
@@ -33,7 +34,7 @@ def run(options: WatchOptions) -> int:
     # The command is gone and its code decided: a late signal (Slurm ends the other nodes' tasks
     # when one exits first) must not turn this process's exit into 128+N while it shuts down.
     if threading.current_thread() is threading.main_thread():
-        for sig in FORWARDED:
+        for sig in outcome.FORWARDED:
             signal.signal(sig, signal.SIG_IGN)
     return code
 

@@ -21,23 +21,13 @@ from ftenv.steps import crash, hang
 from ftenv.steps.line_mark import PREFIX
 from ftenv.steps.pipes import Pump, PumpState, place_lines
 from ftenv.steps.thresholds import HANG_KILL_AFTER_S
-from ftenv.steps.watch_command import FORWARDED, PROG, WatchOptions
+from ftenv.steps.watch_command import PROG, WatchOptions
 
 #: How much later a step line printed before a traceback (in the other pipe) may be read.
 READ_SLACK_S = 1.0
 #: After the command exits, how long its pipes may stay quiet before the watchdog stops draining
 #: them (a leftover grandchild may hold them open).
 DRAIN_S = 3.0
-
-
-def output_folder(argv: list[str]) -> Path:
-    """Where the watchdog writes files (the stacks of a silent run): the trainer's output folder
-    (FunASR's `++output_dir=` override), else the current directory."""
-    for arg in reversed(argv):
-        key, sep, value = arg.lstrip("+").partition("=")
-        if sep and key == "output_dir" and value:
-            return Path(value)
-    return Path.cwd()
 
 
 def cannot_start(argv: list[str], exc: OSError) -> int:
@@ -87,7 +77,7 @@ def watch_process(options: WatchOptions, new_state: Callable[[int], PumpState]) 
     new_state: the pumps' state for the started command's pid (its slow-step lines read that
     process's settings)."""
     argv = options.argv
-    folder = options.output_dir or output_folder(argv)
+    folder = options.output_dir or Path.cwd()  # checked() decides it for `ftenv watch`
     env = variables.environment(hang.command_env(folder))  # the trainer entry lets us read its stacks
     try:
         proc = subprocess.Popen(
@@ -102,7 +92,7 @@ def watch_process(options: WatchOptions, new_state: Callable[[int], PumpState]) 
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in FORWARDED:
+        for sig in outcome.FORWARDED:
             previous[sig] = signal.signal(sig, forward)
     state = new_state(proc.pid)
     slow_lines = state.slow_lines

@@ -5,7 +5,6 @@ here only, once per run.
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -16,14 +15,13 @@ from ftenv.steps.silence import SilenceLimits
 from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
 PROG = "ftenv watch"
-#: Passed on to the command's process group; `ftenv finetune` has torchrun forward the same ones.
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 @dataclass(frozen=True)
 class WatchOptions:
     """What `ftenv watch` was asked for (ftenv.commands.watch); `cmd` may start with `--`.
-    `silence`: the alarm's limits (checked() reads them from the environment)."""
+    `silence`: the alarm's limits (checked() reads them from the environment); `output_dir`: where
+    the watchdog's files go (`ftenv finetune` gives its plan's; checked() fills in the default)."""
 
     cmd: tuple[str, ...]
     factor: float = SLOW_FACTOR
@@ -40,6 +38,16 @@ class WatchOptions:
     def argv(self) -> list[str]:
         argv = list(self.cmd)
         return argv[1:] if argv and argv[0] == "--" else argv
+
+
+def output_folder(argv: list[str]) -> Path:
+    """The default of `ftenv watch --output-dir` for a command of the user's: the trainer's output
+    folder (FunASR's `++output_dir=` override, its last one), else the current directory."""
+    for arg in reversed(argv):
+        key, sep, value = arg.lstrip("+").partition("=")
+        if sep and key == "output_dir" and value:
+            return Path(value)
+    return Path.cwd()
 
 
 def watch_enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -60,4 +68,5 @@ def checked(
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return outcome.UNUSABLE
-    return replace(options, silence=limits), watch_enabled(environ)
+    folder = options.output_dir or output_folder(options.argv)
+    return replace(options, silence=limits, output_dir=folder), watch_enabled(environ)

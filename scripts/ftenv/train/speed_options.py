@@ -37,18 +37,20 @@ class SpeedOptions:
 
 @dataclass
 class TrainerAdditions:
-    """What the options add to the trainer's start: variables, recipe overrides, notes to print."""
+    """What the options add to the trainer's start: variables, recipe overrides, notes to print, and
+    the compile caches' folder the launch makes (None when nothing is compiled)."""
 
     env: dict[str, str] = field(default_factory=dict)
     recipe: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cache_root: Path | None = None
 
 
 def for_trainer(
-    speed: SpeedOptions, settings: Mapping[str, object], env, output_dir: Path, create: bool
+    speed: SpeedOptions, settings: Mapping[str, object], env, output_dir: Path
 ) -> TrainerAdditions:
     """What the options (and FTENV_COMPILE / FTENV_BUCKETS already set in `env`) add to the trainer's
-    start; `settings` are the trainer's (gradient accumulation rules out CUDA graphs)."""
+    start, nothing created; `settings` are the trainer's (gradient accumulation rules out CUDA graphs)."""
     sp = TrainerAdditions()
     wanted = compile_setting.requested(env, speed.compile, speed.compile_parts, speed.buckets)
     try:
@@ -59,7 +61,8 @@ def for_trainer(
     caches = {}
     if parts:
         mount = compile_setting.cache_mount(env)
-        caches = compile_cache.cache_env(output_dir, env, mount=mount, create=create)
+        sp.cache_root = compile_cache.cache_root(output_dir, mount)
+        caches = compile_cache.cache_env(output_dir, env, mount=mount, create=False)
         where = ", ".join(f"{k}={v}" for k, v in caches.items()) or "as set in the environment"
         sp.notes.append(f"compiled: {', '.join(parts)}; compile caches: {where} (a re-run starts warm)")
     sp.env.update(compile_setting.trainer_env(wanted, caches))

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli, variables
+from ftenv.commands import finetune as finetune_command
 from ftenv.report import startup
 from ftenv.report.startup import show_once, wanted
-from ftenv.train import finetune
 from ftenv.trainer import compile_setting
 
 
@@ -89,7 +89,9 @@ def launcher(monkeypatch, tmp_path):
     for key in ("MASTER_ADDR", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(startup, "_subprocess", lambda env: ("== ftenv report: fake ==\n", None))
-    monkeypatch.setattr(finetune, "_run_watched", lambda plan: print("TRAINER STARTS", file=sys.stderr) or 0)
+    monkeypatch.setattr(
+        finetune_command, "watched", lambda plan: print("TRAINER STARTS", file=sys.stderr) or 0
+    )
     monkeypatch.chdir(tmp_path)  # the command line's relative paths start here
     (tmp_path / "model").mkdir()
     (tmp_path / "model/config.yaml").write_text("model: FunASRNano\n")

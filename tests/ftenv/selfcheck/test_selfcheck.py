@@ -218,7 +218,7 @@ def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
 def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tmp_path, device):
     """On a GPU too the check starts `ftenv finetune`'s trainer entry, not the bare script."""
     from ftenv.selfcheck import mode_recipe, tinymodel
-    from ftenv.trainer import ENTRY_MODULE  # what ftenv finetune starts (ftenv.train.torchrun_command)
+    from ftenv.trainer import ENTRY_MODULE  # what ftenv finetune starts (ftenv.train.launch_plan)
 
     cmd = mode_recipe.command(tinymodel.paths(tmp_path / "tiny"), tmp_path, device, 2)
     assert ["-m", ENTRY_MODULE] in [cmd[i : i + 2] for i in range(len(cmd))]

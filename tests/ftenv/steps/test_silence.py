@@ -317,12 +317,17 @@ def test_a_clean_run_keeps_its_plain_verdict(tmp_path):
 
 
 def test_the_stacks_go_to_the_trainers_output_folder(tmp_path, monkeypatch):
-    from ftenv.steps.process_life import output_folder
+    from ftenv.steps.watch_command import WatchOptions, checked, output_folder
 
     monkeypatch.chdir(tmp_path)
     assert output_folder(["torchrun", "train.py", "++output_dir=/out/run1", "++x=1"]) == Path("/out/run1")
     assert output_folder(["python", "train.py", "output_dir=/o"]) == Path("/o")
     assert output_folder(["python", "train.py"]) == tmp_path
+    # `ftenv watch` decides it once, before the command starts; a given folder (finetune's) wins.
+    asked = WatchOptions(cmd=("--", "torchrun", "++output_dir=/out/run1"))
+    assert checked(asked, {})[0].output_dir == Path("/out/run1")
+    given = WatchOptions(cmd=("torchrun", "++output_dir=/x"), output_dir=tmp_path / "plan")
+    assert checked(given, {})[0].output_dir == tmp_path / "plan"
 
 
 STOP = (

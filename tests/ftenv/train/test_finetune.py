@@ -14,17 +14,19 @@ from pathlib import Path
 import pytest
 
 from ftenv import cli
-from ftenv.train import inputs, torchrun_command
+from ftenv.steps import launcher_entry
+from ftenv.train import gpu_gate, inputs, launch_plan
 from ftenv.train.inputs import InputError, check_line
+from ftenv.train.runlife import lease
 from support import GOOD_RECORD, ROOT
-from support.finetune_launch import cmdline, overrides_of, parse, work_out
+from support.finetune_launch import argv_of, cmdline, overrides_of, parse, work_out
 
 GOOD = GOOD_RECORD
 
 
 def test_single_node_command_is_upstreams_recipe(work):
     p = work_out(work, "--gpus-per-node", "1")
-    argv = p.argv
+    argv = argv_of(p)
     # torchrun, in-process (the stop's exit code), forwarding Slurm's SIGUSR1/2 to its workers too
     assert argv[:3] == [sys.executable, "-m", "ftenv.train.runlife.torchrun"]
     assert argv[3:13] == [
@@ -95,13 +97,13 @@ def test_slurm_and_pytorchjob_commands(work):
         "SLURM_STEP_NODELIST": "dgx[01-02]",
         "SLURM_STEP_TASKS_PER_NODE": "1(x2)",
     }
-    argv = work_out(work, "--gpus-per-node", "8", env=slurm).argv
+    argv = argv_of(work_out(work, "--gpus-per-node", "8", env=slurm))
     assert argv[3:13] == [
         "--nnodes", "2", "--nproc_per_node", "8", "--node_rank", "1",
         "--master_addr", "dgx01", "--master_port", "20009",
     ]  # fmt: skip
     worker = {"MASTER_ADDR": "ft-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "2", "RANK": "1"}
-    assert work_out(work, "--gpus-per-node", "8", env=worker).argv[7:13] == [
+    assert argv_of(work_out(work, "--gpus-per-node", "8", env=worker))[7:13] == [
         "--node_rank", "1", "--master_addr", "ft-master-0", "--master_port", "23456",
     ]  # fmt: skip
 
@@ -123,7 +125,7 @@ def test_nccl_states_its_network_on_many_nodes_only(work):
 
 def test_gpus_per_node_from_pet_variable(work):
     env = {"PET_NNODES": "1", "PET_NPROC_PER_NODE": "4"}
-    assert work_out(work, env=env).argv[5:7] == ["--nproc_per_node", "4"]
+    assert argv_of(work_out(work, env=env))[5:7] == ["--nproc_per_node", "4"]
 
 
 def test_no_gpu_and_no_count_is_explained(work):
@@ -148,15 +150,15 @@ def test_remote_code_option(work):
 def test_allow_hub_takes_a_hub_id_and_stays_online(work):
     p = work_out(work, "--gpus-per-node", "1", "--allow-hub")
     assert not {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MODELSCOPE_OFFLINE"} & set(p.env)
-    assert "++disable_update=true" not in p.argv
+    assert "++disable_update=true" not in argv_of(p)
     argv = cmdline(work, "--gpus-per-node", "1", "--allow-hub")
     argv[2] = "FunAudioLLM/Fun-ASR-Nano-2512"
-    p = torchrun_command.work_out(parse(argv, cwd=work), environ={})
-    assert "++model=FunAudioLLM/Fun-ASR-Nano-2512" in p.argv
+    p = launch_plan.plan_launch(parse(argv, cwd=work), environ={})
+    assert "++model=FunAudioLLM/Fun-ASR-Nano-2512" in argv_of(p)
 
 
 def test_trainer_option_is_split_like_a_shell(work):
-    argv = work_out(work, "--gpus-per-node", "2", trainer="/x/python -m ftenv.cpu_train").argv
+    argv = argv_of(work_out(work, "--gpus-per-node", "2", trainer="/x/python -m ftenv.cpu_train"))
     assert argv[14:17] == ["/x/python", "-m", "ftenv.cpu_train"]
 
 
@@ -242,8 +244,8 @@ def test_bad_jsonl_names_the_file_and_line(work):
             "valid data {w}/val.jsonl is not a file",
         ),
         (
-            lambda w: ((w / "out").rmdir(), (w / "out").write_text("x")),
-            "output dir {w}/out cannot be created",
+            lambda w: (w / "out").write_text("x"),  # planning looks only: no folder made before
+            "output dir {w}/out is not a directory",
         ),
     ],
 )
@@ -322,10 +324,71 @@ def test_bad_override_messages(work, extra, message):
         work_out(work, "--gpus-per-node", "1", *extra)
 
 
+@pytest.mark.parametrize(
+    ("override", "option"),
+    [
+        ("++output_dir=/elsewhere", "--output-dir"),
+        ("++train_data_set_list=/other.jsonl", "--train"),
+        ("++valid_data_set_list=/other.jsonl", "--valid"),
+        ("++model=/other-model", "--model-dir"),
+        ("~output_dir", "--output-dir"),
+    ],
+)
+def test_an_override_of_what_an_option_sets_is_refused(work, override, option):
+    """The trainer would write to (or read) another folder than the one the folder checks, the
+    lease, the data check and the watchdog use: the option is the one place for it."""
+    with pytest.raises(InputError, match=f"is what {option} sets: .* give {option} instead"):
+        work_out(work, "--gpus-per-node", "1", override)
+
+
+def test_a_repeated_key_is_its_last_value_for_every_check(work):
+    """The folder check reads max_epoch as the trainer will (the last one given): a run finished
+    at epoch 1 is refused with max_epoch=1 last, and resumed with max_epoch=3 last."""
+    (work / "out").mkdir()
+    torch = pytest.importorskip("torch")
+    torch.save({"epoch": 1}, work / "out/model.pt")
+    finished = cli.main([*cmdline(work, "--gpus-per-node", "1", "--dry-run"), "++train_conf.max_epoch=3",
+                         "++train_conf.max_epoch=1"])  # fmt: skip
+    assert finished == 2
+    p = work_out(work, "--gpus-per-node", "1", "++train_conf.max_epoch=1", "++train_conf.max_epoch=3")
+    assert p.max_epoch == 3 and overrides_of(p)[-1] == "++train_conf.max_epoch=3"
+
+
+def test_the_watchdog_runs_in_finetunes_own_process_and_the_lease_ends_with_the_run(work, monkeypatch):
+    """No second interpreter: the watchdog of `ftenv watch` runs in `ftenv finetune`'s process with
+    the plan's output folder and the torchrun command, its exit code is the command's, and the
+    folder's lease, held while it runs, is given up when the run ends (in a container the renewer
+    dies with the container, and the next container could not tell the lease was left)."""
+    for key in [k for k in os.environ if k.startswith(("SLURM_", "PET_"))] + ["MASTER_ADDR", "WORLD_SIZE"]:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("FTENV_REPORT", "0")
+    monkeypatch.setenv("FTENV_LEASE_RENEW_S", "0.5")  # the renewer sees the lease gone and ends
+    monkeypatch.setattr(gpu_gate, "refusal", lambda: None)
+    monkeypatch.setattr(os, "execv", lambda *a: pytest.fail(f"exec'd {a}"))
+    seen = []
+
+    def watchdog(options):
+        seen.append((options, (work / "out" / lease.LEASE).exists()))
+        return 7
+
+    monkeypatch.setattr(launcher_entry, "run", watchdog)
+    before = dict(os.environ)
+    try:
+        rc = cli.main([*cmdline(work, "--gpus-per-node", "1", "--skip-data-check")])
+    finally:  # the launch exports the trainer's variables into this process
+        os.environ.clear()
+        os.environ.update(before)
+    assert rc == 7
+    [(options, held)] = seen
+    assert held and options.output_dir == work / "out", options
+    assert options.argv[:3] == [sys.executable, "-m", "ftenv.train.runlife.torchrun"]
+    assert not (work / "out" / lease.LEASE).exists()
+
+
 def test_missing_options_are_named(work):
     args = parse(["finetune", "--model-dir", "m"])
     with pytest.raises(InputError, match="missing --train, --valid, --output-dir"):
-        torchrun_command.work_out(args, environ={})
+        launch_plan.plan_launch(args, environ={})
 
 
 def test_cli_dry_run_prints_the_command_and_creates_nothing(work, capsys, monkeypatch):
@@ -340,6 +403,31 @@ def test_cli_dry_run_prints_the_command_and_creates_nothing(work, capsys, monkey
     assert "launch: single node: node 0 of 1, master 127.0.0.1:26669" in err
     assert "TORCH_CUDNN_SDPA_DEPRIORITIZED=1: cuDNN attention is not moved to the front" in err
     assert not (work / "out").exists()
+
+
+def test_a_dry_run_of_everything_that_makes_folders_still_creates_nothing(
+    work, monkeypatch, tmp_path_factory
+):
+    """Planning only looks: with --compile (its caches), --fresh (moves the checkpoints aside), an
+    unwritable HOME (the caches move to the temporary folder) and a run in the output folder, a
+    dry run leaves the work folder and the temporary folder as they were."""
+    for key in [
+        k for k in os.environ if k.startswith(("SLURM_", "PET_", "HF_", "XDG_", "TORCHINDUCTOR", "TRITON"))
+    ]:
+        monkeypatch.delenv(key, raising=False)
+    tmp, home = tmp_path_factory.mktemp("tmp"), tmp_path_factory.mktemp("home")
+    home.chmod(0o500)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    (work / "out").mkdir()
+    (work / "out/model.pt.ep1").write_bytes(b"")
+
+    def tree():
+        return sorted(str(p) for root in (work, tmp) for p in root.rglob("*"))
+
+    before = tree()
+    assert cli.main(cmdline(work, "--gpus-per-node", "1", "--dry-run", "--compile", "--fresh")) == 0
+    assert tree() == before
 
 
 def test_cli_reports_bad_input_with_exit_2(work, capsys):
@@ -391,7 +479,7 @@ def test_bad_options_exit_2_and_name_the_fix(work, clean_env, capsys, extra, mes
 
 
 def test_hydra_own_settings_pass_as_plain_key_value(work):
-    argv = work_out(work, "--gpus-per-node", "1", "hydra.run.dir=/x").argv
+    argv = argv_of(work_out(work, "--gpus-per-node", "1", "hydra.run.dir=/x"))
     assert "hydra.run.dir=/x" in argv
     assert not [a for a in argv if a.startswith("++hydra.run.dir=")], "the user's run dir replaces ours"
 
@@ -408,7 +496,7 @@ def test_hydra_writes_its_run_folder_under_the_output_dir(work, tmp_path_factory
         "main()\n"
     )
     cwd = tmp_path_factory.mktemp("cwd")
-    hydra_args = [a for a in work_out(work, "--gpus-per-node", "1").argv if a.startswith("++hydra.")]
+    hydra_args = [a for a in argv_of(work_out(work, "--gpus-per-node", "1")) if a.startswith("++hydra.")]
     for args, writes_cwd in ((hydra_args, False), ([], True)):  # without it: the cwd is written
         proc = subprocess.run(
             [sys.executable, str(app), "++x=1", *args], cwd=cwd, capture_output=True, text=True, timeout=120

@@ -244,16 +244,3 @@ def test_a_close_that_never_returns_ends_the_run_within_the_bound(tiny, tmp_path
         assert f"; rank {rank} ends here (exit 0)" in log, log[-3000:]
     assert saved(out / "model.pt")["epoch"] == 1 and saved(out / "model.pt.ep1")["epoch"] == 1
     assert list(out.glob("model.pt.avg*")), sorted(p.name for p in out.iterdir())
-
-
-def test_the_watchdog_gives_up_the_lease_it_was_handed_when_the_run_ends(tmp_path, monkeypatch):
-    """In a container the renewer dies with the container before it sees its parent gone, and the
-    next container cannot tell the lease was left: the watchdog `ftenv finetune` becomes releases it."""
-    out = tmp_path / "out"
-    mine = lease.acquire(out, holder())
-    monkeypatch.setenv("FTENV_LEASE_TOKEN", mine.holder.token)
-    assert cli.main(["watch", "--output-dir", str(out), "--", sys.executable, "-c", "pass"]) == 0
-    assert not (out / lease.LEASE).exists()
-    other = lease.acquire(out, holder(job_id="8"))  # another run's lease is never touched
-    assert cli.main(["watch", "--output-dir", str(out), "--", sys.executable, "-c", "pass"]) == 0
-    assert lease.live_holder(out, holder(job_id="9")).token == other.holder.token

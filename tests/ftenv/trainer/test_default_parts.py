@@ -21,7 +21,7 @@ def test_the_default_needs_no_buckets_and_takes_gradient_accumulation(tmp_path):
     assert compile_setting.compile_parts({variables.COMPILE: "1"}) == compile_setting.DEFAULT_PARTS
     assert "cudagraphs" not in compile_setting.DEFAULT_PARTS
     speed = speed_options.SpeedOptions(compile=True)
-    sp = speed_options.for_trainer(speed, {"train_conf.accum_grad": 4}, {}, tmp_path, create=False)
+    sp = speed_options.for_trainer(speed, {"train_conf.accum_grad": 4}, {}, tmp_path)
     assert sp.env[variables.COMPILE] == "1"
 
 

@@ -241,16 +241,6 @@ def release(path: Path, token: str) -> None:
         path.unlink(missing_ok=True)
 
 
-def release_at_end(out: Path | None) -> None:
-    """Give up the lease `ftenv finetune` handed to the watchdog it became (LEASE_TOKEN), once the
-    run has ended: a container's end kills the renewer before it sees its parent gone, and the next
-    container (another host name, another pid namespace) could not tell the lease was left."""
-    token = variables.given(variables.LEASE_TOKEN)
-    if out is not None and token:
-        with contextlib.suppress(OSError):
-            release(out / LEASE, token)
-
-
 def renew(path: Path, token: str, parent: int, every_s: float) -> None:
     """The renewer: every every_s seconds while `parent` lives, then release. Signals that stop the
     run are ignored here (the run saves during its grace period, still holding the lease)."""

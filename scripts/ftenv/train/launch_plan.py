@@ -1,5 +1,7 @@
-"""The torchrun command `ftenv finetune` will run, worked out without running anything, so that
-`--dry-run` and the unit tests see exactly what would start.
+"""The launch plan of `ftenv finetune`: every value the launch needs, worked out once from the command
+line and the environment without creating or running anything, so that `--dry-run`, the checks
+before torchrun, the data gate, the watchdog and the unit tests read the same typed values, and the
+torchrun command line is rendered from it last (torchrun_argv).
 """
 
 from __future__ import annotations
@@ -7,12 +9,12 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv import variables
+from ftenv import outcome, variables
 from ftenv.model.funasr_import import OFFLINE_ENV
-from ftenv.steps.watch_command import FORWARDED
 from ftenv.train import cluster_env, lora_settings, nccl_debug, overrides, speed_options
 from ftenv.train.gpu_gate import gpu_count
 from ftenv.train.inputs import InputError, check_jsonl, check_model_dir, check_options, check_output_dir
@@ -23,9 +25,17 @@ from ftenv.trainer.runlife import failfast, hooks
 
 #: torchrun forwards these to its workers, the watchdog's own (its default lacks SIGUSR1/SIGUSR2,
 #: which Slurm's `--signal` sends: torchrun would die of them and leave its workers running).
-TORCHRUN_SIGNALS = ",".join(sig.name for sig in FORWARDED)
+TORCHRUN_SIGNALS = ",".join(sig.name for sig in outcome.FORWARDED)
 #: torchrun, in-process, with the stop's exit code (ftenv.train.runlife.torchrun).
 TORCHRUN_MODULE = "ftenv.train.runlife.torchrun"
+#: The trainer's settings the options decide, so that the folder checks, the lease, the data gate
+#: and the watchdog look where the trainer reads and writes.
+OPTION_KEYS = {
+    "model": "--model-dir",
+    "train_data_set_list": "--train",
+    "valid_data_set_list": "--valid",
+    "output_dir": "--output-dir",
+}
 
 
 @dataclass(frozen=True)
@@ -58,30 +68,65 @@ class FinetuneOptions:
         return Path(self.cwd or os.getcwd())
 
 
-@dataclass
-class TorchrunCommand:
-    """The command line and the variables the trainer gets, the nodes, and notes to print;
-    `settings`: the trainer's overrides as one mapping (ftenv.train.overrides), which every check
-    before torchrun reads instead of the command line."""
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One launch, decided: the folders and data (absolute), the trainer's settings as one mapping
+    (`settings`: the recipe's, then the user's overrides, each key's last value winning), the nodes
+    and processes, the variables the trainer gets and the notes to print."""
 
-    argv: list[str]
-    env: dict[str, str]
-    launch: cluster_env.Launch
-    notes: list[str] = field(default_factory=list)
-    output_dir: Path | None = None
-    model_pt: Path | None = None
-    settings: dict[str, object] = field(default_factory=dict)
+    output_dir: Path
+    train: Path
+    valid: Path
+    model: str = ""  # what the trainer loads: the model folder, or a hub id (--allow-hub)
+    model_dir: Path | None = None  # the local model folder; None for a hub id
+    user: overrides.Overrides = field(default_factory=overrides.Overrides)
+    recipe: tuple[tuple[str, str], ...] = ()  # ftenv's settings for the trainer, the user's over them
+    settings: Mapping[str, object] = field(default_factory=dict)
+    max_epoch: int = 50
+    keep_nbest_models: int = 20
+    resume: bool = True
+    launch: cluster_env.Launch = field(
+        default_factory=lambda: cluster_env.Launch("single node", "1", 0, None, None)
+    )
     nproc_per_node: int = 1
+    speed: speed_options.TrainerAdditions = field(default_factory=speed_options.TrainerAdditions)
+    env: Mapping[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    trainer: tuple[str, ...] = ("-m", ENTRY_MODULE)
     start: restart.Start = field(default_factory=restart.Start)  # which start of which job
+    cwd: Path = field(default_factory=Path.cwd)
+    dry_run: bool = False
+    fresh: bool = False
+    skip_data_check: bool = False
 
-    def setting(self, key: str, default: str) -> str:
-        """The value of `++key=` the trainer gets, as text (`default` when nothing sets it)."""
-        return str(self.settings.get(key, default))
+    @property
+    def model_pt(self) -> Path | None:
+        return self.model_dir / "model.pt" if self.model_dir else None
 
     @property
     def world_size(self) -> int:
         """Nodes x processes per node (the most nodes of an elastic range)."""
         return max(1, int(self.launch.nnodes.split(":")[-1])) * max(1, self.nproc_per_node)
+
+    @property
+    def changes_folder(self) -> bool:
+        """Only node 0 changes the output folder, never a dry run (other nodes may share the folder;
+        their trainers read model.pt only after torchrun's rendezvous, which waits for node 0)."""
+        return not self.dry_run and self.launch.node_rank in (0, None)
+
+
+def torchrun_argv(plan: LaunchPlan) -> list[str]:
+    """The torchrun command line, rendered from the plan: the recipe's settings the user does not
+    override, then the user's overrides as given."""
+    return [
+        sys.executable,
+        "-m",
+        TORCHRUN_MODULE,
+        *plan.launch.torchrun_args(plan.nproc_per_node),
+        f"--signals-to-handle={TORCHRUN_SIGNALS}",
+        *plan.trainer,
+        *plan.user.over(plan.recipe),
+    ]
 
 
 def _absolute(path: str, cwd: Path) -> Path:
@@ -104,10 +149,34 @@ def _processes_per_node(options: FinetuneOptions, launch: cluster_env.Launch, en
     return count
 
 
-def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
-    """The command `ftenv finetune` will run, without running anything (the unit tests call this)."""
-    env = variables.environment() if environ is None else environ
+def _user_overrides(options: FinetuneOptions) -> overrides.Overrides:
+    """The one parse of the user's overrides; a key an option decides is refused (give the option)."""
     user = overrides.parse_all(options.overrides)  # misplaced options and malformed overrides first
+    for key in (*user.values, *user.deleted):
+        if key in OPTION_KEYS:
+            raise InputError(
+                f"++{key} is what {OPTION_KEYS[key]} sets: ftenv finetune checks, holds and watches "
+                f"that one, so give {OPTION_KEYS[key]} instead of the override"
+            )
+    return user
+
+
+def _folder_settings(settings: Mapping[str, object]) -> tuple[int, int, bool]:
+    """(max_epoch, keep_nbest_models, resume) as the trainer gets them (the recipe's when deleted)."""
+    recipe = dict(RECIPE_DEFAULTS)
+    value = {k: str(settings.get(f"train_conf.{k}", recipe[f"train_conf.{k}"])) for k in (
+        "max_epoch", "keep_nbest_models", "resume")}  # fmt: skip
+    try:
+        return int(value["max_epoch"]), int(value["keep_nbest_models"]), value["resume"].lower() == "true"
+    except ValueError as exc:
+        raise InputError(f"train_conf.max_epoch and keep_nbest_models must be whole numbers: {exc}") from None
+
+
+def plan_launch(options: FinetuneOptions, environ=None) -> LaunchPlan:
+    """The launch `ftenv finetune` will run, worked out without creating or running anything;
+    InputError says every problem found in the inputs."""
+    env = variables.environment() if environ is None else environ
+    user = _user_overrides(options)
     missing = [
         f"--{name.replace('_', '-')}"
         for name in ("model_dir", "train", "valid", "output_dir")
@@ -125,14 +194,12 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     else:
         problems += check_model_dir(model_path, cwd, notes)
         model = str(model_path)
-    data = {}
-    for what, raw in (("train", options.train), ("valid", options.valid)):
-        data[what] = str(_absolute(raw, cwd))
-        problems += check_jsonl(_absolute(raw, cwd), what, cwd)
+    train, valid = _absolute(options.train, cwd), _absolute(options.valid, cwd)
+    problems += check_jsonl(train, "train", cwd) + check_jsonl(valid, "valid", cwd)
     out = _absolute(options.output_dir, cwd)
     if clash := folder.model_dir_problem(out, model_path):
         raise InputError(clash)  # before the output folder is made (inside the model folder, maybe)
-    problems += check_output_dir(out, create=not options.dry_run, environ=env)
+    problems += check_output_dir(out, create=False, environ=env)  # made when the launch starts
     remote_code = options.remote_code
     if remote_code is not None:
         remote_code = str(_absolute(remote_code, cwd))
@@ -174,7 +241,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
             "(upstream's finetune.sh imports the example folder's model.py; pass --remote-code PATH "
             "to do the same)"
         )
-    recipe += [("train_data_set_list", data["train"]), ("valid_data_set_list", data["valid"])]
+    recipe += [("train_data_set_list", str(train)), ("valid_data_set_list", str(valid))]
     recipe += RECIPE_DEFAULTS
     child_env: dict[str, str] = {}
     if not options.allow_hub:
@@ -183,9 +250,7 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     recipe.append(("output_dir", str(out)))
     recipe.append(hydra_run_dir(out))
     # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py)
-    speed = speed_options.for_trainer(
-        options.speed, user.settings(recipe), env, out, create=not options.dry_run
-    )
+    speed = speed_options.for_trainer(options.speed, user.settings(recipe), env, out)
     recipe += speed.recipe
     child_env.update(speed.env)
     notes += speed.notes + lora_settings.notes(user.settings(recipe))
@@ -197,25 +262,29 @@ def work_out(options: FinetuneOptions, environ=None) -> TorchrunCommand:
     child_env[variables.OUTPUT_DIR] = str(out)
     child_env.update(failfast.launcher_env(out, env))
     child_env.update(nccl_debug.launcher_env(launch.nnodes, env))
-    trainer = options.trainer or f"-m {ENTRY_MODULE}"
-    argv = [
-        sys.executable,
-        "-m",
-        TORCHRUN_MODULE,
-        *launch.torchrun_args(nproc),
-        f"--signals-to-handle={TORCHRUN_SIGNALS}",
-        *shlex.split(trainer),
-        *user.over(recipe),
-    ]
-    model_pt = model_path / "model.pt" if model_path.is_dir() else None
-    return TorchrunCommand(
-        argv=argv,
-        env=child_env,
-        launch=launch,
-        notes=notes,
+    settings = user.settings(recipe)
+    max_epoch, keep, resume = _folder_settings(settings)
+    return LaunchPlan(
         output_dir=out,
-        model_pt=model_pt,
-        settings=user.settings(recipe),
+        train=train,
+        valid=valid,
+        model=model,
+        model_dir=model_path if model_path.is_dir() else None,
+        user=user,
+        recipe=tuple(recipe),
+        settings=settings,
+        max_epoch=max_epoch,
+        keep_nbest_models=keep,
+        resume=resume,
+        launch=launch,
         nproc_per_node=nproc,
+        speed=speed,
+        env=child_env,
+        notes=tuple(notes),
+        trainer=tuple(shlex.split(options.trainer or f"-m {ENTRY_MODULE}")),
         start=restart.Start.of(env),
+        cwd=cwd,
+        dry_run=options.dry_run,
+        fresh=options.fresh,
+        skip_data_check=options.skip_data_check,
     )
