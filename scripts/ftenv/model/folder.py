@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONFIG = "config.yaml"
+#: ModelScope's metadata beside it, whose file_path_metas FunASR joins to the folder.
+CONFIGURATION = "configuration.json"
 #: The released folder's weights, and the latest checkpoint of a run (a copy of its newest one).
 WEIGHTS = "model.pt"
 #: The state-dict prefixes of Fun-ASR-Nano's CTC branch (funasr/models/fun_asr_nano/model.py): the
@@ -76,7 +78,31 @@ def read_config(model_dir: Path) -> dict | Problem:
         return Problem(ERROR, f"{path} is not readable YAML ({type(exc).__name__}: {exc})")
     if not isinstance(conf, dict):
         return Problem(ERROR, f"{path} is not a mapping of settings")
+    _overlay_file_path_metas(conf, _file_path_metas(model_dir), model_dir)
     return conf
+
+
+def _file_path_metas(model_dir: Path) -> dict:
+    try:
+        metas = json.loads((model_dir / CONFIGURATION).read_text(encoding="utf-8")).get("file_path_metas")
+    except (OSError, ValueError, AttributeError):  # none, not JSON, not an object: FunASR reads none
+        return {}
+    return metas if isinstance(metas, dict) else {}
+
+
+def _overlay_file_path_metas(conf: dict, metas: dict, model_dir: Path) -> None:
+    """configuration.json's file_path_metas over config.yaml, as FunASR merges them when it loads a
+    folder (funasr/download/download_model_from_hub.py, add_file_root_path): a file setting it names
+    that exists in the folder wins. The released config.yaml leaves the CTC tokenizer's
+    `vocab_path: null`; its configuration.json names multilingual.tiktoken."""
+    for key, value in metas.items():
+        if isinstance(value, dict):
+            if conf.get(key) is None:
+                conf[key] = {}
+            if isinstance(conf[key], dict):
+                _overlay_file_path_metas(conf[key], value, model_dir)
+        elif key in FILE_KEYS and isinstance(value, str) and value and (model_dir / value).exists():
+            conf[key] = value
 
 
 def located(conf, model_dir: Path, cwd: Path):
