@@ -54,7 +54,10 @@ def locate(raw: str, model_dir: Path, cwd: Path) -> Path | None:
     """The file or folder a path of config.yaml names, absolute; None when there is none. A
     relative path is the model folder's own first (the released folder names its LLM folder so, and
     FunASR joins configuration.json's file_path_metas to the folder), then the working directory's
-    (where FunASR and transformers read a path that configuration.json does not name)."""
+    (where FunASR and transformers read a path that configuration.json does not name). An empty
+    value names nothing (the released config.yaml's `lora_conf.init_param_path: ""`), not the folder."""
+    if not raw:
+        return None
     path = Path(raw)
     candidates = (path,) if path.is_absolute() else (model_dir / path, cwd / path)
     for candidate in candidates:

@@ -155,3 +155,16 @@ def test_configuration_json_names_the_files_config_yaml_leaves_empty(copy):
     assert "init_param" not in read  # config.yaml's and model.pt are the folder's own, not settings
     located = model_folder.load_config(copy)
     assert located["dataset_conf"]["ctc_tokenizer_conf"]["vocab_path"] == str(copy / "vocab.tiktoken")
+
+
+def test_an_empty_path_setting_names_nothing(copy):
+    """The released config.yaml's `llm_conf.lora_conf.init_param_path: ""` is no file: taken for the
+    model folder itself, `ftenv export` copied the folder into its own output and failed."""
+    from ftenv.evaluate.model_files import model_files
+
+    assert model_folder.locate("", copy, copy) is None
+    conf = model_folder.read_config(copy)
+    conf["llm_conf"]["lora_conf"] = {"init_param_path": ""}
+    files = model_files(model_folder.located(conf, copy, copy), copy)
+    assert ("llm_conf", "lora_conf", "init_param_path") not in files
+    assert {name for _path, name in files.values()} == {"Qwen3-tiny"}
