@@ -25,8 +25,9 @@ def test_the_sources_are_versions_tomls_pins():
 
 def test_the_make_venv_step_installs_them_without_their_dependencies():
     makefile = (ROOT / "Makefile").read_text()
-    assert "pip install -q --no-deps $$(PYTHONPATH=scripts $(PY) -m imagetools released-layout --requirements)" in (
-        makefile
+    assert (
+        "pip install -q --no-deps $$(PYTHONPATH=scripts $(PY) -m imagetools released-layout --requirements)"
+        in (makefile)
     )
 
 

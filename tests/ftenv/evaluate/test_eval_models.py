@@ -202,8 +202,9 @@ def test_a_released_config_with_empty_run_keys_is_a_model_folder_and_a_trainers_
 
     p = tinymodel.paths(tiny)
     conf = yaml.safe_load(p.config.read_text(encoding="utf-8"))
-    for name, extra in (("released", {"train_data_set_list": None, "output_dir": None}),
-                        ("trained", {"train_data_set_list": "/d/train.jsonl", "output_dir": "/out/run1"})):  # fmt: skip
+    released = {"train_data_set_list": None, "output_dir": None}
+    trained = {"train_data_set_list": "/d/train.jsonl", "output_dir": "/out/run1"}
+    for name, extra in (("released", released), ("trained", trained)):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "model.pt").symlink_to(p.model_pt)

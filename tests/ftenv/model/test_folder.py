@@ -146,12 +146,18 @@ def test_configuration_json_names_the_files_config_yaml_leaves_empty(copy):
     conf = yaml.safe_load((copy / "config.yaml").read_text())
     conf["dataset_conf"]["ctc_tokenizer_conf"] = {"vocab_path": None, "is_multilingual": True}
     (copy / "config.yaml").write_text(yaml.safe_dump(conf))
-    metas = {"init_param": "model.pt", "dataset_conf": {"ctc_tokenizer_conf": {"vocab_path": "vocab.tiktoken"}}}
+    metas = {
+        "init_param": "model.pt",
+        "dataset_conf": {"ctc_tokenizer_conf": {"vocab_path": "vocab.tiktoken"}},
+    }
     (copy / "configuration.json").write_text(json.dumps({"file_path_metas": metas}))
     assert model_folder.read_config(copy)["dataset_conf"]["ctc_tokenizer_conf"]["vocab_path"] is None
     (copy / "vocab.tiktoken").write_text("IQ== 0\n")
     read = model_folder.read_config(copy)
-    assert read["dataset_conf"]["ctc_tokenizer_conf"] == {"vocab_path": "vocab.tiktoken", "is_multilingual": True}
+    assert read["dataset_conf"]["ctc_tokenizer_conf"] == {
+        "vocab_path": "vocab.tiktoken",
+        "is_multilingual": True,
+    }
     assert "init_param" not in read  # config.yaml's and model.pt are the folder's own, not settings
     located = model_folder.load_config(copy)
     assert located["dataset_conf"]["ctc_tokenizer_conf"]["vocab_path"] == str(copy / "vocab.tiktoken")
