@@ -31,7 +31,7 @@ def test_the_make_venv_step_installs_them_without_their_dependencies():
     )
 
 
-def test_a_missing_source_package_is_refused_naming_the_install(monkeypatch, capsys):
+def test_a_missing_source_package_is_refused_naming_the_install(monkeypatch, capsys, tmp_path):
     real = importlib.metadata.distribution
 
     def without_dashscope(name):
@@ -41,7 +41,9 @@ def test_a_missing_source_package_is_refused_naming_the_install(monkeypatch, cap
 
     monkeypatch.setattr(importlib.metadata, "distribution", without_dashscope)
     version = released.pins()["dashscope"]
-    assert imagetools_main.main(["released-layout", "--out", "/nonexistent/never-written"]) == 2
+    out = tmp_path / "never-written"
+    assert imagetools_main.main(["released-layout", "--out", str(out)]) == 2
+    assert not any(tmp_path.iterdir()), "nothing is written before the sources are there"
     err = capsys.readouterr().err
     assert f"the package dashscope is not installed: pip install --no-deps dashscope=={version}" in err
 
