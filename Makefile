@@ -31,10 +31,12 @@ venv: $(VENV)/.installed ## the host venv: the default image's locked stack, fte
 # The host venv holds the same locked stack as the default image (torch runs on the CPU here),
 # plus ftenv (editable) and the test tools.
 # Every lock as a prerequisite: naming the default one would start Python to read it at parse time.
-$(VENV)/.installed: pyproject.toml $(wildcard docker/locks/*.txt)
+# Last, the released-layout fixture's sources (versions.toml's [layout_sources]), files only: --no-deps.
+$(VENV)/.installed: pyproject.toml versions.toml $(wildcard docker/locks/*.txt)
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --no-deps --require-hashes -r docker/locks/$(VARIANT).txt
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps $$(PYTHONPATH=scripts $(PY) -m imagetools released-layout --requirements)
 	touch $@
 
 engine: ## install podman, its tools, tini and Slurm for the tests (root with apt-get; scripts/imagetools/local/engine.py)

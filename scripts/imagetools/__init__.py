@@ -1,7 +1,7 @@
 """Host-side tooling for the images, never installed in them, by job: release/ (bake file, release
 checks, scans, generated docs), local/ (build and run on this machine), gpukit/ (the wheel kit and
-checks for a lent GPU machine); what two jobs share (tags, build args and labels, the bake file, the
-locks) sits here at the top.
+checks for a lent GPU machine), fixture/ (test fixtures built from public packages); what two jobs
+share (tags, build args and labels, the bake file, the locks) sits here at the top.
 
 Of ftenv it imports ftenv.stack and the shared floor-0 modules ftenv.variables and ftenv.outcome
 (the names of the variables and exit codes the image reads and gives); the GPU kit also

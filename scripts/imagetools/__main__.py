@@ -24,6 +24,7 @@ COMMANDS = {
     "emulated": "local.emulated",
     "engine": "local.engine",
     "gpukit": "gpukit.gpukit",
+    "released-layout": "fixture.released",
 }
 
 

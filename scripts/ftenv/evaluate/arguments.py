@@ -66,9 +66,10 @@ def run_config(folder: Path) -> dict:
 
 
 def _written_by_trainer(folder: Path) -> bool:
-    """FunASR's trainer saves the run's whole configuration as config.yaml, output_dir included."""
+    """FunASR's trainer saves the run's whole configuration as config.yaml, output_dir included. The
+    released config.yaml holds both keys too, empty (`output_dir: null`): only a set value is a run's."""
     conf = run_config(folder)
-    return "output_dir" in conf and "train_data_set_list" in conf
+    return bool(conf.get("output_dir")) and bool(conf.get("train_data_set_list"))
 
 
 def export_choice(path: Path) -> Path:

@@ -9,9 +9,7 @@ import copy
 import json
 from pathlib import Path
 
-from ftenv.model.folder import CONFIG, FILE_KEYS, WEIGHTS, ModelLoadError, locate
-
-CONFIGURATION = "configuration.json"
+from ftenv.model.folder import CONFIG, CONFIGURATION, FILE_KEYS, WEIGHTS, ModelLoadError, locate
 
 
 def _walk(conf, trail=()):

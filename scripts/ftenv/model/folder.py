@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONFIG = "config.yaml"
+#: ModelScope's metadata beside it, whose file_path_metas FunASR joins to the folder.
+CONFIGURATION = "configuration.json"
 #: The released folder's weights, and the latest checkpoint of a run (a copy of its newest one).
 WEIGHTS = "model.pt"
 #: The state-dict prefixes of Fun-ASR-Nano's CTC branch (funasr/models/fun_asr_nano/model.py): the
@@ -52,7 +54,10 @@ def locate(raw: str, model_dir: Path, cwd: Path) -> Path | None:
     """The file or folder a path of config.yaml names, absolute; None when there is none. A
     relative path is the model folder's own first (the released folder names its LLM folder so, and
     FunASR joins configuration.json's file_path_metas to the folder), then the working directory's
-    (where FunASR and transformers read a path that configuration.json does not name)."""
+    (where FunASR and transformers read a path that configuration.json does not name). An empty
+    value names nothing (the released config.yaml's `lora_conf.init_param_path: ""`), not the folder."""
+    if not raw:
+        return None
     path = Path(raw)
     candidates = (path,) if path.is_absolute() else (model_dir / path, cwd / path)
     for candidate in candidates:
@@ -76,7 +81,31 @@ def read_config(model_dir: Path) -> dict | Problem:
         return Problem(ERROR, f"{path} is not readable YAML ({type(exc).__name__}: {exc})")
     if not isinstance(conf, dict):
         return Problem(ERROR, f"{path} is not a mapping of settings")
+    _overlay_file_path_metas(conf, _file_path_metas(model_dir), model_dir)
     return conf
+
+
+def _file_path_metas(model_dir: Path) -> dict:
+    try:
+        metas = json.loads((model_dir / CONFIGURATION).read_text(encoding="utf-8")).get("file_path_metas")
+    except (OSError, ValueError, AttributeError):  # none, not JSON, not an object: FunASR reads none
+        return {}
+    return metas if isinstance(metas, dict) else {}
+
+
+def _overlay_file_path_metas(conf: dict, metas: dict, model_dir: Path) -> None:
+    """configuration.json's file_path_metas over config.yaml, as FunASR merges them when it loads a
+    folder (funasr/download/download_model_from_hub.py, add_file_root_path): a file setting it names
+    that exists in the folder wins. The released config.yaml leaves the CTC tokenizer's
+    `vocab_path: null`; its configuration.json names multilingual.tiktoken."""
+    for key, value in metas.items():
+        if isinstance(value, dict):
+            if conf.get(key) is None:
+                conf[key] = {}
+            if isinstance(conf[key], dict):
+                _overlay_file_path_metas(conf[key], value, model_dir)
+        elif key in FILE_KEYS and isinstance(value, str) and value and (model_dir / value).exists():
+            conf[key] = value
 
 
 def located(conf, model_dir: Path, cwd: Path):

@@ -190,3 +190,25 @@ def test_a_count_below_one_is_refused_alike(command, option, capsys):
         cli.main([*command, *extra, option, "0"])
     assert done.value.code == outcome.UNUSABLE
     assert f"argument {option}: give 1 or more" in capsys.readouterr().err
+
+
+def test_a_released_config_with_empty_run_keys_is_a_model_folder_and_a_trainers_is_not(tiny, tmp_path):
+    """Fun-ASR-Nano-2512's config.yaml lists `train_data_set_list: null` and `output_dir: null`
+    (the released file, docs/benchmarks.md "The released layout on the CPU"): still the base model
+    folder, where the config FunASR's trainer saves (both set) marks a run's folder."""
+    import yaml
+
+    from ftenv.evaluate import arguments
+
+    p = tinymodel.paths(tiny)
+    conf = yaml.safe_load(p.config.read_text(encoding="utf-8"))
+    released = {"train_data_set_list": None, "output_dir": None}
+    trained = {"train_data_set_list": "/d/train.jsonl", "output_dir": "/out/run1"}
+    for name, extra in (("released", released), ("trained", trained)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "model.pt").symlink_to(p.model_pt)
+        (folder / "config.yaml").write_text(yaml.safe_dump(conf | extra), encoding="utf-8")
+    assert arguments.is_model_folder(tmp_path / "released")
+    assert not arguments.is_model_folder(tmp_path / "trained")
+    assert arguments.choose([str(tmp_path / "released")]).models[0].is_base

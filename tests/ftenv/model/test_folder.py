@@ -135,3 +135,42 @@ def test_a_tokenizer_folder_is_judged_alike_by_every_command(
     assert verdicts == dict.fromkeys(verdicts, accepted), capsys.readouterr().err
     if accepted:
         assert (out / "tok" / "tokenizer.model").is_file()
+
+
+def test_configuration_json_names_the_files_config_yaml_leaves_empty(copy):
+    """The released config.yaml says `vocab_path: null` for the CTC tokenizer and its
+    configuration.json names multilingual.tiktoken: read as FunASR merges them, the file wins when it
+    is in the folder (a missing one leaves config.yaml's value), and load_config makes it absolute."""
+    import json
+
+    conf = yaml.safe_load((copy / "config.yaml").read_text())
+    conf["dataset_conf"]["ctc_tokenizer_conf"] = {"vocab_path": None, "is_multilingual": True}
+    (copy / "config.yaml").write_text(yaml.safe_dump(conf))
+    metas = {
+        "init_param": "model.pt",
+        "dataset_conf": {"ctc_tokenizer_conf": {"vocab_path": "vocab.tiktoken"}},
+    }
+    (copy / "configuration.json").write_text(json.dumps({"file_path_metas": metas}))
+    assert model_folder.read_config(copy)["dataset_conf"]["ctc_tokenizer_conf"]["vocab_path"] is None
+    (copy / "vocab.tiktoken").write_text("IQ== 0\n")
+    read = model_folder.read_config(copy)
+    assert read["dataset_conf"]["ctc_tokenizer_conf"] == {
+        "vocab_path": "vocab.tiktoken",
+        "is_multilingual": True,
+    }
+    assert "init_param" not in read  # config.yaml's and model.pt are the folder's own, not settings
+    located = model_folder.load_config(copy)
+    assert located["dataset_conf"]["ctc_tokenizer_conf"]["vocab_path"] == str(copy / "vocab.tiktoken")
+
+
+def test_an_empty_path_setting_names_nothing(copy):
+    """The released config.yaml's `llm_conf.lora_conf.init_param_path: ""` is no file: taken for the
+    model folder itself, `ftenv export` copied the folder into its own output and failed."""
+    from ftenv.evaluate.model_files import model_files
+
+    assert model_folder.locate("", copy, copy) is None
+    conf = model_folder.read_config(copy)
+    conf["llm_conf"]["lora_conf"] = {"init_param_path": ""}
+    files = model_files(model_folder.located(conf, copy, copy), copy)
+    assert ("llm_conf", "lora_conf", "init_param_path") not in files
+    assert {name for _path, name in files.values()} == {"Qwen3-tiny"}
