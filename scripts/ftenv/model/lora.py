@@ -1,4 +1,4 @@
-"""LoRA on Fun-ASR-Nano's decoder as FunASR 1.4.16 does it (funasr/models/fun_asr_nano/model.py
+"""LoRA on Fun-ASR-Nano's decoder as the pinned FunASR does it (funasr/models/fun_asr_nano/model.py
 `_apply_lora_to_llm`, FunASR PR #3456): `llm_conf.use_lora` and `llm_conf.lora_conf` change the
 model's tensors (each targeted `nn.Linear` gains `lora_A` and `lora_B`), so a checkpoint of such a
 run fits only a model built with the run's llm_conf; the run's config.yaml (written by FunASR's

@@ -1,4 +1,4 @@
-"""LoRA settings of a run checked before torchrun: FunASR 1.4.16 takes them as overrides
+"""LoRA settings of a run checked before torchrun: the pinned FunASR takes them as overrides
 (`++llm_conf.use_lora=true`, `++llm_conf.lora_conf.r=...`, `++lora_only=true`; FunASR PR #3456),
 and two of their combinations with the recipe's defaults do not train what a user asking for LoRA
 means: `lora_only` without adapters freezes every weight (funasr/bin/train_ds.py calls
