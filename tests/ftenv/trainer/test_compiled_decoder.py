@@ -8,7 +8,8 @@
 - `ftenv buildcheck`'s compile check fails without a compiler;
 - the report's compile line.
 
-The selfcheck tests compile on the CPU (Inductor's C++ backend, tens of seconds each).
+The PASS self-check compiles on the CPU (Inductor's C++ backend, tens of seconds); the FAIL one
+recompiles per shape with Dynamo's eager backend (EAGER_BACKEND).
 """
 
 from __future__ import annotations
