@@ -241,33 +241,6 @@ def job_env(cluster: Cluster, tiny, out_dir: Path, data_dir: Path | None = None)
     }
 
 
-def test_example_runs_two_nodes_under_slurm(cluster, tiny, tmp_path):
-    script = tmp_path / "job.sbatch"
-    script.write_text(runnable_example(EXAMPLE.read_text()))
-    out_dir = tmp_path / "run"
-    env = job_env(cluster, tiny, out_dir)
-    if (tiny.train_jsonl.name, tiny.val_jsonl.name) != (FILE_NAMES["train"], FILE_NAMES["valid"]):
-        pytest.fail(f"the example expects the names `ftenv data split` writes, the tiny model has {tiny}")
-    proc = subprocess.run(
-        ["sbatch", "--wait", "--output", str(tmp_path / "job-%j.out"), str(script)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
-    )  # fmt: skip
-    logs = "\n".join(p.read_text(errors="replace") for p in tmp_path.glob("job-*.out"))
-    tail = f"{proc.stdout}{proc.stderr}\n{logs[-6000:]}\n{cluster.logs()[-3000:]}"
-    assert proc.returncode == 0, tail
-    # pyxis skips the image's entrypoint: ftenv finetune prints the start-up report, once per node.
-    assert logs.count("== ftenv report:") == 2, tail
-    # One ftenv finetune per node; each read Slurm's variables and agreed on the master.
-    for rank in (0, 1):
-        assert f"launch: slurm: node {rank} of 2, master {cluster.host}:{env['MASTER_PORT']}" in logs, tail
-    # DDP over the two "nodes": both global ranks trained and logged steps.
-    assert re.search(r"train, rank: 0, epoch: 0/1", logs), tail
-    assert re.search(r"train, rank: 1, epoch: 0/1", logs), tail
-    assert (out_dir / "model.pt").is_file() and (out_dir / "model.pt.ep1").is_file(), sorted(
-        p.name for p in out_dir.glob("*")
-    )
-
-
 def test_multi_node_launch_in_the_batch_script_is_refused(cluster, tiny, tmp_path):
     """Run without srun, ftenv finetune would start on the first node only: it says so instead."""
     script = tmp_path / "wrong.sbatch"
@@ -334,7 +307,10 @@ def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path
     """The example stopped mid-epoch on both nodes at once (Slurm signals every process of the steps:
     the watchdog, torchrun and the ranks, and the watchdog forwards it again): the job ends requeued
     (same id), the requeued job resumes where the stop saved, and it completes with exit 0:0; each
-    step of the epoch trained once on each rank, across the stop."""
+    step of the epoch trained once on each rank, across the stop. The same job shows the example
+    runs as users copy it (a job of its own did that before, and trained the tiny model once more):
+    the start-up report and Slurm's variables read on each node at each start, DDP across the two
+    nodes, the checkpoints."""
     how, signal_name = STOPS[stop]
     script = tmp_path / "job.sbatch"
     script.write_text(runnable_example(EXAMPLE.read_text(), batch_size=150))
@@ -375,6 +351,15 @@ def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path
         assert steps_of(logs, rank) == list(range(1, n + 1)), (rank, tail)
     # Every node stopped cleanly: no task was ended from outside.
     assert logs.count("(exit 75)") == 2 and "FAILED" not in logs, tail
+    # pyxis skips the image's entrypoint: ftenv finetune prints the start-up report, once per node
+    # and start; each read Slurm's variables and agreed on the master; both global ranks trained.
+    assert logs.count("== ftenv report:") == 4, tail
+    for rank in (0, 1):
+        assert f"launch: slurm: node {rank} of 2, master {cluster.host}:{env['MASTER_PORT']}" in logs, tail
+        assert re.search(rf"train, rank: {rank}, epoch: 0/1", logs), tail
+    assert (out_dir / "model.pt").is_file() and (out_dir / "model.pt.ep1").is_file(), sorted(
+        p.name for p in out_dir.glob("*")
+    )
     print(f"stop, requeue and resume under Slurm: {time.monotonic() - started:.0f} s")
 
 
