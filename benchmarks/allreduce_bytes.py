@@ -37,11 +37,11 @@ def _value(text: str):
 
 
 def recipe_config(model_dir: Path, llm_config: Path | None = None) -> dict:
-    """The folder's config.yaml with the recipe's freeze settings applied (ftenv.train.recipe) and
+    """The folder's config.yaml with the recipe's freeze settings applied (ftenv.launch.recipe) and
     the LLM's config path resolved against the folder; `llm_config` replaces the LLM's config.json."""
     import yaml
 
-    from ftenv.train.recipe import RECIPE_DEFAULTS
+    from ftenv.launch.recipe import RECIPE_DEFAULTS
 
     conf = yaml.safe_load((model_dir / "config.yaml").read_text())
     for key, value in RECIPE_DEFAULTS:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start NCCL on this machine's GPU (a one-process world, one all-reduce) with NCCL_DEBUG=INFO and
 NCCL_DEBUG_SUBSYS=INIT,NET, and say which network it picked, read from its own lines by the
-watchdog's reader (ftenv.steps.nccl_net). NCCL sets up its network transport even for one rank, so
+watchdog's reader (ftenv.watchdog.nccl_net). NCCL sets up its network transport even for one rank, so
 this shows on a single lent GPU whether the image's NCCL finds InfiniBand/RoCE (NET/IB), a plugin,
 or only TCP sockets: the GPU kit's `nccl-network` step (docs/gpu-results.md).
 
@@ -20,8 +20,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
 from ftenv import outcome, variables  # noqa: E402
-from ftenv.steps.nccl_net import MARK, NcclNetwork  # noqa: E402
-from ftenv.train import nccl_debug  # noqa: E402
+from ftenv.launch import nccl_debug  # noqa: E402
+from ftenv.watchdog.nccl_net import MARK, NcclNetwork  # noqa: E402
 
 #: NCCL's debug settings for the run, as `ftenv finetune` sets them on several nodes: its INIT and NET
 #: lines only (NVIDIA/nccl src/debug.cc).

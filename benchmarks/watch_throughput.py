@@ -12,7 +12,7 @@ and prints lines/s and the ratio. Step times in the step log are steady (no hint
 run. Results are recorded in docs/benchmarks.md.
 
 --in-process times only the watchdog's per-chunk work (line splitting, parsing, judging, the silence
-clock, the traceback look-out: ftenv.steps.pipes.Pump._hints) on the same logs in 64 KiB chunks,
+clock, the traceback look-out: ftenv.watchdog.pipes.Pump._hints) on the same logs in 64 KiB chunks,
 best of R, without pipes or a process start: steadier than end to end on a shared machine. It also
 runs against an ftenv from before the silence alarm (PYTHONPATH=that/scripts), to compare versions.
 """
@@ -60,9 +60,9 @@ def best(cmd: str, repeat: int) -> float:
 def in_process(path: Path, repeat: int) -> float:
     """Best time of the watchdog's per-chunk work over the file (see the module's docstring)."""
     try:
-        from ftenv.steps import pipes
-        from ftenv.steps.silence import Silence, SilenceLimits
-        from ftenv.steps.slow_step_lines import SlowStepLines
+        from ftenv.watchdog import pipes
+        from ftenv.watchdog.silence import Silence, SilenceLimits
+        from ftenv.watchdog.slow_step_lines import SlowStepLines
 
         def pump(pipe):
             state = pipes.PumpState(
@@ -70,10 +70,10 @@ def in_process(path: Path, repeat: int) -> float:
             )
             return pipes.Pump(pipe, 1, state, None)
 
-    except ImportError:  # an ftenv from before the watchdog was split by job (ftenv.steps.watch)
-        from ftenv.steps.watcher import Watcher
+    except ImportError:  # an ftenv from before the watchdog was split by job (ftenv.watchdog.watch)
+        from ftenv.watchdog.watcher import Watcher
 
-        from ftenv.steps import watch as pipes
+        from ftenv.watchdog import watch as pipes
 
         def pump(pipe):
             core_args = [Watcher(settings=lambda: None), 0, "phases"]

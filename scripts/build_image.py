@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from ftenv.stack import versions
-from imagetools.local import local, machine
+from imagetools.local import build_and_run, machine
 
 
 def main() -> int:
@@ -45,8 +45,8 @@ def main() -> int:
     v = versions.load()
     variant = v.variant(args.variant) if args.variant else v.default
     want = machine.Request(args.engine, args.base)
-    ca_bundle = local.checked_ca_bundle(args.ca_bundle)
-    return local.build(
+    ca_bundle = build_and_run.checked_ca_bundle(args.ca_bundle)
+    return build_and_run.build(
         variant, args.tag, argv[split + 1 :], want, default_tag=not args.no_default_tag, ca_bundle=ca_bundle
     )
 

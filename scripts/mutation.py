@@ -51,21 +51,21 @@ class Target:
 TARGETS = [
     Target("sdpa", ("ftenv/attention/sdpa.py",), ("tests/ftenv/attention/test_sdpa.py",)),
     # The step statistics and verdicts, one target per module of the split wing, all against the
-    # step-statistics tests. steps/thresholds.py holds constants only, which mutmut (it mutates
+    # step-statistics tests. watchdog/thresholds.py holds constants only, which mutmut (it mutates
     # function bodies) leaves alone; the boundary tests pin each of them.
     *(
-        Target(name, (f"ftenv/steps/{name}.py",), ("tests/ftenv/steps/test_stats.py",))
+        Target(name, (f"ftenv/watchdog/{name}.py",), ("tests/ftenv/watchdog/test_stats.py",))
         for name in ("stats", "detector", "step", "fixes")
     ),
     Target(
         "funasr_log",
-        ("ftenv/steps/funasr_log.py",),
-        ("tests/ftenv/steps/test_funasr_log.py", "tests/ftenv/steps/test_analyze.py"),
+        ("ftenv/watchdog/funasr_log.py",),
+        ("tests/ftenv/watchdog/test_funasr_log.py", "tests/ftenv/watchdog/test_analyze.py"),
     ),
-    Target("cluster_env", ("ftenv/train/cluster_env.py",), ("tests/ftenv/train/test_cluster_env.py",)),
+    Target("cluster_env", ("ftenv/launch/cluster_env.py",), ("tests/ftenv/launch/test_cluster_env.py",)),
     Target(
         "release",
-        ("imagetools/release/release.py",),
+        ("imagetools/release/command.py",),
         ("tests/imagetools/release/test_release*.py",),
     ),
     Target("versions", ("ftenv/stack/versions.py",), ("tests/ftenv/stack/test_versions.py",)),

@@ -60,10 +60,10 @@ def tiny(tmp_path_factory) -> Path:
 
 @pytest.fixture(autouse=True)
 def cpu_training_aid(monkeypatch):
-    """On a machine without an NVIDIA driver, `ftenv finetune` refuses to train (ftenv.train.gpu_gate)
+    """On a machine without an NVIDIA driver, `ftenv finetune` refuses to train (ftenv.launch.gpu_gate)
     unless the CPU test aid is set: the tests that train the tiny model on the CPU get it, as their
     children do. Read from /proc, not torch, so that a test that never imports torch does not pay
-    for it. A machine with GPUs keeps its environment. tests/ftenv/train/test_gpu_gate.py takes the
+    for it. A machine with GPUs keeps its environment. tests/ftenv/launch/test_gpu_gate.py takes the
     aid away again to see the refusal."""
     from ftenv import variables
 

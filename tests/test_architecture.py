@@ -124,8 +124,8 @@ PLANTED_IMPORTS = {
         "ftenv.attention.sdpa -> ftenv.trainer.stall",
     ),
     "ftenv: no import circle": (
-        "ftenv/steps/thresholds.py",
-        "from ftenv.steps import silence",
+        "ftenv/watchdog/thresholds.py",
+        "from ftenv.watchdog import silence",
         ".thresholds -> .silence",
     ),
     "ftenv (the image's package)": (
@@ -144,9 +144,9 @@ PLANTED_IMPORTS = {
         "imagetools.bake -> imagetools.gpukit",
     ),
     "imagetools imports ftenv's stack": (
-        "imagetools/local/local.py",
+        "imagetools/local/build_and_run.py",
         "from ftenv.report import render",
-        "imagetools.local.local -> ftenv.report.render",
+        "imagetools.local.build_and_run -> ftenv.report.render",
     ),
 }
 
@@ -192,11 +192,11 @@ def test_a_planted_long_chain_is_found(tmp_path):
 def test_a_planted_long_module_is_found_unless_it_says_why(copy):
     before = long_modules(copy)
     body = "".join(f"X{i} = {i}\n" for i in range(MAX_LINES))
-    (copy / "steps/planted.py").write_text('"""A planted module."""\n' + body)
+    (copy / "watchdog/planted.py").write_text('"""A planted module."""\n' + body)
     assert [m for m in long_modules(copy) if m not in before] == [
-        f"ftenv/steps/planted.py ({MAX_LINES + 1} lines)"
+        f"ftenv/watchdog/planted.py ({MAX_LINES + 1} lines)"
     ]
-    (copy / "steps/planted.py").write_text(
+    (copy / "watchdog/planted.py").write_text(
         f'"""A planted module.\n\n{LONG_REASON} it is a table of {MAX_LINES} constants."""\n' + body
     )
     assert long_modules(copy) == before
@@ -211,16 +211,22 @@ def test_the_architecture_doc_names_the_wings_in_order_and_every_folder():
     text = ARCHITECTURE_DOC.read_text()
     assert architecture_doc.problems(text, ROOT, WINGS, SHARED) == []
     assert broken_links(ARCHITECTURE_DOC, text) == []
-    rows = {w: next(r for r in text.splitlines() if r.startswith(f"| `{w}` |")) for w in ("steps", "model")}
+    rows = {
+        w: next(r for r in text.splitlines() if r.startswith(f"| `{w}` |")) for w in ("watchdog", "model")
+    }
     wings = "the doc's wings, lowest first"
     broken = {
         wings: [
-            text.replace(rows["steps"], rows["steps"].replace("`steps`", "`step`")),  # renamed
+            text.replace(rows["watchdog"], rows["watchdog"].replace("`watchdog`", "`watch`")),  # renamed
             text.replace(rows["model"] + "\n", ""),  # dropped
-            text.replace(f"{rows['steps']}\n{rows['model']}", f"{rows['model']}\n{rows['steps']}"),  # swapped
+            text.replace(
+                f"{rows['watchdog']}\n{rows['model']}", f"{rows['model']}\n{rows['watchdog']}"
+            ),  # swapped
             text.replace(rows["model"], rows["model"] + "\n| `widgets` | x |"),  # not in the package
         ],
-        "scripts/ftenv/train/runlife/ is not a wing": [text.replace("`train/runlife/`", "`train/run-life/`")],
+        "scripts/ftenv/launch/runlife/ is not a wing": [
+            text.replace("`launch/runlife/`", "`launch/run-life/`")
+        ],
         "does not name ftenv.text": [text.replace("`ftenv.text`", "`ftenv.texts`")],
         "tests/schemas/ is not named": [text.replace("`tests/schemas/`", "`tests/schema/`")],
     }
@@ -234,7 +240,7 @@ def test_the_readme_sums_up_the_same_wings_and_links_the_doc():
     readme = (ROOT / "README.md").read_text()
     assert architecture_doc.readme_problems(readme, ROOT, WINGS) == []
     for broken in (
-        readme.replace("steps, model,", "model, steps,"),
+        readme.replace("watchdog, model,", "model, watchdog,"),
         readme.replace("(docs/architecture.md)", ""),
     ):
         assert broken != readme and architecture_doc.readme_problems(broken, ROOT, WINGS)
@@ -244,7 +250,7 @@ def test_the_readme_sums_up_the_same_wings_and_links_the_doc():
 
 #: Every Python folder the rules cover, and the file of each the planted tests break.
 RULE_FOLDERS = {
-    "scripts/ftenv": "steps/timer.py",
+    "scripts/ftenv": "watchdog/timer.py",
     "scripts/imagetools": "local/emulated.py",
     "scripts": "gpu_checks.py",  # the scripts beside the packages (scripts/*.py)
     "benchmarks": "nccl_network.py",

@@ -22,8 +22,8 @@ import pytest
 
 from ftenv import outcome, variables
 from ftenv.stack import versions
-from ftenv.steps.hang import HUNG_RECORD
 from ftenv.trainer.runlife.record import STOP_RECORD
+from ftenv.watchdog.hang import HUNG_RECORD
 from imagetools import tags
 from support import ROOT, child_env
 from support.example_runs import SRUN_STANDIN, dry_run, finetune_args, record, shellcheck, split_docker_run

@@ -44,7 +44,7 @@ def say(text: str) -> None:
 
 def use_caches(cache: Path) -> None:
     """Inductor's and Triton's caches of this arm (another arm's: it starts on them)."""
-    from ftenv.train.compile_cache import COMPILER_CACHE_VARS
+    from ftenv.launch.compile_cache import COMPILER_CACHE_VARS
 
     for var, sub in COMPILER_CACHE_VARS.items():
         variables.export({var: str(cache / sub)})

@@ -19,7 +19,7 @@ UNUSABLE = 2
 #: A crash inside ftenv (ftenv.cli): never 0 or 1, so that a CI gate cannot read a bug as a verdict.
 INTERNAL_ERROR = 4
 #: `ftenv watch` stopped a command that printed no trainer line for the hard limit
-#: (ftenv.steps.silence): the job hung, a scheduler may retry it. Otherwise watch exits with the
+#: (ftenv.watchdog.silence): the job hung, a scheduler may retry it. Otherwise watch exits with the
 #: command's own code.
 HUNG = 6
 #: `ftenv finetune`: the run stopped on a signal (SIGTERM, SIGINT, SIGUSR1) after saving exactly where

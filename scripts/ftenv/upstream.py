@@ -110,7 +110,7 @@ MODEL_BUILD = Hook(
 )
 TORCHRUN_GRACE = Hook(
     "torchrun's longer wait for its workers after a signal",
-    "ftenv.train.runlife.torchrun",
+    "ftenv.launch.runlife.torchrun",
     (
         (
             "torch.distributed.elastic.multiprocessing.api:_terminate_process_handler",

@@ -93,7 +93,7 @@ NCCL_DEBUG_SUBSYS = "NCCL_DEBUG_SUBSYS"
 HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
 TRANSFORMERS_OFFLINE = "TRANSFORMERS_OFFLINE"
 MODELSCOPE_OFFLINE = "MODELSCOPE_OFFLINE"
-# --- the caches ftenv finetune repoints when they cannot be written (ftenv.train.cache_dirs) --------
+# --- the caches ftenv finetune repoints when they cannot be written (ftenv.launch.cache_dirs) --------
 XDG_CACHE_HOME = "XDG_CACHE_HOME"
 HF_HOME = "HF_HOME"
 MODELSCOPE_CACHE = "MODELSCOPE_CACHE"

@@ -15,15 +15,15 @@ from ftenv import outcome
 #: Each command and the module under imagetools/ that provides its `add_parser(subparsers)`; the
 #: order is the help's order.
 COMMANDS = {
-    "release": "release.release",
+    "release": "release.command",
     "locks": "locks",
     "wheelfacts": "release.wheelfacts",
     "layers": "local.layers",
     "scan": "release.scan",
-    "local": "local.local",
+    "local": "local.build_and_run",
     "emulated": "local.emulated",
     "engine": "local.engine",
-    "gpukit": "gpukit.gpukit",
+    "gpukit": "gpukit.command",
     "released-layout": "fixture.released",
 }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from imagetools.local import local
+from imagetools.local import build_and_run
 
 
 def _podman(*args: str) -> subprocess.CompletedProcess:
@@ -24,7 +24,7 @@ def test_the_ca_bundle_reaches_pip_as_a_secret_and_is_not_in_the_image(rebuilt):
     built = rebuilt.built
     out = built.stdout + built.stderr
     assert built.returncode == 0, out[-4000:]
-    assert f"--secret=id={local.CA_SECRET_ID},src={bundle}" in out
+    assert f"--secret=id={build_and_run.CA_SECRET_ID},src={bundle}" in out
     # the rest-of-lock step ran again (not from the cache), so pip ran with the secret mounted
     step = next(line for line in out.splitlines() if "rest.txt" in line and "pip install" in line)
     assert "--mount=type=secret" in step
@@ -39,7 +39,7 @@ def test_the_ca_bundle_reaches_pip_as_a_secret_and_is_not_in_the_image(rebuilt):
     # nothing at the secret's path, and the dummy CA in no file of the image
     found = _podman(
         "run", "--rm", "--pull=never", "--network=none", "--entrypoint", "sh", tag, "-c",
-        f"find / -xdev -name {local.CA_SECRET_ID} 2>/dev/null;"
+        f"find / -xdev -name {build_and_run.CA_SECRET_ID} 2>/dev/null;"
         f" grep -rlF -e '{marker}' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null;"
         " echo searched",
     )  # fmt: skip

@@ -77,7 +77,7 @@ def test_docker_example_dry_runs_in_the_image(image, layout, tmp_path, name, val
     ]
     assert f"ftenv finetune: {VAR}={value}: {meaning}" in proc.stderr
     argv = proc.stdout.split()
-    assert argv[0].startswith("/opt/venv/bin/python") and argv[1:3] == ["-m", "ftenv.train.runlife.torchrun"]
+    assert argv[0].startswith("/opt/venv/bin/python") and argv[1:3] == ["-m", "ftenv.launch.runlife.torchrun"]
     assert "ftenv.trainer.funasr_entry" in argv
     assert f"++model={layout['MODEL_DIR']}" in argv and f"++output_dir={layout['OUT_DIR']}" in argv
     assert "--nproc_per_node" in argv and argv[argv.index("--nproc_per_node") + 1] == "1"

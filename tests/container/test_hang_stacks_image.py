@@ -13,7 +13,7 @@ import subprocess
 
 from conftest import ROOT
 from ftenv import outcome, variables
-from ftenv.steps import hang
+from ftenv.watchdog import hang
 
 #: The fake trainer (FunASR's line format) with what the trainer entry installs in each training
 #: process; it stops after step 30 and waits on stdin, which stays open: a hang.

@@ -12,7 +12,7 @@ import uuid
 
 from conftest import ROOT
 from ftenv.stack import versions
-from ftenv.steps import crash
+from ftenv.watchdog import crash
 
 V = versions.load(ROOT / "versions.toml")
 MOUNT = ["-v", f"{ROOT / 'tests/support'}:/t:ro"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from imagetools.local import local
+from imagetools.local import build_and_run
 from support import ROOT, child_env
 
 TAG = "localhost/ftenv-docker-check:cu130"
@@ -126,7 +126,8 @@ def test_debian_docker_builds_without_buildx_and_the_default_run_passes(daemon):
     versions_seen = _tool_versions(env)
     t = time.monotonic()
     standin = subprocess.run(
-        f"podman image exists {local.STANDIN_BASE} && podman save {local.STANDIN_BASE} | docker load",
+        f"podman image exists {build_and_run.STANDIN_BASE} "
+        f"&& podman save {build_and_run.STANDIN_BASE} | docker load",
         shell=True,
         env=env,
         capture_output=True,

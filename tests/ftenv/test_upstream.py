@@ -64,7 +64,7 @@ def test_the_run_falls_back_to_upstreams_code(monkeypatch, fresh):
     from torch.distributed.elastic.multiprocessing import api
 
     from ftenv.data import runtime
-    from ftenv.train.runlife import torchrun
+    from ftenv.launch.runlife import torchrun
     from ftenv.trainer.fastpath import parts
     from ftenv.trainer.runlife import hooks
 

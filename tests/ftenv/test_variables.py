@@ -37,7 +37,7 @@ def test_no_module_but_variables_spells_a_variable_name():
 def test_a_planted_spelling_is_found_and_a_docstring_is_not(tmp_path):
     copy = tmp_path / "ftenv"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "steps/planted.py").write_text(
+    (copy / "watchdog/planted.py").write_text(
         '"""FTENV_IN_PROSE and NCCL_DEBUG are fine here."""\n\n'
         'SWITCH = "FTENV_PLANTED"\n\n\n'
         "def hint(x):\n"
@@ -45,9 +45,9 @@ def test_a_planted_spelling_is_found_and_a_docstring_is_not(tmp_path):
         '    return f"set FTENV_IN_A_MESSAGE={x}", "NCCL_DEBUG", "RANK"\n'
     )
     assert spelled_outside(copy) == [  # RANK is torchrun's, not registered: spelled where it is read
-        "ftenv/steps/planted.py:3: FTENV_PLANTED",
-        "ftenv/steps/planted.py:8: FTENV_IN_A_MESSAGE",
-        "ftenv/steps/planted.py:8: NCCL_DEBUG",
+        "ftenv/watchdog/planted.py:3: FTENV_PLANTED",
+        "ftenv/watchdog/planted.py:8: FTENV_IN_A_MESSAGE",
+        "ftenv/watchdog/planted.py:8: NCCL_DEBUG",
     ]
 
 
@@ -109,7 +109,7 @@ def test_every_ftenv_name_the_docs_and_the_image_spell_is_registered():
 
 def test_the_registry_states_the_defaults_the_code_applies():
     from ftenv.report import startup
-    from ftenv.steps import thresholds
+    from ftenv.watchdog import thresholds
 
     default = {v.name: v.default for v in variables.REGISTRY}
     applied = {

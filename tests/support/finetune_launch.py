@@ -1,5 +1,5 @@
 """`ftenv finetune`'s launch plan worked out without training, for the launcher's tests in more
-than one file: the command line on a work folder (tests/ftenv/train/conftest.py), its parse by the
+than one file: the command line on a work folder (tests/ftenv/launch/conftest.py), its parse by the
 real parser into typed options, and the plan and the torchrun command the launcher makes of it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 
 from ftenv.commands import finetune as finetune_command
-from ftenv.train import cluster_env, finetune, launch_plan
+from ftenv.launch import cluster_env, finetune, launch_plan
 
 
 def cmdline(work: Path, *extra: str) -> list[str]:
@@ -50,6 +50,6 @@ def plan(settings: dict, nnodes: str = "1", nproc: int = 1) -> launch_plan.Launc
 
 
 def check_data(p: launch_plan.LaunchPlan, cwd: Path, skip: bool) -> int | None:
-    """The launcher's data check before torchrun on this launch (ftenv.train.finetune.check_data)."""
+    """The launcher's data check before torchrun on this launch (ftenv.launch.finetune.check_data)."""
     p = dataclasses.replace(p, cwd=cwd, skip_data_check=skip, output_dir=p.output_dir or cwd)
     return finetune.check_data("x", p)

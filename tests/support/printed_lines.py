@@ -11,9 +11,9 @@ from ftenv.attention import sdpa
 from ftenv.attention.facts import Facts, Gpu, Stack
 from ftenv.report import render
 from ftenv.stack import versions
-from ftenv.steps import slow_step_lines
-from ftenv.steps import step as step_types
 from ftenv.trainer import compile_setting
+from ftenv.watchdog import slow_step_lines
+from ftenv.watchdog import step as step_types
 from support import ROOT
 
 #: The torch the images pin, as the rule reads it (the guide's sample lines are for this stack).

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from ftenv import outcome
-from ftenv.steps.hang import HUNG_RECORD
 from ftenv.trainer.runlife.record import STOP_RECORD
+from ftenv.watchdog.hang import HUNG_RECORD
 from support.manifests import pod_specs
 
 

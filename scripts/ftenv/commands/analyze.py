@@ -1,11 +1,11 @@
-"""`ftenv analyze`: its parser; the analysis is ftenv.steps.analyze's."""
+"""`ftenv analyze`: its parser; the analysis is ftenv.watchdog.analyze's."""
 
 from __future__ import annotations
 
 import argparse
 
 from ftenv.commands.options import add_factor_option, add_time_option, count_type
-from ftenv.steps import analyze
+from ftenv.watchdog import analyze
 
 
 def add_parser(sub) -> None:

@@ -1,5 +1,5 @@
 """`ftenv finetune`: its parser, and the watchdog its launch runs under; the launcher is
-ftenv.train.finetune's. The test seams of the launcher (another trainer command, another starting
+ftenv.launch.finetune's. The test seams of the launcher (another trainer command, another starting
 folder) are fields of FinetuneOptions that in-process tests set, not options here."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 
 from ftenv import variables
-from ftenv.steps import launcher_entry
-from ftenv.steps.watch_command import WatchOptions
-from ftenv.train import cluster_env, finetune
-from ftenv.train.launch_plan import FinetuneOptions, LaunchPlan, torchrun_argv
-from ftenv.train.speed_options import SpeedOptions
+from ftenv.launch import cluster_env, finetune
+from ftenv.launch.launch_plan import FinetuneOptions, LaunchPlan, torchrun_argv
+from ftenv.launch.speed_options import SpeedOptions
 from ftenv.trainer import compile_setting
+from ftenv.watchdog import watch
+from ftenv.watchdog.watch_command import WatchOptions
 
 
 def add_parser(sub) -> None:
@@ -86,7 +86,7 @@ def add_parser(sub) -> None:
 
 
 def _add_speed_options(p: argparse.ArgumentParser) -> None:
-    """--compile, --compile-parts, --buckets, --fused-adamw (ftenv.train.speed_options)."""
+    """--compile, --compile-parts, --buckets, --fused-adamw (ftenv.launch.speed_options)."""
     p.add_argument(
         "--compile",
         action="store_true",
@@ -143,12 +143,12 @@ def options_of(args: argparse.Namespace) -> FinetuneOptions:
 
 def watched(plan: LaunchPlan) -> int:
     """torchrun under the watchdog, in this process, as `ftenv watch --output-dir OUT -- argv` runs
-    it (ftenv.steps.launcher_entry): torchrun in its own process group, this process's signals
+    it (ftenv.watchdog.watch): torchrun in its own process group, this process's signals
     passed on, the trainer's exit code returned, the plan's output folder for the watchdog's files.
     torchrun is its child, not called here as accelerate's launch_command calls torch's run: the
     watchdog reads torchrun's output through pipes and signals its process group. With the
     watchdog off (FTENV_WATCH=0) this process becomes torchrun (exec)."""
-    return launcher_entry.run(WatchOptions(cmd=tuple(torchrun_argv(plan)), output_dir=plan.output_dir))
+    return watch.run(WatchOptions(cmd=tuple(torchrun_argv(plan)), output_dir=plan.output_dir))
 
 
 def run(args: argparse.Namespace) -> int:

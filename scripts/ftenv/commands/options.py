@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ftenv.evaluate import decode
-from ftenv.steps.thresholds import SLOW_FACTOR
+from ftenv.watchdog.thresholds import SLOW_FACTOR
 
 
 def factor_type(text: str) -> float:

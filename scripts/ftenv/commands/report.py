@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ftenv import variables
-from ftenv.report import report
-from ftenv.train import node_count
+from ftenv.launch import node_count
+from ftenv.report import on_demand
 from ftenv.trainer import compile_setting
 
 
@@ -19,5 +19,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = report.ReportOptions(json=args.json, stdout=args.stdout, sdpa_call=not args.no_gpu_probe)
-    return report.run(options, compile_setting.report_line(), *node_count.node_count(variables.environment()))
+    options = on_demand.ReportOptions(json=args.json, stdout=args.stdout, sdpa_call=not args.no_gpu_probe)
+    return on_demand.run(
+        options, compile_setting.report_line(), *node_count.node_count(variables.environment())
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ftenv import variables
-from ftenv.selfcheck import mode_compile, selfcheck
+from ftenv.selfcheck import mode_compile, runner
 from ftenv.selfcheck.options import THRESHOLDS, SelfcheckOptions
 from ftenv.selfcheck.runs_on import IMAGE_TINY_DIR
 
@@ -102,4 +102,4 @@ def options_of(args: argparse.Namespace) -> SelfcheckOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    return selfcheck.run(options_of(args))
+    return runner.run(options_of(args))

@@ -1,4 +1,4 @@
-"""`ftenv watch`: its parser; the watchdog is ftenv.steps.launcher_entry's."""
+"""`ftenv watch`: its parser; the watchdog is ftenv.watchdog.watch's."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.commands.options import add_factor_option, add_time_option, count_type
-from ftenv.steps import launcher_entry
-from ftenv.steps.line_mark import PREFIX
-from ftenv.steps.thresholds import LIVE_WARMUP, REPEAT
-from ftenv.steps.watch_command import PROG, WatchOptions
+from ftenv.watchdog import watch
+from ftenv.watchdog.line_mark import PREFIX
+from ftenv.watchdog.thresholds import LIVE_WARMUP, REPEAT
+from ftenv.watchdog.watch_command import PROG, WatchOptions
 
 
 def add_parser(sub) -> None:
@@ -70,4 +70,4 @@ def run(args: argparse.Namespace) -> int:
         time=args.time,
         output_dir=args.output_dir,
     )
-    return launcher_entry.run(options)
+    return watch.run(options)

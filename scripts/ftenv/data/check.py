@@ -19,7 +19,7 @@ from pathlib import Path
 from ftenv.data import chatml, writes
 from ftenv.data import lines as L
 from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
-from ftenv.steps import data_loss
+from ftenv.watchdog import data_loss
 
 TRAIN, VALID = "train", "valid"
 PROG = "ftenv data check"
@@ -271,7 +271,7 @@ def _judge_nothing_to_train(report: Report) -> None:
 
 
 def _judge_never_trained(report: Report) -> None:
-    """The watchdog's rule (ftenv.steps.data_loss) applied before the run: a training set of which
+    """The watchdog's rule (ftenv.watchdog.data_loss) applied before the run: a training set of which
     more than the limit never trains under FunASR's length rules fails at its end; refuse it now."""
     train = [f for f in report.files if f.kind == TRAIN]
     lines = sum(f.lines for f in train)

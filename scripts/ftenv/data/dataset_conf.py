@@ -1,5 +1,5 @@
 """The dataset_conf a run will have, as FunASR builds it: the model folder's config.yaml, then the
-recipe's and the user's `++dataset_conf.KEY=VALUE` overrides (parsed by ftenv.train.overrides)."""
+recipe's and the user's `++dataset_conf.KEY=VALUE` overrides (parsed by ftenv.launch.overrides)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def model_dataset_conf(model_dir: Path | None) -> dict:
 
 def rules_for(model_dir: Path | None, settings: Mapping[str, object], world_size: int = 1) -> LengthRules:
     """The length rules of a run of upstream's recipe on this model, with these settings (the
-    overrides as one mapping, ftenv.train.overrides: key to value; keys other than
+    overrides as one mapping, ftenv.launch.overrides: key to value; keys other than
     `dataset_conf.KEY` are not the sampler's)."""
     conf = model_dataset_conf(model_dir)
     conf.update({key: DEFAULTS[key] for key in RECIPE_KEYS})

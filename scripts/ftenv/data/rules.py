@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-#: What the recipe (ftenv.train.recipe) and FunASR's code use when the run does not say.
+#: What the recipe (ftenv.launch.recipe) and FunASR's code use when the run does not say.
 DEFAULTS = {
     "batch_size": 6000,
     "batch_type": "token",

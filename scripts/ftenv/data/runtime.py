@@ -1,6 +1,6 @@
 """Counting FunASR's silent data losses in the trainer (substituted samples, collator drops, index
 and sampler skips): FunASR's own methods wrapped at run time, each event printed as one
-ftenv.steps.data_loss line for `ftenv watch`. Nothing in site-packages changes.
+ftenv.watchdog.data_loss line for `ftenv watch`. Nothing in site-packages changes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 
 from ftenv import upstream, variables
-from ftenv.steps import data_loss as D
+from ftenv.watchdog import data_loss as D
 
 DATASET = "FunASR"
 #: FTENV_DATA_COUNT=0: no counting (the trainer entry still runs, for the run's life).

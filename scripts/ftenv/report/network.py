@@ -5,7 +5,7 @@ NCCL falls back to TCP sockets without a word when it finds no usable InfiniBand
 IB transport opens libibverbs.so.1 at run time: src/misc/ibvsymbols.cc, src/transport/net_ib.cc),
 and on a multi-node job every step then waits on the network. The report names that before the
 first step. Whether the job spans nodes is the caller's to say (the launcher's variables belong to
-ftenv.train.cluster_env, above this wing).
+ftenv.launch.cluster_env, above this wing).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class NetworkFacts:
     settings: dict[str, str] = field(default_factory=dict)  # the STEERING variables that are set
     memlock_bytes: int | None = None  # RLIMIT_MEMLOCK's soft limit; -1: unlimited
     nodes: int | None = None  # None: not known
-    launcher: str | None = None  # ftenv.train.cluster_env's source: "slurm", "kubeflow", ...
+    launcher: str | None = None  # ftenv.launch.cluster_env's source: "slurm", "kubeflow", ...
 
 
 def _first_word(path: Path) -> str | None:

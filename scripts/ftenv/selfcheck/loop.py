@@ -16,7 +16,7 @@ from pathlib import Path
 from ftenv import variables
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.schedule import ScheduledStep, shape_schedule
-from ftenv.steps.step import Step
+from ftenv.watchdog.step import Step
 
 #: FunASR's AutoModel prints its version (funasr/utils/version_checker.py, check_for_update) to
 #: stdout even with disable_update: not the self-check's to print.

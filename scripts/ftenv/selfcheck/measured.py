@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftenv.steps import thresholds
-from ftenv.steps.step import Step
+from ftenv.watchdog import thresholds
+from ftenv.watchdog.step import Step
 
 
 @dataclass

@@ -15,8 +15,8 @@ from ftenv.selfcheck.loop import prepare, timed_steps, train
 from ftenv.selfcheck.measured import Measured
 from ftenv.selfcheck.options import SelfcheckOptions, llm_dtype, thresholds_from
 from ftenv.selfcheck.runs_on import environment, pick_device, tiny_dir
-from ftenv.steps import fixes
 from ftenv.trainer.fastpath import compiled_decoder
+from ftenv.watchdog import fixes
 
 #: Recompiles allowed after the first compile, over the new shapes of the schedule.
 MAX_RECOMPILES = 2

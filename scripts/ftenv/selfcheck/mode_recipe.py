@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 from ftenv import variables
+from ftenv.launch.overrides import merge_overrides
+from ftenv.launch.recipe import RECIPE_DEFAULTS, hydra_run_dir
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.measured import Measured
 from ftenv.selfcheck.options import SelfcheckOptions, thresholds_from
 from ftenv.selfcheck.runs_on import environment, pick_device, tiny_dir
-from ftenv.steps import funasr_log
-from ftenv.train.overrides import merge_overrides
-from ftenv.train.recipe import RECIPE_DEFAULTS, hydra_run_dir
 from ftenv.trainer import ENTRY_MODULE
 from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES
+from ftenv.watchdog import funasr_log
 
 BATCH_TOKENS = 500
 TIMEOUT_S = 900

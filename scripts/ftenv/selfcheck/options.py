@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ftenv.steps import thresholds
+from ftenv.watchdog import thresholds
 
 #: The self-check's warm-up and per-device thresholds live with every other threshold.
 WARMUP = thresholds.SELFCHECK_WARMUP

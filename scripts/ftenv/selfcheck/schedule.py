@@ -7,7 +7,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ftenv.steps.thresholds import SELFCHECK_WARMUP as WARMUP
+from ftenv.watchdog.thresholds import SELFCHECK_WARMUP as WARMUP
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The self-check's verdict: a mode's measured steps judged by the step-time rules (ftenv.steps.stats)
+"""The self-check's verdict: a mode's measured steps judged by the step-time rules (ftenv.watchdog.stats)
 plus the mode's own findings, as the result `ftenv selfcheck` prints, and each verdict's exit code."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from ftenv import outcome, variables
 from ftenv.attention.sdpa import FIX, interpret_deprioritized
 from ftenv.selfcheck.measured import Measured
-from ftenv.steps import stats
-from ftenv.steps.step import mark_new_shapes
+from ftenv.watchdog import stats
+from ftenv.watchdog.step import mark_new_shapes
 
 
 def verdict_of(measured: Measured) -> dict:

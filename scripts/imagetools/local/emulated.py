@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ftenv import outcome, variables
 from ftenv.stack import versions
-from imagetools.local import local
+from imagetools.local import build_and_run
 from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
@@ -76,7 +76,7 @@ def foreign(variant: versions.Variant, platform: str) -> Foreign:
 
 
 def emulated_tag(variant: versions.Variant, target: Foreign) -> str:
-    return f"{local.local_tag(variant)}-{target.debian_arch}"
+    return f"{build_and_run.local_tag(variant)}-{target.debian_arch}"
 
 
 def binfmt_enabled(target: Foreign, binfmt_dir: Path = BINFMT_DIR) -> bool:
@@ -153,11 +153,12 @@ def prefetch(variant: versions.Variant, target: Foreign) -> list[str]:
 def build_command(
     variant: versions.Variant, target: Foreign, revision: str, created: str, extra: list[str] = ()
 ) -> list[str]:
-    """The local podman build (imagetools.local.local), for the foreign platform on its stand-in base."""
+    """The local podman build (imagetools.local.build_and_run), for the foreign platform on its
+    stand-in base."""
     choice = Choice("podman", standin=True, run_flags=(), said=())
-    args = local.build_args(choice, variant, revision, created)
+    args = build_and_run.build_args(choice, variant, revision, created)
     args |= {"BASE_IMAGE": target.standin_base, variables.STANDIN_BASE: target.standin_base}
-    cmd = local.podman_build(choice, [emulated_tag(variant, target)], args)
+    cmd = build_and_run.podman_build(choice, [emulated_tag(variant, target)], args)
     return [*cmd, f"--platform={target.platform}", *extra, str(ROOT)]
 
 
@@ -196,7 +197,7 @@ def build(variant: versions.Variant, target: Foreign, extra: list[str]) -> int:
         return made.returncode
     mounts = prefetch(variant, target)
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    cmd = build_command(variant, target, local.git_revision(), created, [*mounts, *extra])
+    cmd = build_command(variant, target, build_and_run.git_revision(), created, [*mounts, *extra])
     return _timed(cmd, env).returncode
 
 

@@ -26,9 +26,9 @@ ENGINE_PACKAGES = (
     "uidmap",
     "containernetworking-plugins",
 )
-#: What the tests add: tini (tests/ftenv/steps/test_watch.py runs `ftenv watch` under it, as the
+#: What the tests add: tini (tests/ftenv/watchdog/test_watch.py runs `ftenv watch` under it, as the
 #: image does) and a
-#: one-machine Slurm (tests/ftenv/train/test_slurm.py starts and stops its daemons itself).
+#: one-machine Slurm (tests/ftenv/launch/test_slurm.py starts and stops its daemons itself).
 TEST_PACKAGES = ("tini", "slurm-wlm", "munge")
 #: What `make docker-check` adds: Debian's Docker (dockerd 20.10 in Debian 12, no buildx), which the
 #: check starts and stops itself.

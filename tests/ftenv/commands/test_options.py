@@ -5,7 +5,7 @@ import argparse
 import pytest
 
 from ftenv.commands import options
-from ftenv.steps import thresholds
+from ftenv.watchdog import thresholds
 
 
 def test_shared_option_types_for_watch_and_analyze():

@@ -15,8 +15,8 @@ import soundfile
 
 from ftenv import cli, variables
 from ftenv.data import check, dataset_conf, rules
+from ftenv.launch import recipe
 from ftenv.selfcheck import tinymodel
-from ftenv.train import recipe
 from support import GOOD_RECORD
 from support.finetune_launch import check_data, plan
 from support.training_data import funasr_dataset, line, wav

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ftenv.steps import data_loss
+from ftenv.watchdog import data_loss
 from support import child_env, run_ftenv
 from support.steplogs import GenStep, train_line
 from support.training_data import funasr_dataset, line, wav

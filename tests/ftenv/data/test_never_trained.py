@@ -12,7 +12,7 @@ import pytest
 
 from ftenv import cli
 from ftenv.data import check
-from ftenv.steps import data_loss
+from ftenv.watchdog import data_loss
 from support.training_data import funasr_dataset, line, wav
 
 

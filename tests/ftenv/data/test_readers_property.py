@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from ftenv import cli
 from ftenv.data import prepare
 from ftenv.evaluate import models
-from ftenv.train import inputs
+from ftenv.launch import inputs
 from support.checksums import sums
 from support.training_data import line, wav
 

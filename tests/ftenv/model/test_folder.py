@@ -111,8 +111,8 @@ def test_a_tokenizer_folder_is_judged_alike_by_every_command(
     `ftenv data check --model-dir`, finetune's check, the eval's model build and `ftenv export`;
     one with only tokenizer_config.json (it loads an empty vocabulary) is refused by all four."""
     from ftenv.evaluate import decode
+    from ftenv.launch.inputs import check_model_dir
     from ftenv.model.folder import ModelLoadError
-    from ftenv.train.inputs import check_model_dir
 
     (copy / "tok").mkdir()
     if files == "tokenizer.model":

@@ -20,8 +20,8 @@ from ftenv import cli, outcome
 from ftenv.selfcheck import render, schedule, verdict
 from ftenv.selfcheck.measured import Measured
 from ftenv.selfcheck.options import THRESHOLDS, thresholds_from
-from ftenv.steps import funasr_log, stats
-from ftenv.steps import step as step_types
+from ftenv.watchdog import funasr_log, stats
+from ftenv.watchdog import step as step_types
 from support import captured, child_env, steplogs
 
 STALL_S = 0.5  # per new shape; the CPU step is about 0.05 s, so new-shape steps become ~10x
@@ -74,7 +74,7 @@ def test_the_selfcheck_schedule_with_the_field_report_costs_fails(kind):
 
 
 def test_recipe_log_verdict_on_synthetic_trainer_logs(tmp_path):
-    """The recipe path's verdict reads the trainer's real line format (ftenv.steps.funasr_log)."""
+    """The recipe path's verdict reads the trainer's real line format (ftenv.watchdog.funasr_log)."""
     for fixed, expected in ((False, outcome.FAIL), (True, outcome.PASS)):
         lines, _ = steplogs.field_report_log(fixed=fixed)
         log = tmp_path / f"train-{fixed}.log"
@@ -218,7 +218,7 @@ def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
 def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tmp_path, device):
     """On a GPU too the check starts `ftenv finetune`'s trainer entry, not the bare script."""
     from ftenv.selfcheck import mode_recipe, tinymodel
-    from ftenv.trainer import ENTRY_MODULE  # what ftenv finetune starts (ftenv.train.launch_plan)
+    from ftenv.trainer import ENTRY_MODULE  # what ftenv finetune starts (ftenv.launch.launch_plan)
 
     cmd = mode_recipe.command(tinymodel.paths(tmp_path / "tiny"), tmp_path, device, 2)
     assert ["-m", ENTRY_MODULE] in [cmd[i : i + 2] for i in range(len(cmd))]

@@ -26,9 +26,9 @@ import pytest
 import torch
 
 from ftenv import cli, variables
-from ftenv.steps import fixes
 from ftenv.trainer import compile_setting
 from ftenv.trainer.fastpath import compiled_decoder
+from ftenv.watchdog import fixes
 from support import ROOT, child_env, finetune_tiny
 
 HERE = ROOT / "tests"  # where the support package is

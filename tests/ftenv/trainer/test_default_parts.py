@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from ftenv import variables
+from ftenv.launch import speed_options
 from ftenv.selfcheck.loop import train
-from ftenv.train import speed_options
 from ftenv.trainer import compile_setting
 from ftenv.trainer.fastpath import labelled_head, parts
 

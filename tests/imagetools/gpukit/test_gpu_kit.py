@@ -29,7 +29,7 @@ from ftenv import variables
 from ftenv.attention import sdpa
 from ftenv.stack import versions
 from imagetools.__main__ import main as imagetools_main
-from imagetools.gpukit import gpu_run, gpu_setup, gpu_steps, gpu_variant_steps, gpukit
+from imagetools.gpukit import command, gpu_run, gpu_setup, gpu_steps, gpu_variant_steps
 from support import ROOT, child_env
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -51,15 +51,15 @@ AFTER_THE_MATRIX = ["steptime-compiled", "variant-selfcheck-1", "variant-selfche
 
 
 def _present() -> set[str]:
-    return {canonicalize_name(n) for n in gpukit.machine()["packages"]}
+    return {canonicalize_name(n) for n in command.machine()["packages"]}
 
 
 # --- the kit's contents, without downloading ---------------------------------------------------
 
 
 def test_the_kit_is_what_the_machine_lacks_from_the_lock():
-    m = gpukit.machine()
-    names = {e["name"] for e in gpukit.kit_entries(m["python"], _present())}
+    m = command.machine()
+    names = {e["name"] for e in command.kit_entries(m["python"], _present())}
     assert {"funasr", "hydra-core", "omegaconf", "librosa", "modelscope"} <= names
     assert not names & _present()
     assert not names & {"torch", "transformers", "triton", "numpy", "nvidia-cudnn-cu13"}
@@ -72,13 +72,13 @@ def test_verify_names_each_way_a_kit_can_be_wrong(tmp_path):
     for name in ("funasr-1.4.99", "funasr-1.4.15", "torch-9.9.9", "extra-1.0"):
         (w := tmp_path / f"{name}-py3-none-any.whl").write_bytes(b"x")
         wheels.append(w)
-    problems = "\n".join(gpukit.verify(wheels, entries, {"torch"}, limit_mib=50))
+    problems = "\n".join(command.verify(wheels, entries, {"torch"}, limit_mib=50))
     assert "torch: the GPU machine has it already" in problems
     assert "funasr: two versions" in problems
     assert "jamo==0.4.1: no wheel" in problems
     assert "extra: not in the lock" in problems
-    assert gpukit.verify(wheels[:1], entries[:1], set(), limit_mib=50) == []
-    assert "over the 0 MiB" in gpukit.verify(wheels[:1], entries[:1], set(), limit_mib=0)[0]
+    assert command.verify(wheels[:1], entries[:1], set(), limit_mib=50) == []
+    assert "over the 0 MiB" in command.verify(wheels[:1], entries[:1], set(), limit_mib=0)[0]
 
 
 def test_gpu_test_files_lists_every_file_with_gpu_tests():
@@ -90,19 +90,19 @@ def test_gpu_test_files_lists_every_file_with_gpu_tests():
 
 def test_the_documented_call_is_the_one_make_gpu_kit_prints():
     doc = (ROOT / "docs" / "gpu-results.md").read_text()
-    assert gpukit.call_text() in doc
-    assert gpukit.run_call()["timeout_s"] <= 600  # the GPU machine's limit for one command
+    assert command.call_text() in doc
+    assert command.run_call()["timeout_s"] <= 600  # the GPU machine's limit for one command
 
 
 def test_the_results_page_says_what_ran_on_which_gpu():
     """Either no run and the page says so, or each run names its GPU, driver, torch and cuDNN."""
     doc = (ROOT / "docs" / "gpu-results.md").read_text()
-    results = doc.split(gpukit.RESULTS_HEADING, 1)[1]
+    results = doc.split(command.RESULTS_HEADING, 1)[1]
     runs = re.findall(r"^### .*\n\nGPU (.+)$", results, flags=re.M)
     if not runs:
-        assert "No GPU run yet" in doc and gpukit.NO_RESULTS in results and "|" not in results
+        assert "No GPU run yet" in doc and command.NO_RESULTS in results and "|" not in results
         return
-    assert "No GPU run yet" not in doc and gpukit.NO_RESULTS not in results
+    assert "No GPU run yet" not in doc and command.NO_RESULTS not in results
     for run in runs:
         assert re.search(r"\(sm_\d+\), driver [\d.]+, torch \S+ \(CUDA [\d.]+\), cuDNN \d", run), run
 
@@ -226,8 +226,8 @@ def test_json_is_found_among_warnings():
 @pytest.fixture(scope="module")
 def kit(tmp_path_factory) -> Path:
     dest = tmp_path_factory.mktemp("kit")
-    m = gpukit.machine()
-    gpukit.build(dest, PYTHON, _present(), m["platforms"], m["kit_limit_mib"])
+    m = command.machine()
+    command.build(dest, PYTHON, _present(), m["platforms"], m["kit_limit_mib"])
     return dest
 
 
@@ -345,7 +345,7 @@ def test_the_whole_gpu_run_rehearsed_without_a_gpu(kit, machine_python, tmp_path
     assert all(f"| {name} |" in table for name in gpu_steps.STEPS)
     # A CPU rehearsal is never written up as a GPU result.
     with pytest.raises(SystemExit, match="no GPU result"):
-        gpukit.render_results(summary)
+        command.render_results(summary)
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ import pytest
 from ftenv import variables
 from ftenv.stack import versions
 from imagetools import build_args as derived
-from imagetools.local import emulated, engine, local, machine
+from imagetools.local import build_and_run, emulated, engine, machine
 from support import ROOT
 
 V = versions.load(ROOT / "versions.toml")
@@ -47,8 +47,8 @@ def test_the_arm64_build_is_the_local_podman_build_with_versions_toml_args_for_t
 def test_the_amd64_build_keeps_its_own_standin_label():
     """podman_build labels the image with the base it was given, not always the amd64 stand-in."""
     choice = machine.Choice("podman", True, (), ())
-    args = local.build_args(choice, V.default, "r", "c")
-    assert f"--label={machine.STANDIN_LABEL}={machine.STANDIN_BASE}" in local.podman_build(
+    args = build_and_run.build_args(choice, V.default, "r", "c")
+    assert f"--label={machine.STANDIN_LABEL}={machine.STANDIN_BASE}" in build_and_run.podman_build(
         choice, ["t"], args
     )
 

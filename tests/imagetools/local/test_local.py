@@ -22,7 +22,7 @@ from ftenv.stack import versions
 from ftenv.trainer import compile_setting
 from imagetools import bake as bake_file
 from imagetools import tags
-from imagetools.local import local, machine
+from imagetools.local import build_and_run, machine
 from support import ROOT
 from support import fake_engines as fakes
 
@@ -113,9 +113,9 @@ def test_a_run_does_not_speak_of_the_base():
 
 
 def test_the_standin_has_a_local_name_of_its_own():
-    assert local.STANDIN_BASE.startswith("localhost/")
-    assert all(v.base_image != local.STANDIN_BASE for v in V.variants.values())
-    assert local.local_tag(V.default).startswith("localhost/")
+    assert build_and_run.STANDIN_BASE.startswith("localhost/")
+    assert all(v.base_image != build_and_run.STANDIN_BASE for v in V.variants.values())
+    assert build_and_run.local_tag(V.default).startswith("localhost/")
 
 
 @pytest.mark.parametrize(
@@ -132,9 +132,9 @@ def test_the_standin_has_a_local_name_of_its_own():
 def test_tags_stay_under_localhost(tag, expected):
     if expected == REFUSED:
         with pytest.raises(machine.Refusal, match="localhost/ only"):
-            local.local_name(tag)
+            build_and_run.local_name(tag)
     else:
-        assert local.local_name(tag) == expected
+        assert build_and_run.local_name(tag) == expected
 
 
 def test_cdi_spec_detection(tmp_path):
@@ -172,9 +172,12 @@ def test_report_line_only_on_a_standin(monkeypatch):
     f = Facts(image="localhost/ftenv:cu130")
     monkeypatch.delenv(variables.STANDIN_BASE, raising=False)
     assert "stand-in" not in render.render_text(f, render.assess(f), compile_setting.report_line())
-    monkeypatch.setenv(variables.STANDIN_BASE, local.STANDIN_BASE)
+    monkeypatch.setenv(variables.STANDIN_BASE, build_and_run.STANDIN_BASE)
     line = render.render_text(f, render.assess(f), compile_setting.report_line()).splitlines()[1]
-    assert line == f"base    built on a stand-in base ({local.STANDIN_BASE}): for tests, not for training"
+    assert (
+        line
+        == f"base    built on a stand-in base ({build_and_run.STANDIN_BASE}): for tests, not for training"
+    )
 
 
 # --- the build, against stand-in engines -----------------------------------------------------------
@@ -209,53 +212,53 @@ def written_names(calls: list[list[str]]) -> list[str]:
 
 def test_podman_without_registry_builds_on_the_standin_under_local_names_only(fake_engines):
     calls, _ = fake_engines
-    assert local.build(V.default, ["ftenv-mine:test"], ["--build-arg=X=1"]) == 0
+    assert build_and_run.build(V.default, ["ftenv-mine:test"], ["--build-arg=X=1"]) == 0
     log = calls()
     assert log[:2] == [
         ["docker", "info", "--format", "{{.ServerVersion}}"],
         ["podman", "pull", V.default.base_image],
     ]
     names = written_names(log)
-    assert names == [local.STANDIN_BASE, "localhost/ftenv:cu130", "localhost/ftenv-mine:test"]
+    assert names == [build_and_run.STANDIN_BASE, "localhost/ftenv:cu130", "localhost/ftenv-mine:test"]
     assert all(n.startswith("localhost/") for n in names)
     build = next(c for c in log if c[1] == "build")
-    assert f"--build-arg=BASE_IMAGE={local.STANDIN_BASE}" in build
-    assert f"--build-arg={variables.STANDIN_BASE}={local.STANDIN_BASE}" in build
-    assert f"--label={local.STANDIN_LABEL}={local.STANDIN_BASE}" in build
+    assert f"--build-arg=BASE_IMAGE={build_and_run.STANDIN_BASE}" in build
+    assert f"--build-arg={variables.STANDIN_BASE}={build_and_run.STANDIN_BASE}" in build
+    assert f"--label={build_and_run.STANDIN_LABEL}={build_and_run.STANDIN_BASE}" in build
     assert "--pull=never" in build and build[-2:] == ["--build-arg=X=1", str(ROOT)]
 
 
 def test_a_trial_build_leaves_the_variants_tag_alone(fake_engines):
     """What the layer check's rebuild does: only its own tag, so the image under test keeps its name."""
     calls, _ = fake_engines
-    assert local.build(V.default, ["ftenv-layer-check:rebuilt"], [], default_tag=False) == 0
-    built = [n for n in written_names(calls()) if n != local.STANDIN_BASE]
+    assert build_and_run.build(V.default, ["ftenv-layer-check:rebuilt"], [], default_tag=False) == 0
+    built = [n for n in written_names(calls()) if n != build_and_run.STANDIN_BASE]
     assert built == ["localhost/ftenv-layer-check:rebuilt"]
     with pytest.raises(SystemExit, match="needs a --tag"):
-        local.build(V.default, [], [], default_tag=False)
+        build_and_run.build(V.default, [], [], default_tag=False)
 
 
 def test_a_standin_under_the_upstream_name_is_named_and_not_used(fake_engines, monkeypatch, capsys):
     """A store where an earlier build imported its stand-in as the real base's name."""
     calls, _ = fake_engines
     monkeypatch.setenv("FAKE_LOCAL_IMAGE", V.default.base_image)
-    assert local.build(V.default, [], []) == 0
+    assert build_and_run.build(V.default, [], []) == 0
     err = capsys.readouterr().err
     assert "is a stand-in, not NVIDIA's image (no CUDA_VERSION)" in err
     assert f"`podman rmi {V.default.base_image}`" in err
     build = next(c for c in calls() if c[1] == "build")
-    assert f"--build-arg=BASE_IMAGE={local.STANDIN_BASE}" in build
+    assert f"--build-arg=BASE_IMAGE={build_and_run.STANDIN_BASE}" in build
 
 
 def test_podman_with_registry_builds_on_the_real_base_unmarked(fake_engines, monkeypatch):
     calls, _ = fake_engines
     monkeypatch.setenv("PULL_OK", "1")
-    assert local.build(V.default, [], []) == 0
+    assert build_and_run.build(V.default, [], []) == 0
     log = calls()
     build = next(c for c in log if c[1] == "build")
     assert written_names(log) == ["localhost/ftenv:cu130"]
     assert f"--build-arg=BASE_IMAGE={V.default.base_image}" in build
-    assert not any(local.STANDIN_LABEL in x or variables.STANDIN_BASE in x for x in build)
+    assert not any(build_and_run.STANDIN_LABEL in x or variables.STANDIN_BASE in x for x in build)
 
 
 @pytest.mark.parametrize("pull_ok", [False, True])
@@ -265,8 +268,8 @@ def test_docker_bakes_the_variant_target_for_a_local_load(fake_engines, monkeypa
     monkeypatch.setenv("BUILDX", "1")
     if pull_ok:
         monkeypatch.setenv("PULL_OK", "1")
-    monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
-    assert local.build(V.default, [], []) == 0
+    monkeypatch.setattr(build_and_run.platform, "machine", lambda: "x86_64")
+    assert build_and_run.build(V.default, [], []) == 0
     log = calls()
     assert {c[0] for c in log} == {"docker"}
     bake = next(c for c in log if c[1:3] == ["buildx", "bake"])
@@ -281,11 +284,11 @@ def test_docker_bakes_the_variant_target_for_a_local_load(fake_engines, monkeypa
     } == {k: v for k, v in committed["labels"].items() if "revision" not in k and "created" not in k}
     if pull_ok:
         assert target["args"]["BASE_IMAGE"] == V.default.base_image and target["pull"] is True
-        assert local.STANDIN_LABEL not in target["labels"] and written_names(log) == []
+        assert build_and_run.STANDIN_LABEL not in target["labels"] and written_names(log) == []
     else:
-        assert target["args"]["BASE_IMAGE"] == local.STANDIN_BASE and target["pull"] is False
-        assert target["labels"][local.STANDIN_LABEL] == local.STANDIN_BASE
-        assert written_names(log) == [local.STANDIN_BASE]
+        assert target["args"]["BASE_IMAGE"] == build_and_run.STANDIN_BASE and target["pull"] is False
+        assert target["labels"][build_and_run.STANDIN_LABEL] == build_and_run.STANDIN_BASE
+        assert written_names(log) == [build_and_run.STANDIN_BASE]
 
 
 def test_the_standin_script_refuses_an_upstream_name(fake_engines):
@@ -303,10 +306,10 @@ def test_choose_prints_what_run_would_use_and_plan_still_does(fake_engines, caps
     """`local choose` prints the choice and starts nothing; `local plan`, its former name, still works."""
     calls, _ = fake_engines
     parser = argparse.ArgumentParser()
-    local.add_parser(parser.add_subparsers())
+    build_and_run.add_parser(parser.add_subparsers())
     printed = []
     for action in ("choose", "plan"):
-        assert local.main(parser.parse_args(["local", action, "--gpus", "none"])) == 0
+        assert build_and_run.main(parser.parse_args(["local", action, "--gpus", "none"])) == 0
         printed.append(capsys.readouterr().out)
     assert printed[0] == printed[1] and "GPUs    not passed: GPUS=none" in printed[0]
     assert printed[0].splitlines()[0].startswith("engine  ")
@@ -320,8 +323,11 @@ def test_run_passes_the_gpus_and_says_so(fake_engines, monkeypatch, capsys, tmp_
     smi.chmod(0o755)
     monkeypatch.setenv("DAEMON", "1")
     parser = argparse.ArgumentParser()
-    local.add_parser(parser.add_subparsers())
-    assert local.main(parser.parse_args(["local", "run", "--gpus", "auto", "--", "ftenv", "report"])) == 0
+    build_and_run.add_parser(parser.add_subparsers())
+    assert (
+        build_and_run.main(parser.parse_args(["local", "run", "--gpus", "auto", "--", "ftenv", "report"]))
+        == 0
+    )
     run = next(c for c in calls() if c[1] == "run")
     assert run == [
         "docker",
@@ -363,13 +369,13 @@ def test_the_build_script_starts_and_offers_the_machines_choices():
 )
 def test_the_docker_builder_for_each_docker(buildx, client, server, expected):
     if expected in ("bake", "build"):
-        builder, line = local.docker_builder(buildx, client, server)
+        builder, line = build_and_run.docker_builder(buildx, client, server)
         assert builder == expected and line.startswith(
             f"builder docker {'buildx bake' if buildx else 'build'}"
         )
         return
     with pytest.raises(machine.Refusal, match=expected) as e:
-        local.docker_builder(buildx, client, server)
+        build_and_run.docker_builder(buildx, client, server)
     assert "buildx" in str(e.value) and "ENGINE=podman" in str(e.value)  # the fix is named
 
 
@@ -389,14 +395,14 @@ def test_docker_without_buildx_builds_the_bake_target_with_docker_build(
     monkeypatch.setenv("DAEMON", "1")
     if pull_ok:
         monkeypatch.setenv("PULL_OK", "1")
-    monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
-    monkeypatch.setattr(local, "git_revision", lambda: "abc1234")
+    monkeypatch.setattr(build_and_run.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(build_and_run, "git_revision", lambda: "abc1234")
     monkeypatch.setenv("BUILDX", "1")
-    assert local.build(V.default, ["ftenv-x:t"], []) == 0
+    assert build_and_run.build(V.default, ["ftenv-x:t"], []) == 0
     baked = json.loads(log_path.with_name("bake.json").read_text())["target"][V.default.name]
     log_path.unlink()
     monkeypatch.delenv("BUILDX")
-    assert local.build(V.default, ["ftenv-x:t"], ["--progress=plain"]) == 0
+    assert build_and_run.build(V.default, ["ftenv-x:t"], ["--progress=plain"]) == 0
     err = capsys.readouterr().err
     assert "builder docker build with BuildKit (DOCKER_BUILDKIT=1): no buildx plugin answers" in err
     log = calls()
@@ -416,7 +422,7 @@ def test_docker_without_buildx_builds_the_bake_target_with_docker_build(
     assert {k: v for k, v in labels.items() if k != created} == {
         k: v for k, v in baked["labels"].items() if k != created
     }
-    assert args["BASE_IMAGE"] == (V.default.base_image if pull_ok else local.STANDIN_BASE)
+    assert args["BASE_IMAGE"] == (V.default.base_image if pull_ok else build_and_run.STANDIN_BASE)
 
 
 def test_a_docker_that_cannot_build_stops_before_building(fake_engines, monkeypatch):
@@ -424,13 +430,13 @@ def test_a_docker_that_cannot_build_stops_before_building(fake_engines, monkeypa
     monkeypatch.setenv("DAEMON", "1")
     monkeypatch.setenv("DOCKER_SERVER", "19.03.13")
     with pytest.raises(machine.Refusal, match=r"older than 20\.10"):
-        local.build(V.default, [], [])
+        build_and_run.build(V.default, [], [])
     assert not any(c[1] in ("build", "import") or c[1:3] == ["buildx", "bake"] for c in calls())
 
 
 def test_a_bake_attribute_without_a_docker_build_spelling_is_not_dropped():
     with pytest.raises(ValueError, match="no `docker build` spelling"):
-        local.docker_build({"context": ".", "dockerfile": "d", "ssh": ["default"]}, [])
+        build_and_run.docker_build({"context": ".", "dockerfile": "d", "ssh": ["default"]}, [])
 
 
 # --- the CA bundle of a TLS-intercepting proxy -------------------------------------------------------
@@ -445,11 +451,11 @@ def test_the_ca_bundle_is_one_build_secret_on_every_path(fake_engines, monkeypat
     bundle.write_text(PEM)
     if engine == "docker":
         monkeypatch.setenv("DAEMON", "1")
-        monkeypatch.setattr(local.platform, "machine", lambda: "x86_64")
+        monkeypatch.setattr(build_and_run.platform, "machine", lambda: "x86_64")
     if buildx:
         monkeypatch.setenv("BUILDX", "1")
-    assert local.build(V.default, [], [], ca_bundle=local.checked_ca_bundle(str(bundle))) == 0
-    secret = f"id={local.CA_SECRET_ID},src={bundle}"
+    assert build_and_run.build(V.default, [], [], ca_bundle=build_and_run.checked_ca_bundle(str(bundle))) == 0
+    secret = f"id={build_and_run.CA_SECRET_ID},src={bundle}"
     if buildx:
         target = json.loads(log_path.with_name("bake.json").read_text())["target"][V.default.name]
         assert target["secret"] == [secret]
@@ -461,18 +467,18 @@ def test_the_ca_bundle_is_one_build_secret_on_every_path(fake_engines, monkeypat
 
 def test_without_a_ca_bundle_no_secret_is_passed(fake_engines):
     calls, _ = fake_engines
-    assert local.build(V.default, [], []) == 0
+    assert build_and_run.build(V.default, [], []) == 0
     build = next(c for c in calls() if c[1] == "build")
     assert not any("secret" in x for x in build)
 
 
 def test_a_ca_bundle_that_is_no_pem_file_is_refused(tmp_path):
-    assert local.checked_ca_bundle(None) is None and local.checked_ca_bundle("") is None
+    assert build_and_run.checked_ca_bundle(None) is None and build_and_run.checked_ca_bundle("") is None
     with pytest.raises(machine.Refusal, match="no such file"):
-        local.checked_ca_bundle(str(tmp_path / "missing.pem"))
+        build_and_run.checked_ca_bundle(str(tmp_path / "missing.pem"))
     (tmp_path / "key.txt").write_text("not a certificate\n")
     with pytest.raises(machine.Refusal, match="no PEM certificate"):
-        local.checked_ca_bundle(str(tmp_path / "key.txt"))
+        build_and_run.checked_ca_bundle(str(tmp_path / "key.txt"))
 
 
 def test_every_pip_step_that_downloads_mounts_the_ca_secret_and_only_there():
@@ -484,14 +490,15 @@ def test_every_pip_step_that_downloads_mounts_the_ca_secret_and_only_there():
 
     text = (ROOT / bake_file.DOCKERFILE).read_text()
     parsed = DockerfileParser(fileobj=io.BytesIO(text.encode()))
-    mount = f"--mount=type=secret,id={local.CA_SECRET_ID},target=/run/secrets/{local.CA_SECRET_ID}"
+    secret = build_and_run.CA_SECRET_ID
+    mount = f"--mount=type=secret,id={secret},target=/run/secrets/{secret}"
     downloading = [
         i["value"] for i in parsed.structure if i["instruction"] == "RUN" and "--require-hashes" in i["value"]
     ]
     assert len(downloading) == 2  # the torch layer and the rest of the lock
     for run in downloading:
         assert mount in run
-        assert f"export PIP_CERT=/run/secrets/{local.CA_SECRET_ID}" in run
+        assert f"export PIP_CERT=/run/secrets/{build_and_run.CA_SECRET_ID}" in run
     others = [i for i in parsed.structure if i["instruction"] != "RUN" or i["value"] not in downloading]
-    assert not any("PIP_CERT" in i["value"] or local.CA_SECRET_ID in i["value"] for i in others)
+    assert not any("PIP_CERT" in i["value"] or build_and_run.CA_SECRET_ID in i["value"] for i in others)
     assert not text.startswith("# syntax=")  # no frontend pulled from a registry

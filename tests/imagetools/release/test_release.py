@@ -26,7 +26,7 @@ from ftenv.stack import versions
 from imagetools import bake as bakefile
 from imagetools import build_args as derived
 from imagetools import tags
-from imagetools.release import checks, release
+from imagetools.release import checks, command
 from support import ROOT, child_env
 
 V = versions.load(ROOT / "versions.toml")
@@ -68,7 +68,7 @@ def set_pin(text: str, table: str, key: str, value: str) -> str:
 def cli(*args: str, file: Path | None = None) -> str:
     """`python -m imagetools release ...` through its own parser, output captured."""
     parser = argparse.ArgumentParser()
-    release.add_parser(parser.add_subparsers(dest="command"))
+    command.add_parser(parser.add_subparsers(dest="command"))
     ns = parser.parse_args(["release", *(["--file", str(file)] if file else []), *args])
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

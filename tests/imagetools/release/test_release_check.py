@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ftenv.stack import versions
-from imagetools.release import checks, release, workflow_rules
+from imagetools.release import checks, command, workflow_rules
 from support import ROOT, child_env
 
 COPIED = ("versions.toml", "docker", ".github", "README.md", "docs")
@@ -255,21 +255,21 @@ def test_a_self_hosted_runner_in_a_pull_request_workflow_is_a_problem(repo):
 @pytest.mark.parametrize(
     ("stdout", "stderr", "rc", "expected"),
     [
-        ("sha256:" + "a" * 64, "", 0, release.EXISTS),
-        ("<no value>", "", 0, release.QUERY_FAILED),
-        ("", "ERROR: ghcr.io/o/i:t: not found", 1, release.NOT_FOUND),
-        ("", "ERROR: unexpected status from HEAD request: 401 Unauthorized", 1, release.QUERY_FAILED),
-        ("", "ERROR: failed to do request: dial tcp: lookup ghcr.io: no such host", 1, release.QUERY_FAILED),
-        ("", "", 1, release.QUERY_FAILED),
+        ("sha256:" + "a" * 64, "", 0, command.EXISTS),
+        ("<no value>", "", 0, command.QUERY_FAILED),
+        ("", "ERROR: ghcr.io/o/i:t: not found", 1, command.NOT_FOUND),
+        ("", "ERROR: unexpected status from HEAD request: 401 Unauthorized", 1, command.QUERY_FAILED),
+        ("", "ERROR: failed to do request: dial tcp: lookup ghcr.io: no such host", 1, command.QUERY_FAILED),
+        ("", "", 1, command.QUERY_FAILED),
     ],
 )
 def test_exists_query_rebuilds_only_on_not_found(tmp_path, stdout, stderr, rc, expected):
     fake = tmp_path / "inspect"
     fake.write_text(f"#!/bin/sh\nprintf '%s' '{stdout}'\nprintf '%s' '{stderr}' >&2\nexit {rc}\n")
     fake.chmod(0o755)
-    code, detail = release.query_registry("ghcr.io/o/i:t", inspect=[str(fake)])
+    code, detail = command.query_registry("ghcr.io/o/i:t", inspect=[str(fake)])
     assert code == expected, detail
-    if code == release.EXISTS:
+    if code == command.EXISTS:
         assert detail == "sha256:" + "a" * 64
 
 

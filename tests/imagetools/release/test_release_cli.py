@@ -18,7 +18,7 @@ import pytest
 from ftenv.stack import versions
 from imagetools import __main__ as imagetools_main
 from imagetools import bake, tags
-from imagetools.release import checks, release
+from imagetools.release import checks, command
 from support import ROOT
 
 V = versions.load(ROOT / "versions.toml")
@@ -82,7 +82,7 @@ def test_bake_prints_exactly_the_committed_file(capsys):
 
 
 def test_bake_write_writes_the_bake_file_of_the_checkout(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(release, "ROOT", tmp_path)
+    monkeypatch.setattr(command, "ROOT", tmp_path)
     (tmp_path / bake.BAKE_FILE).parent.mkdir(parents=True)
     assert cli(capsys, "bake", "--write") == (0, "", f"wrote {bake.BAKE_FILE}\n")
     assert (tmp_path / bake.BAKE_FILE).read_text() == bake.render_bake(V)
@@ -176,7 +176,7 @@ def registry(tmp_path, monkeypatch):
 
 def test_exists_prints_the_digest_and_exits_0(capsys, registry):
     log = registry(stdout=DIGEST + "\n")
-    assert cli(capsys, "exists", REF) == (release.EXISTS, DIGEST + "\n", "")
+    assert cli(capsys, "exists", REF) == (command.EXISTS, DIGEST + "\n", "")
     assert log.read_text() == f"buildx imagetools inspect {REF} --format {{{{.Manifest.Digest}}}}\n"
 
 
@@ -191,7 +191,7 @@ def test_exists_prints_the_digest_and_exits_0(capsys, registry):
 def test_exists_exits_not_found_only_when_the_registry_says_so(capsys, registry, stderr):
     registry(stderr=stderr, rc=1)
     assert cli(capsys, "exists", REF) == (
-        release.NOT_FOUND,
+        command.NOT_FOUND,
         "",
         f"release exists: {REF}: not found: {stderr}\n",
     )
@@ -209,10 +209,10 @@ def test_exists_exits_not_found_only_when_the_registry_says_so(capsys, registry,
     ],
 )
 def test_exists_exits_query_failed_on_any_other_answer(capsys, registry, stdout, stderr, rc, detail):
-    assert release.QUERY_FAILED not in (release.EXISTS, release.NOT_FOUND)
+    assert command.QUERY_FAILED not in (command.EXISTS, command.NOT_FOUND)
     registry(stdout=stdout, stderr=stderr, rc=rc)
     code, out, err = cli(capsys, "exists", REF)
-    assert (code, out) == (release.QUERY_FAILED, "")
+    assert (code, out) == (command.QUERY_FAILED, "")
     assert err.startswith(f"release exists: {REF}: registry query failed (not a not-found): "), err
     assert detail in err
 
@@ -220,7 +220,7 @@ def test_exists_exits_query_failed_on_any_other_answer(capsys, registry, stdout,
 def test_exists_without_docker_is_a_query_failure_that_names_docker(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no docker here
     code, out, err = cli(capsys, "exists", REF)
-    assert (code, out) == (release.QUERY_FAILED, "")
+    assert (code, out) == (command.QUERY_FAILED, "")
     assert "registry query failed (not a not-found): could not run docker: " in err
 
 
@@ -347,5 +347,5 @@ def test_the_help_gives_the_manifest_scripts_dpkg_format_and_the_exit_codes_of_e
     dpkg = re.search(r"`(dpkg-query [^`]*?)\.\.\.'`", _help(capsys, monkeypatch, "manifest"))
     assert dpkg and dpkg[1] in (ROOT / "scripts/release-manifest.sh").read_text()
     text = _help(capsys, monkeypatch)
-    assert f"(exit {release.EXISTS}); exit {release.NOT_FOUND} only when the registry says not found" in text
-    assert f"{release.QUERY_FAILED} on any other error" in text
+    assert f"(exit {command.EXISTS}); exit {command.NOT_FOUND} only when the registry says not found" in text
+    assert f"{command.QUERY_FAILED} on any other error" in text

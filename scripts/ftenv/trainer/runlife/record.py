@@ -10,7 +10,7 @@ from pathlib import Path
 from ftenv import outcome, variables
 
 #: Set by `ftenv finetune` for torchrun and every rank: the run's output folder.
-#: Set by ftenv.train.runlife.torchrun for its workers: which launch a stop record belongs to.
+#: Set by ftenv.launch.runlife.torchrun for its workers: which launch a stop record belongs to.
 #: Rank 0 writes it (atomically) after the stop's checkpoint is saved.
 STOP_RECORD = "ftenv-stop.json"
 #: Prefix of the temporary files of atomic writes (a dot: FunASR's averaging lists `model.pt.e*`).

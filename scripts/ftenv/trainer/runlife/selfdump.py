@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.steps import hang
+from ftenv.watchdog import hang
 
 #: linux/prctl.h (Yama): PR_SET_PTRACER, "Yama" in ASCII.
 PR_SET_PTRACER = 0x59616D61
