@@ -137,8 +137,36 @@ CPU_SHIM = Hook(
         ("funasr.bin.train_ds:main", "66b25f5ded9002e75afcdf86f4a966c3d266fa7d873e90e5e2159227c687e5ab"),
     ),
 )
+LORA_FOLD = Hook(
+    "the LoRA fold of `ftenv export` (written from FunASR's own merge of its LoRA layers)",
+    "ftenv.model.lora",
+    (
+        (
+            "funasr.models.lora.layers:Linear.__init__",
+            "2c39e04ed019619c723e09e4a41f1ce8930910702d20e25d705b060e5df80107",
+        ),
+        (
+            "funasr.models.lora.layers:Linear.eval",
+            "b8cfb0243510f0ff3ea7c6764fcfed3ae89840abe7072cf7961e5217535ec5a1",
+        ),
+        (
+            "funasr.models.fun_asr_nano.model:FunASRNano._apply_lora_to_llm",
+            "718b69bedafbe4a2753b209d3e387479bb9621c612397f1e5bf6f382f140dbb3",
+        ),
+    ),
+)
 #: Every hook, for the contract test.
-HOOKS = (SYNC_FREE, ADAPTOR_MASK, COLLATOR, DATA_LOSS, RUN_LIFE, MODEL_BUILD, TORCHRUN_GRACE, CPU_SHIM)
+HOOKS = (
+    SYNC_FREE,
+    ADAPTOR_MASK,
+    COLLATOR,
+    DATA_LOSS,
+    RUN_LIFE,
+    MODEL_BUILD,
+    TORCHRUN_GRACE,
+    CPU_SHIM,
+    LORA_FOLD,
+)
 _checked: dict[Hook, str | None] = {}
 
 

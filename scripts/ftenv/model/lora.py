@@ -14,6 +14,8 @@ import copy
 import json
 from dataclasses import dataclass
 
+from ftenv import upstream
+
 #: The keys of llm_conf that build the LoRA layers (upstream's names).
 USE_LORA, LORA_CONF = "use_lora", "lora_conf"
 #: What names a LoRA tensor in a state dict (upstream's lora_state_dict and mark_only_lora_as_trainable).
@@ -102,6 +104,12 @@ def fold(model, state: dict) -> dict:
     No lora_ tensor is left; ValueError for an adapter without its layer (never shipped half-folded)."""
     import torch
 
+    if written_for := upstream.changed(upstream.LORA_FOLD):  # no upstream fold to fall back to
+        raise ValueError(
+            f"the installed funasr's LoRA code is not what this fold was written from "
+            f"({'; '.join(written_for)}): nothing folded; export in the image, whose funasr it was "
+            "written for"
+        )
     found = layers(model)
     folded = dict(state)
     for name, layer in found.items():

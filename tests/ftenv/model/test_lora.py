@@ -70,3 +70,20 @@ def test_a_lora_checkpoint_on_a_model_without_adapters_names_the_run_config():
     assert "2 LoRA adapter tensors" in said and "config.yaml" in said and "use_lora: true" in said
     with pytest.raises(ModelLoadError, match="base model folder the run was fine-tuned from"):
         checkpoints.check_fit(model, {**model.state_dict(), "1.weight": torch.ones(1)}, Path("x"))
+
+
+def test_the_fold_refuses_a_funasr_whose_lora_merge_changed(monkeypatch):
+    """The fold copies upstream's merge (funasr.models.lora.layers.Linear.eval): against another
+    merge it folds nothing and says why, since no upstream fold could run in its place."""
+    from funasr.models.lora.layers import Linear
+
+    model = _lora_model(False, 4, 32)
+
+    def merged_another_way(self):
+        return self
+
+    monkeypatch.setattr(Linear, "eval", merged_another_way)
+    with pytest.raises(
+        ValueError, match=r"funasr\.models\.lora\.layers:Linear\.eval changed .*nothing folded"
+    ):
+        lora.fold(model, model.state_dict())
