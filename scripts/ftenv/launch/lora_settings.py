@@ -10,20 +10,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ftenv.launch.inputs import InputError
+from ftenv.model.lora import switched_on
 
 USE_LORA, LORA_ONLY, LLM_FREEZE = "llm_conf.use_lora", "lora_only", "llm_conf.freeze"
 #: The parts a user unfreezes by their conf (upstream's guidance by hours of data): lora_only freezes them.
 UNFREEZABLE = ("audio_encoder_conf.freeze", "audio_adaptor_conf.freeze")
 
 
-def _true(value) -> bool:
-    return str(value).strip().lower() in ("true", "1", "yes")
-
-
 def notes(settings: Mapping[str, object]) -> list[str]:
     """What the trainer's settings (the user's overrides over the recipe) train, said when LoRA is
     asked for; InputError for `lora_only` without adapters."""
-    lora, only = _true(settings.get(USE_LORA)), _true(settings.get(LORA_ONLY))
+    lora, only = switched_on(settings.get(USE_LORA)), switched_on(settings.get(LORA_ONLY))
     if only and not lora:
         raise InputError(
             f"++{LORA_ONLY}=true without ++{USE_LORA}=true: FunASR then freezes every weight (no LoRA "
@@ -32,10 +29,10 @@ def notes(settings: Mapping[str, object]) -> list[str]:
     if not lora:
         return []
     if only:
-        unfrozen = [k for k in UNFREEZABLE if not _true(settings.get(k, True))]
+        unfrozen = [k for k in UNFREEZABLE if not switched_on(settings.get(k, True))]
         also = f", {' and '.join(unfrozen)}=false included" if unfrozen else ""
         return [f"LoRA: the decoder's adapters train, every other weight is frozen ({LORA_ONLY}=true{also})"]
-    if not _true(settings.get(LLM_FREEZE, True)):
+    if not switched_on(settings.get(LLM_FREEZE, True)):
         return [
             f"LoRA: the adapters AND every decoder weight train ({LLM_FREEZE}=false, the recipe's, and "
             f"no {LORA_ONLY}): add ++{LORA_ONLY}=true to train the adapters only, or "

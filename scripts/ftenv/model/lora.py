@@ -34,10 +34,16 @@ class Lora:
         return {USE_LORA: True, LORA_CONF: json.loads(self.lora_conf)}
 
 
+def switched_on(value) -> bool:
+    """A LoRA switch (use_lora, lora_only, a freeze) as an override string or as config.yaml holds
+    it: the one reading for the check before a run and for the run's config after it."""
+    return str(value).strip().lower() in ("true", "1", "yes")
+
+
 def of_run(run_conf: dict) -> Lora | None:
     """The LoRA settings a run's config.yaml records (None: the run trained no adapters)."""
     llm = run_conf.get("llm_conf")
-    if not isinstance(llm, dict) or str(llm.get(USE_LORA)).lower() not in ("true", "1"):
+    if not isinstance(llm, dict) or not switched_on(llm.get(USE_LORA)):
         return None
     conf = llm.get(LORA_CONF) or {}
     return Lora(json.dumps(conf if isinstance(conf, dict) else {}, sort_keys=True))
