@@ -44,7 +44,11 @@ def test_the_released_layout_goes_through_every_command_in_the_image(run, releas
         "bash",
         "-c",
         SCRIPT.format(model=MODEL, work=WORK),
-        env={"FTENV_FUNASR_CPU_SHIM": "1", "FTENV_REPORT": "0"},
+        # The free-space check sizes a fresh run's checkpoint at 4 x model.pt (9.1 GB, a bf16 file
+        # trained in fp32): 45.7 GB for the 5 files it keeps, where this run writes about 20 GB in
+        # all and CI's machines have about 42 GB free. The check has its own test in
+        # tests/ftenv/launch/test_runlife.py.
+        env={"FTENV_FUNASR_CPU_SHIM": "1", "FTENV_REPORT": "0", "FTENV_SPACE_CHECK": "0"},
         extra=[*mounts, "--shm-size=1g"],
         timeout=1800,
     )
