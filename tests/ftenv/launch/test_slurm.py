@@ -274,6 +274,36 @@ def job_state(cluster: Cluster, job: str) -> dict[str, str]:
 EPOCH_REPEATS = 6
 
 
+class Job:
+    """A batch job submitted with its output file, watched until a condition holds; on a timeout it
+    is cancelled and the test fails with its state, its output and the daemons' logs."""
+
+    def __init__(self, cluster: Cluster, script: Path, log: Path, env: dict[str, str], cwd: Path):
+        self.cluster, self.log = cluster, log
+        self.id = subprocess.run(
+            ["sbatch", "--parsable", "--output", str(log), str(script)],
+            capture_output=True, text=True, env=env, cwd=cwd, check=True,
+        ).stdout.strip().split(";")[0]  # fmt: skip
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def state(self) -> dict[str, str]:
+        return job_state(self.cluster, self.id)
+
+    def wait(self, what, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if what():
+                return
+            time.sleep(0.5)
+        subprocess.run(["scancel", self.id], env=self.cluster.env)
+        pytest.fail(f"timed out; job {self.state()}\n{self.text()[-6000:]}\n{self.cluster.logs()[-3000:]}")
+
+    def wait_for_end(self, timeout: float) -> None:
+        self.wait(lambda: self.state().get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), timeout)
+
+
 def longer_epoch(tiny, folder: Path, repeats: int = EPOCH_REPEATS) -> Path:
     """A data folder whose train.jsonl is the tiny model's repeated `repeats` times, valid.jsonl as is."""
     folder.mkdir()
@@ -316,30 +346,13 @@ def test_a_stopped_job_is_requeued_resumes_and_completes(cluster, tiny, tmp_path
     script.write_text(runnable_example(EXAMPLE.read_text(), batch_size=150))
     out_dir = tmp_path / "run"
     env = job_env(cluster, tiny, out_dir, data_dir=longer_epoch(tiny, tmp_path / "data"))
-    log = tmp_path / "job.out"
-    job = subprocess.run(
-        ["sbatch", "--parsable", "--output", str(log), str(script)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
-    ).stdout.strip().split(";")[0]  # fmt: skip
+    job = Job(cluster, script, tmp_path / "job.out", env, tmp_path)
     started = time.monotonic()
-
-    def text() -> str:
-        return log.read_text(errors="replace") if log.exists() else ""
-
-    def wait(what, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if what():
-                return
-            time.sleep(0.5)
-        subprocess.run(["scancel", job], env=cluster.env)
-        pytest.fail(f"timed out; job {job_state(cluster, job)}\n{text()[-6000:]}\n{cluster.logs()[-3000:]}")
-
     # Mid-epoch: both ranks past their second step.
-    wait(lambda: all(len(steps_of(text(), r)) >= 2 for r in (0, 1)), 240)
-    subprocess.run([*how, *([job] if how[0] == "scancel" else [])], env=cluster.env, check=True)
-    wait(lambda: job_state(cluster, job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), 300)
-    state, logs = job_state(cluster, job), text()
+    job.wait(lambda: all(len(steps_of(job.text(), r)) >= 2 for r in (0, 1)), 240)
+    subprocess.run([*how, *([job.id] if how[0] == "scancel" else [])], env=cluster.env, check=True)
+    job.wait_for_end(300)
+    state, logs = job.state(), job.text()
     tail = f"{state}\n{logs[-8000:]}\n{cluster.logs()[-4000:]}"
     assert (state["JobState"], state["ExitCode"], state["Restarts"]) == ("COMPLETED", "0:0", "1"), tail
     saved = re.search(r"stopped on (SIG\w+) at epoch 0 step (\d+)", logs)
@@ -377,31 +390,14 @@ def test_a_job_preempted_after_its_last_save_ends_completed(cluster, tiny, tmp_p
         variables.TEST_CLOSE_HANG_RANK: "1",
         variables.CLOSE_TIMEOUT_S: "900",
     }
-    log = tmp_path / "job.out"
-    job = subprocess.run(
-        ["sbatch", "--parsable", "--output", str(log), str(script)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, check=True,
-    ).stdout.strip().split(";")[0]  # fmt: skip
-
-    def text() -> str:
-        return log.read_text(errors="replace") if log.exists() else ""
-
-    def wait(what, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if what():
-                return
-            time.sleep(0.5)
-        subprocess.run(["scancel", job], env=cluster.env)
-        pytest.fail(f"timed out; job {job_state(cluster, job)}\n{text()[-6000:]}\n{cluster.logs()[-3000:]}")
-
-    wait(lambda: "average_checkpoints" in text(), 300)
+    job = Job(cluster, script, tmp_path / "job.out", env, tmp_path)
+    job.wait(lambda: "average_checkpoints" in job.text(), 300)
     time.sleep(2)  # rank 0 past the averaging, into the barrier
     averaged = {p.name: p.stat().st_mtime_ns for p in out_dir.glob("model.pt*")}
     preempt, _ = STOPS["preempted-PreemptMode-REQUEUE"]
     subprocess.run(preempt, env=cluster.env, check=True)
-    wait(lambda: job_state(cluster, job).get("JobState") in ("COMPLETED", "FAILED", "CANCELLED"), 400)
-    state, logs = job_state(cluster, job), text()
+    job.wait_for_end(400)
+    state, logs = job.state(), job.text()
     tail = f"{state}\n{logs[-8000:]}\n{cluster.logs()[-4000:]}"
     assert (state["JobState"], state["ExitCode"], state["Restarts"]) == ("COMPLETED", "0:0", "1"), tail
     done = "nothing left to do (SLURM_RESTART_COUNT=1: this start is a restart of the job)"
