@@ -249,11 +249,13 @@ def plan_launch(options: FinetuneOptions, environ=None) -> LaunchPlan:
         child_env.update(OFFLINE_ENV)
     recipe.append(("output_dir", str(out)))
     recipe.append(hydra_run_dir(out))
-    # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py)
+    # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py): they read the settings
+    # so far (gradient accumulation) and add to the recipe; the settings after them serve the rest.
     speed = speed_options.for_trainer(options.speed, user.settings(recipe), env, out)
     recipe += speed.recipe
     child_env.update(speed.env)
-    notes += speed.notes + lora_settings.notes(user.settings(recipe))
+    settings = user.settings(recipe)
+    notes += speed.notes + lora_settings.notes(settings)
     try:
         failfast.timeout_s(env)
         hooks.close_timeout_s(env)
@@ -262,7 +264,6 @@ def plan_launch(options: FinetuneOptions, environ=None) -> LaunchPlan:
     child_env[variables.OUTPUT_DIR] = str(out)
     child_env.update(failfast.launcher_env(out, env))
     child_env.update(nccl_debug.launcher_env(launch.nnodes, env))
-    settings = user.settings(recipe)
     max_epoch, keep, resume = _folder_settings(settings)
     return LaunchPlan(
         output_dir=out,
