@@ -199,7 +199,7 @@ def plan_launch(options: FinetuneOptions, environ=None) -> LaunchPlan:
     out = _absolute(options.output_dir, cwd)
     if clash := folder.model_dir_problem(out, model_path):
         raise InputError(clash)  # before the output folder is made (inside the model folder, maybe)
-    problems += check_output_dir(out, create=False, environ=env)  # made when the launch starts
+    problems += check_output_dir(out, environ=env)  # made when the launch starts
     remote_code = options.remote_code
     if remote_code is not None:
         remote_code = str(_absolute(remote_code, cwd))
