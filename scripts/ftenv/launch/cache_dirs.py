@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ftenv import variables
@@ -41,9 +41,22 @@ def moved_here(environ: Mapping[str, str]) -> set[str]:
 
 @dataclass(frozen=True)
 class Moved:
-    env: dict[str, str]  # the variables to set
+    home: Path  # the HOME whose caches could not be written
     base: Path  # the folder they now point under
-    line: str  # what to print, once
+    under: dict[str, Path]  # each variable's path under base
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables to set."""
+        return {name: str(self.base / rel) for name, rel in self.under.items()}
+
+    @property
+    def line(self) -> str:
+        """What to print, once."""
+        return (
+            f"caches: {', '.join(self.under)} not writable here (HOME {self.home}; uid {os.getuid()} "
+            f"gid {os.getgid()}, or a read-only root filesystem): they go under {self.base} instead"
+        )
 
 
 def writable(path: Path) -> bool:
@@ -53,24 +66,9 @@ def writable(path: Path) -> bool:
     return existing is not None and existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)
 
 
-def _base(tmp: Path, create: bool) -> Path:
-    """This user's cache folder in the temporary directory (created 0700 when `create`); on a /tmp
-    shared with other users whose folder of that name is not ours, a fresh one."""
-    base = tmp / f"ftenv-cache-{os.getuid()}"
-    if not create:
-        return base
-    try:
-        base.mkdir(mode=0o700, exist_ok=True)
-        if base.stat().st_uid == os.getuid() and os.access(base, os.W_OK | os.X_OK):
-            return base
-    except OSError:
-        pass
-    return Path(tempfile.mkdtemp(prefix=f"ftenv-cache-{os.getuid()}-", dir=tmp))
-
-
-def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = None, create: bool = True):
-    """The cache variables to repoint, or None when every cache can be written where it is.
-    create=False (a dry run) creates nothing."""
+def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = None) -> Moved | None:
+    """The cache variables to repoint, or None when every cache can be written where it is; nothing
+    created (made creates the folder)."""
     home = Path((os.environ if environ is None else environ).get("HOME") or os.path.expanduser("~"))
     unwritable: list[tuple[str, Path]] = []
     for name, default in CACHE_VARS:
@@ -86,30 +84,41 @@ def moves_needed(environ: Mapping[str, str] | None = None, tmp: str | None = Non
     tmp_dir = Path(tmp or tempfile.gettempdir())
     if not unwritable or not writable(tmp_dir):  # nowhere better: leave them (and the error theirs)
         return None
-    base = _base(tmp_dir, create)
-    moved: dict[str, str] = {}
+    under: dict[str, Path] = {}
     for name, path in unwritable:
         # Under HOME: the same place under the new folder (HF_HOME -> base/.cache/huggingface).
         try:
-            rel = path.relative_to(home)
+            under[name] = path.relative_to(home)
         except ValueError:
-            rel = Path(name.lower())
-        moved[name] = str(base / rel)
-    line = (
-        f"caches: {', '.join(moved)} not writable here (HOME {home}; uid {os.getuid()} gid {os.getgid()}, "
-        f"or a read-only root filesystem): they go under {base} instead"
-    )
-    return Moved(env=moved, base=base, line=line)
+            under[name] = Path(name.lower())
+    return Moved(home=home, base=tmp_dir / f"ftenv-cache-{os.getuid()}", under=under)
 
 
-def redirect(prog: str, environ: MutableMapping[str, str] | None = None, create: bool = True) -> None:
-    """Apply the rule to this process's environment (children inherit it) and say so in one line."""
-    moved = moves_needed(environ, create=create)
-    if moved is None:
-        return
+def made(moved: Moved) -> Moved:
+    """The moves with their folder created 0700 (a dry run skips this); on a /tmp shared with other
+    users whose folder of that name is not ours, under a fresh one."""
+    try:
+        moved.base.mkdir(mode=0o700, exist_ok=True)
+        if moved.base.stat().st_uid == os.getuid() and os.access(moved.base, os.W_OK | os.X_OK):
+            return moved
+    except OSError:
+        pass
+    fresh = tempfile.mkdtemp(prefix=f"ftenv-cache-{os.getuid()}-", dir=moved.base.parent)
+    return replace(moved, base=Path(fresh))
+
+
+def apply(prog: str, moved: Moved, environ: MutableMapping[str, str] | None = None) -> None:
+    """Repoint the variables in this process's environment (children inherit it) and say so in one line."""
     changes = {**moved.env, variables.CACHES_MOVED: " ".join(sorted(moved_here(environ) | set(moved.env)))}
     if environ is None:
         variables.export(changes)
     else:
         environ.update(changes)
     print(f"{prog}: {moved.line}", file=sys.stderr, flush=True)
+
+
+def redirect(prog: str, environ: MutableMapping[str, str] | None = None) -> None:
+    """Apply the rule, its folder made, to this process's environment (children inherit it) and say
+    so in one line: for a command without a dry run (ftenv selfcheck)."""
+    if moved := moves_needed(environ):
+        apply(prog, made(moved), environ)

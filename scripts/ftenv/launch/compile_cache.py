@@ -45,13 +45,11 @@ def prepare(root: str | os.PathLike, uid: int | None = None) -> dict[str, str]:
     return env
 
 
-def cache_env(
-    output_dir: str | os.PathLike, environ=None, mount: str | None = None, create: bool = True
-) -> dict[str, str]:
-    """The cache variables for a run writing to output_dir (or to the mount); those already set in
-    the environment by the user are kept as they are (not those that ftenv.launch.cache_dirs moved
-    to the temporary directory: the output dir is where the next run finds them)."""
-    root = cache_root(output_dir, mount)
-    wanted = prepare(root) if create else cache_paths(root)
+def cache_env(output_dir: str | os.PathLike, environ=None, mount: str | None = None) -> dict[str, str]:
+    """The cache variables for a run writing to output_dir (or to the mount), nothing created (the
+    launch runs prepare); those already set in the environment by the user are kept as they are (not
+    those that ftenv.launch.cache_dirs moved to the temporary directory: the output dir is where the
+    next run finds them)."""
+    wanted = cache_paths(cache_root(output_dir, mount))
     moved = cache_dirs.moved_here(environ)
     return {var: path for var, path in wanted.items() if not variables.given(var, environ) or var in moved}

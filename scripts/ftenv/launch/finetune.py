@@ -14,7 +14,7 @@ from ftenv import outcome, variables
 from ftenv.attention import sdpa
 from ftenv.data import check, check_cache, dataset_conf, lists
 from ftenv.launch import cache_dirs, compile_cache, gpu_gate
-from ftenv.launch.inputs import InputError, check_output_dir
+from ftenv.launch.inputs import InputError, make_output_dir
 from ftenv.launch.launch_plan import FinetuneOptions, LaunchPlan, plan_launch, torchrun_argv
 from ftenv.launch.runlife import folder, lease, space
 from ftenv.report import startup
@@ -90,12 +90,14 @@ def run(options: FinetuneOptions, watched: Callable[[LaunchPlan], int]) -> int:
     except InputError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return outcome.UNUSABLE
-    if not p.dry_run and (problems := check_output_dir(p.output_dir, create=True)):
+    if not p.dry_run and (problems := make_output_dir(p.output_dir)):
         print(f"{PROG}: " + "\n".join(problems), file=sys.stderr)
         return outcome.UNUSABLE
     # Before the report and the trainer import anything that reads them (Hugging Face reads HF_HOME
-    # at import): the trainer and everything it starts inherit writable caches.
-    cache_dirs.redirect(PROG, create=not p.dry_run)
+    # at import): the trainer and everything it starts inherit writable caches. A dry run only says
+    # where they would go.
+    if moved := cache_dirs.moves_needed():
+        cache_dirs.apply(PROG, moved if p.dry_run else cache_dirs.made(moved))
     if not p.dry_run:
         startup.show_once(PROG)
     raw = variables.read(variables.SDPA_DEPRIORITIZED)

@@ -168,24 +168,30 @@ def _write_hint(folder: Path | None, environ: Mapping[str, str] | None) -> str:
     return hint
 
 
-def check_output_dir(path: Path, create: bool = True, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Create the output dir if needed and prove it writable (create=False: only look)."""
+def check_output_dir(path: Path, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Problems with the output dir, only looked at (the plan's check, a dry run's too): an existing
+    one must be a writable folder, a missing one must have a writable folder to be made in."""
+    who = f"uid {os.getuid()} gid {os.getgid()}"
+    if path.exists():
+        if not path.is_dir():
+            return [f"output dir {path} is not a directory"]
+        if not os.access(path, os.W_OK | os.X_OK):
+            return [f"output dir {path} is not writable by {who}: {_write_hint(path, environ)}"]
+        return []
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return [
+            f"output dir {path} cannot be created: {parent} is not writable by {who}: "
+            f"{_write_hint(parent, environ)}"
+        ]
+    return []
+
+
+def make_output_dir(path: Path, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Create the output dir if needed and prove it writable by writing a file in it: the launch's
+    step, which a dry run skips (the plan only looks, check_output_dir)."""
     who = f"uid {os.getuid()} gid {os.getgid()}"
     existing = path if path.exists() else next((p for p in path.parents if p.exists()), None)
-    if not create:
-        if path.exists():
-            if not path.is_dir():
-                return [f"output dir {path} is not a directory"]
-            if not os.access(path, os.W_OK | os.X_OK):
-                return [f"output dir {path} is not writable by {who}: {_write_hint(path, environ)}"]
-            return []
-        parent = existing
-        if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-            return [
-                f"output dir {path} cannot be created: {parent} is not writable by {who}: "
-                f"{_write_hint(parent, environ)}"
-            ]
-        return []
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

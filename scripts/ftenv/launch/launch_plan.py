@@ -199,7 +199,7 @@ def plan_launch(options: FinetuneOptions, environ=None) -> LaunchPlan:
     out = _absolute(options.output_dir, cwd)
     if clash := folder.model_dir_problem(out, model_path):
         raise InputError(clash)  # before the output folder is made (inside the model folder, maybe)
-    problems += check_output_dir(out, create=False, environ=env)  # made when the launch starts
+    problems += check_output_dir(out, environ=env)  # made when the launch starts
     remote_code = options.remote_code
     if remote_code is not None:
         remote_code = str(_absolute(remote_code, cwd))
@@ -249,11 +249,13 @@ def plan_launch(options: FinetuneOptions, environ=None) -> LaunchPlan:
         child_env.update(OFFLINE_ENV)
     recipe.append(("output_dir", str(out)))
     recipe.append(hydra_run_dir(out))
-    # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py)
+    # --compile, --compile-parts, --buckets, --fused-adamw (speed_options.py): they read the settings
+    # so far (gradient accumulation) and add to the recipe; the settings after them serve the rest.
     speed = speed_options.for_trainer(options.speed, user.settings(recipe), env, out)
     recipe += speed.recipe
     child_env.update(speed.env)
-    notes += speed.notes + lora_settings.notes(user.settings(recipe))
+    settings = user.settings(recipe)
+    notes += speed.notes + lora_settings.notes(settings)
     try:
         failfast.timeout_s(env)
         hooks.close_timeout_s(env)
@@ -262,7 +264,6 @@ def plan_launch(options: FinetuneOptions, environ=None) -> LaunchPlan:
     child_env[variables.OUTPUT_DIR] = str(out)
     child_env.update(failfast.launcher_env(out, env))
     child_env.update(nccl_debug.launcher_env(launch.nnodes, env))
-    settings = user.settings(recipe)
     max_epoch, keep, resume = _folder_settings(settings)
     return LaunchPlan(
         output_dir=out,

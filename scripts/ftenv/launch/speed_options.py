@@ -62,7 +62,7 @@ def for_trainer(
     if parts:
         mount = compile_setting.cache_mount(env)
         sp.cache_root = compile_cache.cache_root(output_dir, mount)
-        caches = compile_cache.cache_env(output_dir, env, mount=mount, create=False)
+        caches = compile_cache.cache_env(output_dir, env, mount=mount)
         where = ", ".join(f"{k}={v}" for k, v in caches.items()) or "as set in the environment"
         sp.notes.append(f"compiled: {', '.join(parts)}; compile caches: {where} (a re-run starts warm)")
     sp.env.update(compile_setting.trainer_env(wanted, caches))

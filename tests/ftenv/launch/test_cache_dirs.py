@@ -48,7 +48,7 @@ def test_writable_home_moves_nothing(tmp_path):
 def test_unwritable_home_moves_every_cache_under_one_folder(blocked, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    moved = cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp))
+    moved = cache_dirs.made(cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp)))
     base = tmp / f"ftenv-cache-{os.getuid()}"
     assert moved.base == base and base.is_dir() and stat.S_IMODE(base.stat().st_mode) == 0o700
     assert moved.env["HF_HOME"] == f"{base}/.cache/huggingface"
@@ -83,8 +83,8 @@ def test_no_writable_temporary_directory_moves_nothing(blocked, tmp_path):
     assert cache_dirs.moves_needed(image_env(blocked), tmp=str(blocked.parent / "tmp")) is None
 
 
-def test_dry_run_creates_nothing(blocked, tmp_path):
-    moved = cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp_path), create=False)
+def test_planning_the_moves_creates_nothing(blocked, tmp_path):
+    moved = cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp_path))
     assert moved is not None and not moved.base.exists()
 
 
@@ -100,8 +100,9 @@ def test_someone_elses_folder_in_a_shared_tmp_is_not_used(blocked, tmp_path, mon
         return st
 
     monkeypatch.setattr(Path, "stat", stat_of)
-    moved = cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp_path))
+    moved = cache_dirs.made(cache_dirs.moves_needed(image_env(blocked), tmp=str(tmp_path)))
     assert moved.base != taken and moved.base.parent == tmp_path and moved.base.is_dir()
+    assert moved.env["HF_HOME"] == f"{moved.base}/.cache/huggingface" and str(moved.base) in moved.line
 
 
 def test_redirect_updates_the_environment_and_prints_one_line(blocked, tmp_path, capsys, monkeypatch):

@@ -38,7 +38,7 @@ def _as_uid(uid: int, output_dir) -> int:
         try:
             os.setgid(uid)
             os.setuid(uid)
-            env = compile_cache.cache_env(output_dir, environ={})
+            env = compile_cache.prepare(compile_cache.cache_root(output_dir))
             for path in env.values():
                 with open(os.path.join(path, "kernel.bin"), "wb") as f:
                     f.write(b"x")
@@ -54,7 +54,7 @@ def _as_uid(uid: int, output_dir) -> int:
 @needs_root
 @pytest.mark.parametrize("uid", [1000, 123457], ids=["image-user", "arbitrary-uid"])
 def test_another_uid_writes_its_caches_after_a_root_run(out, uid):
-    first = compile_cache.cache_env(out, environ={})  # a first run, as root
+    first = compile_cache.prepare(compile_cache.cache_root(out))  # a first run, as root
     assert set(first) == set(compile_cache.COMPILER_CACHE_VARS)
     root = compile_cache.cache_root(out)
     assert stat.S_IMODE(root.stat().st_mode) == 0o1777
@@ -64,7 +64,7 @@ def test_another_uid_writes_its_caches_after_a_root_run(out, uid):
 
 @needs_root
 def test_the_control_without_the_sticky_world_writable_dir_another_uid_fails(out):
-    compile_cache.cache_env(out, environ={})
+    compile_cache.prepare(compile_cache.cache_root(out))
     os.chmod(compile_cache.cache_root(out), 0o755)  # what a plain mkdir by the first run leaves
     assert _as_uid(1000, out) == 3
 
@@ -75,9 +75,9 @@ def test_a_re_run_gets_the_same_dirs_and_set_variables_are_kept(tmp_path):
     assert all(str(tmp_path / compile_cache.CACHE_DIRNAME) in p for p in first.values())
     kept = compile_cache.cache_env(tmp_path, environ={"TRITON_CACHE_DIR": "/mnt/triton"})
     assert list(kept) == ["TORCHINDUCTOR_CACHE_DIR"]
-    mounted = compile_cache.cache_env(tmp_path, environ={}, mount=str(tmp_path / "mnt"), create=False)
+    mounted = compile_cache.cache_env(tmp_path, environ={}, mount=str(tmp_path / "mnt"))
     assert all(p.startswith(str(tmp_path / "mnt")) for p in mounted.values())
-    assert not (tmp_path / "mnt").exists()  # a dry run creates nothing
+    assert not (tmp_path / "mnt").exists()  # the plan creates nothing: the launch runs prepare
 
 
 def test_caches_moved_to_tmp_by_the_read_only_rule_still_go_under_the_output_dir(tmp_path, capsys):
@@ -85,7 +85,7 @@ def test_caches_moved_to_tmp_by_the_read_only_rule_still_go_under_the_output_dir
     compiled run then keeps its caches under the output dir, where the next run finds them."""
     (tmp_path / "ro").write_text("")  # HOME under a file: not writable, even by root
     env = {"HOME": str(tmp_path / "ro/home"), "TRITON_CACHE_DIR": str(tmp_path / "ro/home/.cache/triton")}
-    cache_dirs.redirect("ftenv finetune", env, create=True)
+    cache_dirs.redirect("ftenv finetune", env)
     assert env["TRITON_CACHE_DIR"].startswith(tempfile.gettempdir())
     out = tmp_path / "out"
     caches = compile_cache.cache_env(out, environ=env)

@@ -276,8 +276,9 @@ def test_unwritable_output_dir_for_a_real_unprivileged_user():
         out = base / "out"
         out.mkdir(mode=0o555)
         code = (
-            "import sys; from ftenv.launch.inputs import check_output_dir; from pathlib import Path; "
-            "print('\\n'.join(check_output_dir(Path(sys.argv[1]), create=sys.argv[2] == '1')))"
+            "import sys; from ftenv.launch.inputs import check_output_dir, make_output_dir; "
+            "from pathlib import Path; check = make_output_dir if sys.argv[2] == '1' else check_output_dir; "
+            "print('\\n'.join(check(Path(sys.argv[1]))))"
         )
         scripts = Path(tempfile.mkdtemp(prefix="ftenv-src-"))
         os.chmod(scripts, 0o755)
