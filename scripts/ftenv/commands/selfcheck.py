@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ftenv import variables
+from ftenv.launch.launch_plan import FinetuneOptions, plan_launch, trainer_overrides
 from ftenv.selfcheck import mode_compile, runner
 from ftenv.selfcheck.options import THRESHOLDS, SelfcheckOptions
 from ftenv.selfcheck.runs_on import IMAGE_TINY_DIR
@@ -102,4 +103,12 @@ def options_of(args: argparse.Namespace) -> SelfcheckOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    return runner.run(options_of(args))
+    return runner.run(options_of(args), recipe_overrides)
+
+
+def recipe_overrides(**fields) -> list[str]:
+    """The trainer's overrides `ftenv finetune` would pass for these options on one GPU, for the
+    recipe check's own torchrun. Planned apart from the environment: the check is one process of
+    its own in any job (Slurm's or torchrun's), and the overrides do not depend on it. Given from
+    here because the launch plan sits on a floor the self-check's modules do not reach."""
+    return trainer_overrides(plan_launch(FinetuneOptions(gpus_per_node=1, **fields), environ={}))

@@ -115,9 +115,14 @@ class LaunchPlan:
         return not self.dry_run and self.launch.node_rank in (0, None)
 
 
+def trainer_overrides(plan: LaunchPlan) -> list[str]:
+    """The trainer's `++key=value`s: the recipe's settings the user does not override, then the
+    user's overrides as given (the self-check's recipe run passes these too)."""
+    return plan.user.over(plan.recipe)
+
+
 def torchrun_argv(plan: LaunchPlan) -> list[str]:
-    """The torchrun command line, rendered from the plan: the recipe's settings the user does not
-    override, then the user's overrides as given."""
+    """The torchrun command line, rendered from the plan."""
     return [
         sys.executable,
         "-m",
@@ -125,7 +130,7 @@ def torchrun_argv(plan: LaunchPlan) -> list[str]:
         *plan.launch.torchrun_args(plan.nproc_per_node),
         f"--signals-to-handle={TORCHRUN_SIGNALS}",
         *plan.trainer,
-        *plan.user.over(plan.recipe),
+        *trainer_overrides(plan),
     ]
 
 

@@ -96,8 +96,3 @@ def parse_all(items: Iterable[str]) -> Overrides:
             values[key] = override.value()
             deleted.discard(key)
     return Overrides(tuple(given), values, frozenset(deleted))
-
-
-def merge_overrides(defaults: list[tuple[str, str]], extra: list[str]) -> list[str]:
-    """The recipe's `++key=value`s with every key the user overrides left out, then the user's."""
-    return parse_all(extra).over(defaults)

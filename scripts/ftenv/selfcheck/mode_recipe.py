@@ -12,11 +12,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.launch.overrides import merge_overrides
-from ftenv.launch.recipe import RECIPE_DEFAULTS, hydra_run_dir
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.measured import Measured
 from ftenv.selfcheck.options import SelfcheckOptions, thresholds_from
@@ -35,23 +34,32 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def overrides(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) -> list[str]:
-    mine = [
-        f"++model={tiny.root}",
-        f"++train_data_set_list={tiny.train_jsonl}",
-        f"++valid_data_set_list={tiny.val_jsonl}",
-        f"++output_dir={out / 'exp'}",
-        f"++dataset_conf.batch_size={BATCH_TOKENS}",
-        f"++train_conf.max_epoch={epochs}",
-        "++disable_update=true",
-        "++{}={}".format(*hydra_run_dir(out)),  # the launcher's rule: Hydra writes under out
-    ]
+#: `ftenv finetune`'s planning and rendering of the trainer's overrides (launch_plan.plan_launch,
+#: then trainer_overrides), given by the command: called with FinetuneOptions' fields.
+TrainerOverrides = Callable[..., list[str]]
+
+
+def overrides(
+    tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, plan: TrainerOverrides
+) -> list[str]:
+    """The trainer's overrides as `ftenv finetune` plans and renders them for the tiny model, its
+    data and out/exp, with the check's own: small batches, `epochs` epochs and, on a CPU, fp32."""
+    mine = [f"++dataset_conf.batch_size={BATCH_TOKENS}", f"++train_conf.max_epoch={epochs}"]
     if device == "cpu":
         mine += CPU_OVERRIDES  # fp32 LLM on a CPU: see options.llm_dtype
-    return merge_overrides(RECIPE_DEFAULTS, mine)
+    return plan(
+        model_dir=str(tiny.root),
+        train=str(tiny.train_jsonl),
+        valid=str(tiny.val_jsonl),
+        output_dir=str(out / "exp"),
+        overrides=tuple(mine),
+        cwd=out,
+    )
 
 
-def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) -> list[str]:
+def command(
+    tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int, plan: TrainerOverrides
+) -> list[str]:
     """torchrun on one process with `ftenv finetune`'s trainer entry, on a CPU or a GPU alike."""
     torchrun = shutil.which("torchrun")
     launcher = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
@@ -62,10 +70,10 @@ def command(tiny: tinymodel.TinyPaths, out: Path, device: str, epochs: int) -> l
         "--master_addr=127.0.0.1",
         f"--master_port={_free_port()}",
     ]
-    return [*launcher, "-m", ENTRY_MODULE, *overrides(tiny, out, device, epochs)]
+    return [*launcher, "-m", ENTRY_MODULE, *overrides(tiny, out, device, epochs, plan)]
 
 
-def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
+def run_recipe(options: SelfcheckOptions, workdir: Path, plan: TrainerOverrides) -> Measured:
     wall0 = time.perf_counter()
     tiny = tinymodel.paths(tiny_dir(options.tiny, workdir))
     device = pick_device(options.device)
@@ -79,7 +87,7 @@ def run_recipe(options: SelfcheckOptions, workdir: Path) -> Measured:
         env[variables.FUNASR_CPU_SHIM] = "1"
     if options.inject_stall:
         env[variables.TEST_SDPA_STALL_S] = str(options.inject_stall)
-    cmd = command(tiny, out, device, options.recipe_epochs)
+    cmd = command(tiny, out, device, options.recipe_epochs, plan)
     log = out / "train.log"
     t0 = time.perf_counter()
     with open(log, "wb") as fh:

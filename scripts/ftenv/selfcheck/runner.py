@@ -23,7 +23,8 @@ from ftenv.selfcheck.verdict import verdict_of
 from ftenv.trainer import compile_setting
 
 
-def run(options: SelfcheckOptions) -> int:
+def run(options: SelfcheckOptions, plan: mode_recipe.TrainerOverrides) -> int:
+    """`plan`: the trainer's overrides as `ftenv finetune` renders them, for --recipe."""
     cache_dirs.redirect("ftenv selfcheck")  # first: the steps import libraries that read them
     # In this process (it uses the GPU anyway), unless the entrypoint showed it.
     startup.show_once(
@@ -40,7 +41,7 @@ def run(options: SelfcheckOptions) -> int:
     own_workdir = not options.workdir
     workdir = Path(tempfile.mkdtemp(prefix="ftenv-selfcheck-")) if own_workdir else Path(options.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    rc = _run_in(options, workdir)
+    rc = _run_in(options, workdir, plan)
     if own_workdir:
         if rc == 0 and not options.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -49,12 +50,12 @@ def run(options: SelfcheckOptions) -> int:
     return rc
 
 
-def _run_in(options: SelfcheckOptions, workdir: Path) -> int:
+def _run_in(options: SelfcheckOptions, workdir: Path, plan: mode_recipe.TrainerOverrides) -> int:
     try:
         # FunASR prints to stdout (its version, tables): keep stdout for the result alone.
         with contextlib.redirect_stdout(sys.stderr):
             if options.recipe:
-                measured = mode_recipe.run_recipe(options, workdir)
+                measured = mode_recipe.run_recipe(options, workdir, plan)
             elif options.compile:
                 measured = mode_compile.run_compiled(options, workdir)
             else:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
+import shlex
 import subprocess
 import sys
 
 import pytest
 
 from ftenv import cli, outcome
+from ftenv.commands.selfcheck import recipe_overrides
 from ftenv.selfcheck import render, schedule, verdict
 from ftenv.selfcheck.measured import Measured
 from ftenv.selfcheck.options import THRESHOLDS, thresholds_from
@@ -215,14 +218,35 @@ def test_funasr_output_other_than_its_banner_is_not_hidden(capsys):
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
-def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tmp_path, device):
+def test_the_recipe_runs_the_finetune_trainer_entry_on_every_device(tiny, tmp_path, device):
     """On a GPU too the check starts `ftenv finetune`'s trainer entry, not the bare script."""
     from ftenv.selfcheck import mode_recipe, tinymodel
     from ftenv.trainer import ENTRY_MODULE  # what ftenv finetune starts (ftenv.launch.launch_plan)
 
-    cmd = mode_recipe.command(tinymodel.paths(tmp_path / "tiny"), tmp_path, device, 2)
+    cmd = mode_recipe.command(tinymodel.paths(tiny), tmp_path, device, 2, recipe_overrides)
     assert ["-m", ENTRY_MODULE] in [cmd[i : i + 2] for i in range(len(cmd))]
     assert not any(part.endswith("funasr-train-ds") for part in cmd)
+
+
+def test_the_recipe_passes_the_trainer_what_ftenv_finetune_would(tiny, tmp_path, capsys, monkeypatch):
+    """The check's trainer overrides are `ftenv finetune`'s for the same model, data, output dir and
+    overrides, in the same order: both are the launch plan's rendering."""
+    from ftenv.selfcheck import mode_recipe, tinymodel
+    from ftenv.trainer import ENTRY_MODULE
+    from ftenv.trainer.funasr_cpu_shim import CPU_OVERRIDES
+
+    t = tinymodel.paths(tiny)
+    mine = mode_recipe.overrides(t, tmp_path, "cpu", 2, recipe_overrides)
+    monkeypatch.chdir(tmp_path)
+    for key in [k for k in os.environ if k.startswith(("SLURM_", "PET_"))] + ["MASTER_ADDR", "WORLD_SIZE"]:
+        monkeypatch.delenv(key, raising=False)  # a single-node launch, as the check's own
+    argv = ["finetune", "--dry-run", "--model-dir", str(t.root), "--train", str(t.train_jsonl),
+            "--valid", str(t.val_jsonl), "--output-dir", str(tmp_path / "exp"), "--gpus-per-node", "1",
+            f"++dataset_conf.batch_size={mode_recipe.BATCH_TOKENS}", "++train_conf.max_epoch=2",
+            *CPU_OVERRIDES]  # fmt: skip
+    assert cli.main(argv) == 0
+    printed = shlex.split(capsys.readouterr().out)
+    assert printed[printed.index(ENTRY_MODULE) + 1 :] == mine
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import pytest
 # Plain imports: funasr and torch are in the host venv's lock, and an import error in our own
 # modules is a failure, not a reason to skip.
 from ftenv import variables
+from ftenv.commands.selfcheck import recipe_overrides
 from ftenv.selfcheck import mode_recipe, tinymodel
 from support import child_env
 
@@ -47,7 +48,7 @@ def watched_recipe(tiny, out: Path, stall_s: float) -> tuple[int, str]:
     env.pop("TORCH_CUDNN_SDPA_DEPRIORITIZED", None)
     if stall_s:
         env[variables.TEST_SDPA_STALL_S] = str(stall_s)
-    cmd = mode_recipe.command(tiny, out, "cpu", 2)
+    cmd = mode_recipe.command(tiny, out, "cpu", 2, recipe_overrides)
     r = subprocess.run(
         # K=4: the stall makes new-shape steps about 8x; a busy shared CPU must not make a clean
         # step look slow.
