@@ -95,6 +95,11 @@ def export_choice(path: Path) -> Path:
     raise ModelLoadError(f"{path}: no {BEST} and no model.pt.epN in this run folder{hint}")
 
 
+def run_folder(checkpoint: Path) -> Path:
+    """The run's output folder of a checkpoint file (or of a DeepSpeed checkpoint folder)."""
+    return checkpoint.parent.parent if checkpoint.is_dir() else checkpoint.parent
+
+
 def run_base(folder: Path) -> Path | None:
     """The base model folder a run started from, as FunASR's trainer recorded it (model_path in the
     run's config.yaml), when that folder is still there."""
@@ -148,7 +153,7 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
             run = path
         else:
             files = [path]
-            run = path.parent.parent if path.is_dir() else path.parent
+            run = run_folder(path)
         model_dir = given_base or (folders[0] if folders else None) or run_base(run)
         if model_dir is None:
             raise ModelLoadError(
