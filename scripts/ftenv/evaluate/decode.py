@@ -74,6 +74,14 @@ def pick_device(device: str | None) -> str:
     return device
 
 
+def decoder_dtype(device: str) -> str:
+    """The LLM decodes in bf16 on a GPU that has it, else in fp32 (a CPU); the encoder and adaptor
+    always in fp32, as upstream's. The same for FunASR's folders and transformers' layout."""
+    import torch
+
+    return "bf16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "fp32"
+
+
 def read_config(model_dir: Path) -> dict:
     """The folder's config.yaml by the model folder rule (ftenv.model.folder: its paths found and
     made absolute, the LLM and tokenizer files there), and a Fun-ASR-Nano config that builds offline."""
@@ -91,7 +99,6 @@ def build(
 ) -> Loaded:
     """The model of a folder's config.yaml, random weights (put_weights gives it a checkpoint's);
     with a LoRA run's `adapters` (its llm_conf's use_lora and lora_conf) over the folder's llm_conf."""
-    import torch
 
     variables.export(OFFLINE_ENV, keep_set=True)
     model_dir = Path(model_dir)
@@ -110,8 +117,7 @@ def build(
         raise ModelLoadError(
             f"{model_dir}: the model of its config.yaml does not build ({type(exc).__name__}: {exc})"
         ) from None
-    bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
-    llm_dtype = "bf16" if bf16 else "fp32"
+    llm_dtype = decoder_dtype(device)
     from funasr.models.fun_asr_nano.model import dtype_map
 
     # The LLM in the dtype it decodes in BEFORE weights arrive: a checkpoint's fp32 weights copied
@@ -165,13 +171,22 @@ def _until_eos(ids: list[int], eos: set[int]) -> list[int]:
     return ids
 
 
-def _eos_ids(loaded: Loaded) -> set[int]:
-    eos = loaded.model.llm.generation_config.eos_token_id
+def _eos_ids(generation_config, tokenizer) -> set[int]:
+    eos = generation_config.eos_token_id
     if eos is None:
-        eos = loaded.tokenizer.eos_token_id
+        eos = tokenizer.eos_token_id
     if eos is None:
         return set()
     return {int(e) for e in eos} if isinstance(eos, list) else {int(eos)}
+
+
+def finished(rows, generation_config, tokenizer) -> tuple[list[list[int]], list[str]]:
+    """Each generated row's ids up to its first end token, and its text cleaned as upstream's: one
+    rule for FunASR's decoder and transformers' (ftenv.evaluate.hf_decode), so their hypotheses agree."""
+    eos = _eos_ids(generation_config, tokenizer)
+    ids = [_until_eos(row.tolist(), eos) for row in rows]
+    texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+    return ids, [_text(t) for t in texts]
 
 
 def generate_options(loaded: Loaded) -> dict:
@@ -208,7 +223,7 @@ def decode_one_by_one(
         return out
 
     hyps, ids, audio = {}, {}, 0.0
-    eos = _eos_ids(loaded)
+    eos = _eos_ids(model.llm.generation_config, loaded.tokenizer)
     begin = time.perf_counter()
     model.llm.generate = recording
     try:
@@ -308,10 +323,7 @@ def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int
             pad_token_id=config.pad_token_id or config.eos_token_id,
             **generate_options(loaded),
         )
-    eos = _eos_ids(loaded)
-    ids = [_until_eos(row.tolist(), eos) for row in out]
-    texts = loaded.tokenizer.batch_decode(ids, skip_special_tokens=True)
-    return ids, [_text(t) for t in texts], audio
+    return (*finished(out, model.llm.generation_config, loaded.tokenizer), audio)
 
 
 def decode_batched(

@@ -26,8 +26,6 @@ from ftenv.outcome import UNUSABLE
 PROG = "ftenv eval"
 #: The per-model hypotheses file: `key<TAB>text`, what `ftenv eval score` and compute-wer read.
 HYPOTHESES_SUFFIX = ".hyp.txt"
-#: How many bad lines or audio files an error names before "and N more".
-NAMED = 5
 
 
 class TestSetError(ValueError):
@@ -104,8 +102,8 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
 
 
 def _some(items: list[str]) -> str:
-    more = f"; and {len(items) - NAMED} more" if len(items) > NAMED else ""
-    return "; ".join(items[:NAMED]) + more
+    more = f"; and {len(items) - score.NAMED_KEYS} more" if len(items) > score.NAMED_KEYS else ""
+    return "; ".join(items[: score.NAMED_KEYS]) + more
 
 
 def file_stem(label: str) -> str:
