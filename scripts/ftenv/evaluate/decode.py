@@ -94,6 +94,15 @@ def read_config(model_dir: Path) -> dict:
     return conf
 
 
+def funasr_model(conf: dict, tables) -> tuple:
+    """(model, frontend) of a config as FunASR's AutoModel builds them from its registry `tables`:
+    model_conf under the config's own keys, the frontend's output size as the model's input_size.
+    Where the weights go (eval) and what they must fit (export) are built alike."""
+    frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
+    model_conf = {**(conf.get("model_conf") or {}), **conf, "input_size": frontend.output_size()}
+    return tables.model_classes.get(conf["model"])(**model_conf), frontend
+
+
 def build(
     model_dir: str | os.PathLike, device: str | None = None, adapters: lora.Lora | None = None
 ) -> Loaded:
@@ -106,11 +115,8 @@ def build(
     device = pick_device(device)
     tables = quiet_funasr_import()
     try:
-        frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
+        model, frontend = funasr_model(conf, tables)
         tokenizer = tables.tokenizer_classes.get(conf["tokenizer"])(**conf["tokenizer_conf"])
-        model_class = tables.model_classes.get(conf["model"])
-        model_conf = {**(conf.get("model_conf") or {}), **conf, "input_size": frontend.output_size()}
-        model = model_class(**model_conf)
     except ModelLoadError:
         raise
     except Exception as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.data import writes
-from ftenv.evaluate import arguments, card, hf_export
+from ftenv.evaluate import arguments, card, decode, hf_export
 from ftenv.evaluate.model_files import (
     CONFIGURATION,
     base_configuration,
@@ -100,14 +100,11 @@ class _BaseWeights:
         return self.weights
 
 
-def expected_model(conf: dict, base: Path, files: dict):
+def expected_model(conf: dict, base: Path):
     """What the weights must fit: the model config.yaml builds, on the meta device (no memory, no
     init); else the base folder's own model.pt."""
-    built = copy.deepcopy(conf)
-    for trail, (path, _name) in files.items():
-        set_in(built, trail, str(path))
     try:
-        return _meta_model(built)
+        return _meta_model(model_folder.located(conf, base, Path.cwd()))
     except Exception as exc:  # any model FunASR cannot build this way: fall back to the base's weights
         print(
             f"{PROG}: could not build {base / CONFIG}'s model to check the weights against "
@@ -123,10 +120,12 @@ def _meta_model(conf: dict):
 
     tables = quiet_funasr_import()
     # The build prints progress: not this command's output.
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
-        with torch.device("meta"):
-            return tables.model_classes.get(conf["model"])(input_size=frontend.output_size(), **conf)
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+        torch.device("meta"),
+    ):
+        return decode.funasr_model(conf, tables)[0]
 
 
 def _copy(path: Path, target: Path) -> None:
@@ -192,7 +191,7 @@ def export(options: ExportOptions) -> Exported:
     files = model_files(conf, base)
     base_data = base_configuration(base)
     weights = checkpoints.read_weights(checkpoint)
-    expected = expected_model(lora.applied(conf, adapters), base, files)
+    expected = expected_model(lora.applied(conf, adapters), base)
     try:
         checkpoints.check_fit(expected, weights, checkpoint)
     except ModelLoadError as exc:
