@@ -72,12 +72,18 @@ def _written_by_trainer(folder: Path) -> bool:
     return bool(conf.get("output_dir")) and bool(conf.get("train_data_set_list"))
 
 
+def is_checkpoint(path: Path) -> bool:
+    """One checkpoint as FunASR's trainer writes it: a file, or a DeepSpeed run's folder holding its
+    model states; any other folder is a run's (its checkpoints) or a model folder."""
+    return path.is_file() or (path / DEEPSPEED_STATES).is_file()
+
+
 def export_choice(path: Path) -> Path:
     """The one checkpoint `ftenv export` takes for RUN_OR_CHECKPOINT: a file (or DeepSpeed folder) is
     itself; a run folder means its model.pt.best (the checkpoint FunASR ranked best on the validation
     set), else its newest model.pt.epN. Step checkpoints (model.pt.epE.S: saved mid-epoch, never
     validated) only when named."""
-    if path.is_file() or (path / DEEPSPEED_STATES).is_file():
+    if is_checkpoint(path):
         return path
     if not path.is_dir():
         raise ModelLoadError(f"{path}: no such checkpoint file or run folder; name a model.pt.* file")
@@ -134,7 +140,7 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
             weights = path / WEIGHTS if released[raw] else path
             models.append(ModelChoice(_label(path, models), path, weights, is_base=True))
             continue
-        if path.is_dir() and not (path / DEEPSPEED_STATES).is_file():
+        if not is_checkpoint(path):  # it exists: a run's folder
             chosen, steps = run_checkpoints(path)
             if steps:
                 notes.append(
@@ -171,8 +177,6 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
 def _label(path: Path, taken: list[ModelChoice]) -> str:
     """A short unique name: the file's or folder's name, with its parent's when two share it."""
     label = path.name if path.name != WEIGHTS or path.is_dir() else f"{path.parent.name}/{path.name}"
-    if path.is_dir() and (path / DEEPSPEED_STATES).is_file():
-        label = path.name
     names = {m.label for m in taken}
     if label in names:
         label = f"{path.parent.name}/{path.name}"
