@@ -61,7 +61,6 @@ class Decoded:
     hypotheses: dict[str, str]
     token_ids: dict[str, list[int]]
     seconds: float  # wall time of the decode (audio reading included)
-    audio_seconds: float
 
 
 def pick_device(device: str | None) -> str:
@@ -204,12 +203,6 @@ def generate_options(loaded: Loaded) -> dict:
     return options
 
 
-def _audio_seconds(loaded: Loaded, out: dict) -> float:
-    fe = loaded.frontend
-    frames = int(out["speech_lengths"].reshape(-1)[0]) if len(out["speech"]) else 0
-    return frames * fe.frame_shift * fe.lfr_n / 1000
-
-
 def decode_one_by_one(
     loaded: Loaded,
     utterances: Sequence[Utterance],
@@ -228,7 +221,7 @@ def decode_one_by_one(
         recorded.append(out)
         return out
 
-    hyps, ids, audio = {}, {}, 0.0
+    hyps, ids = {}, {}
     eos = _eos_ids(model.llm.generation_config, loaded.tokenizer)
     begin = time.perf_counter()
     model.llm.generate = recording
@@ -236,21 +229,19 @@ def decode_one_by_one(
         with torch.no_grad():
             for utt in utterances:
                 recorded.clear()
-                meta: dict = {}
-                results, meta = model.inference(
+                results, _ = model.inference(
                     [utt.audio],
                     key=[utt.key],
                     **{**kwargs, "max_length": max_new_tokens, "llm_kwargs": generate_options(loaded)},
                 )
                 hyps[utt.key] = results[0]["text"]
                 ids[utt.key] = _until_eos(recorded[-1][0].tolist(), eos)
-                audio += float(meta.get("batch_data_time", 0.0))
                 if progress:
                     progress(1)
     finally:
         del model.llm.generate  # the instance attribute; the class's method shows again
     _sync(loaded.device)
-    return Decoded(hyps, ids, time.perf_counter() - begin, audio)
+    return Decoded(hyps, ids, time.perf_counter() - begin)
 
 
 def _sync(device: str) -> None:
@@ -294,7 +285,6 @@ def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int
 
     model, device = loaded.model, loaded.device
     prepared = [_prepare(loaded, u) for u in batch]
-    audio = sum(_audio_seconds(loaded, p) for p in prepared)
     feats = [p["speech"][0] for p in prepared]
     lengths = torch.tensor([int(p["speech_lengths"].reshape(-1)[0]) for p in prepared], dtype=torch.int32)
     speech = torch.nn.utils.rnn.pad_sequence(feats, batch_first=True).to(device)
@@ -329,7 +319,7 @@ def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int
             pad_token_id=config.pad_token_id or config.eos_token_id,
             **generate_options(loaded),
         )
-    return (*finished(out, model.llm.generation_config, loaded.tokenizer), audio)
+    return finished(out, model.llm.generation_config, loaded.tokenizer)
 
 
 def decode_batched(
@@ -345,23 +335,22 @@ def decode_batched(
 
 def in_batches(one_batch, loaded, utterances, batch_size, max_new_tokens, progress) -> Decoded:
     """The batching both decoders share (this one and transformers' generate, ftenv.evaluate.hf_decode):
-    longest first, `one_batch(loaded, batch, max_new_tokens)` giving (ids, texts, audio seconds)."""
+    longest first, `one_batch(loaded, batch, max_new_tokens)` giving (ids, texts)."""
     import torch
 
     order = sorted(utterances, key=lambda u: -_size(u.audio))
-    hyps, ids, audio = {}, {}, 0.0
+    hyps, ids = {}, {}
     begin = time.perf_counter()
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            batch_ids, texts, seconds = one_batch(loaded, batch, max_new_tokens)
-            audio += seconds
+            batch_ids, texts = one_batch(loaded, batch, max_new_tokens)
             for utt, i, t in zip(batch, batch_ids, texts, strict=True):
                 ids[utt.key], hyps[utt.key] = i, t
             if progress:
                 progress(len(batch))
     _sync(loaded.device)
-    return Decoded({u.key: hyps[u.key] for u in utterances}, ids, time.perf_counter() - begin, audio)
+    return Decoded({u.key: hyps[u.key] for u in utterances}, ids, time.perf_counter() - begin)
 
 
 def _size(path: str) -> int:

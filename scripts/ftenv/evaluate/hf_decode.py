@@ -82,7 +82,7 @@ def _audio(loaded: Loaded, path: str):
 
 
 def decode_batch(loaded: Loaded, batch: Sequence[decode.Utterance], max_new_tokens: int):
-    """(token ids, texts, audio seconds) of one batch: one processor call, one generate."""
+    """(token ids, texts) of one batch: one processor call, one generate."""
     waves = [_audio(loaded, u.audio) for u in batch]
     inputs = loaded.processor.apply_transcription_request(audio=waves, processor_kwargs={"padding": True}).to(
         loaded.device
@@ -94,11 +94,7 @@ def decode_batch(loaded: Loaded, batch: Sequence[decode.Utterance], max_new_toke
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
         **decode.GREEDY,
     )
-    ids, texts = decode.finished(
-        out[:, inputs["input_ids"].shape[1] :], loaded.model.generation_config, tokenizer
-    )
-    rate = loaded.processor.feature_extractor.sampling_rate
-    return ids, texts, sum(len(w) for w in waves) / rate
+    return decode.finished(out[:, inputs["input_ids"].shape[1] :], loaded.model.generation_config, tokenizer)
 
 
 def decode_batched(
