@@ -29,13 +29,15 @@ from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 class ModelChoice:
     """One model to evaluate: its label in reports, the base model folder whose config builds it and
     the weights put on it (the folder's own model.pt for the base model), and the LoRA settings of
-    the checkpoint's run (its config.yaml's llm_conf), which build the adapters its weights hold."""
+    the checkpoint's run (its config.yaml's llm_conf), which build the adapters its weights hold;
+    `hf`: a folder in transformers' layout, decoded by ftenv.evaluate.hf_decode."""
 
     label: str
     model_dir: Path
     weights: Path
     is_base: bool = False
     adapters: lora.Lora | None = None
+    hf: bool = False
 
 
 @dataclass
@@ -136,9 +138,10 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
                 f"{path}: no such file or folder; give a model folder (FunASR's or `ftenv export --format "
                 "hf`'s), a run's output folder or a checkpoint (model.pt, .best, .avgN, .epN)"
             )
-        if released[raw] or model_folder.is_hf_folder(path):  # an HF folder's weights are its own files
+        hf = model_folder.is_hf_folder(path)
+        if released[raw] or hf:  # an HF folder's weights are its own files
             weights = path / WEIGHTS if released[raw] else path
-            models.append(ModelChoice(_label(path, models), path, weights, is_base=True))
+            models.append(ModelChoice(_label(path, models), path, weights, is_base=True, hf=hf))
             continue
         if not is_checkpoint(path):  # it exists: a run's folder
             chosen, steps = run_checkpoints(path)

@@ -19,7 +19,6 @@ from ftenv.data.rows import key_problem
 from ftenv.evaluate import arguments, decode, hf_decode, score, summary
 from ftenv.evaluate.transcripts import write_transcripts
 from ftenv.model import checkpoints
-from ftenv.model import folder as model_folder
 from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
@@ -147,7 +146,7 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     states: list[dict | None] = []
     for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
         key = (choice.model_dir, choice.adapters)
-        if model_folder.is_hf_folder(choice.model_dir):  # transformers' layout: loads whole or is refused
+        if choice.hf:  # transformers' layout: loads whole or is refused
             built[key] = hf_decode.load(choice.model_dir, options.device)
             states.append(None)
             continue
@@ -159,7 +158,7 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     results = []
     for choice, state in zip(choices.models, states, strict=True):
         loaded = built[choice.model_dir, choice.adapters]
-        way = hf_decode if isinstance(loaded, hf_decode.Loaded) else decode
+        way = hf_decode if choice.hf else decode
         if way is decode:
             notes += decode.use_weights(loaded, choice.weights, state)
         bar = _progress_bar(len(wanted), choice.label)
