@@ -52,7 +52,6 @@ class Loaded:
     kwargs: dict
     device: str
     llm_dtype: str  # "bf16" or "fp32"
-    model_dir: Path
     notes: list[str] = field(default_factory=list)
 
 
@@ -137,7 +136,7 @@ def build(
         "llm_dtype": llm_dtype,
         "disable_pbar": True,
     }
-    return Loaded(model, tokenizer, frontend, kwargs, device, llm_dtype, model_dir)
+    return Loaded(model, tokenizer, frontend, kwargs, device, llm_dtype)
 
 
 def use_weights(loaded: Loaded, weights: str | os.PathLike, state: dict | None = None) -> list[str]:

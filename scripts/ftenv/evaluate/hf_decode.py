@@ -29,7 +29,6 @@ class Loaded:
     model: object
     processor: object
     device: str
-    model_dir: Path
     notes: list[str] = field(default_factory=list)
 
 
@@ -71,7 +70,7 @@ def load(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
         model.model.language_model.to(torch.bfloat16)
         model.lm_head.to(torch.bfloat16)
     model.to(device).eval()
-    return Loaded(model, processor, device, model_dir)
+    return Loaded(model, processor, device)
 
 
 def _audio(loaded: Loaded, path: str):

@@ -217,6 +217,6 @@ def run(options: EvalOptions) -> int:
         return UNUSABLE
     for note in notes:
         print(f"{PROG}: {note}", file=sys.stderr)
-    print(written[-2].read_text(encoding="utf-8"), end="")  # summary.md: the table as written
+    print((options.out / summary.SUMMARY_MD).read_text(encoding="utf-8"), end="")  # the table as written
     print(f"\nwritten: {', '.join(str(p) for p in written)}")
     return 0
