@@ -106,7 +106,6 @@ def build(
 ) -> Loaded:
     """The model of a folder's config.yaml, random weights (put_weights gives it a checkpoint's);
     with a LoRA run's `adapters` (its llm_conf's use_lora and lora_conf) over the folder's llm_conf."""
-
     variables.export(OFFLINE_ENV, keep_set=True)
     model_dir = Path(model_dir)
     conf = lora.applied(read_config(model_dir), adapters)
