@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from ftenv import outcome
-from ftenv.data import chatml
+from ftenv.data import audio, chatml
 from ftenv.evaluate import decode
 
 
@@ -56,7 +56,7 @@ def measure(loaded: decode.Loaded, utts: list[decode.Utterance], batch_size: int
     tokens = sum(len(upstream.token_ids[u.key]) for u in utts)
     return {
         "utterances": len(utts),
-        "audio_s": upstream.audio_seconds,
+        "audio_s": sum(audio.read_duration(u.audio).seconds or 0.0 for u in utts),  # as eval's hours
         "generated_tokens": tokens,
         "distinct_hypotheses": len({tuple(upstream.token_ids[u.key]) for u in utts}),
         "upstream_s": upstream.seconds,

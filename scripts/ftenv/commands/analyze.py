@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from ftenv.commands.options import add_factor_option, add_time_option, count_type
+from ftenv.commands.options import add_factor_option, add_time_option, count_type, from_options
 from ftenv.watchdog import analyze
 
 
@@ -29,19 +27,4 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="FILE.png", help="draw the series and histogram (needs matplotlib)")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    options = analyze.AnalyzeOptions(
-        logs=tuple(args.logs),
-        factor=args.factor,
-        warmup=args.warmup,
-        time=args.time,
-        top=args.top,
-        all=args.all,
-        bins=args.bins,
-        json=args.json,
-        plot=args.plot,
-    )
-    return analyze.run(options)
+    p.set_defaults(func=from_options(analyze.AnalyzeOptions, analyze.run))

@@ -6,28 +6,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from collections.abc import Callable
 
+from ftenv.commands.options import from_options
 from ftenv.data import check, check_command, prepare, split
 from ftenv.launch import overrides
 from ftenv.launch.inputs import InputError
 from ftenv.outcome import UNUSABLE
-
-
-def _from_options(options_type: type, run: Callable[[object], int]) -> Callable[[argparse.Namespace], int]:
-    """The parser's func: the subcommand's options from the parsed arguments, one per field of the
-    same name (lists as tuples; a field no option sets keeps its default), handed to `run`."""
-
-    def handle(args: argparse.Namespace) -> int:
-        given = vars(args)
-        values = {
-            f.name: tuple(given[f.name]) if isinstance(given[f.name], list) else given[f.name]
-            for f in dataclasses.fields(options_type)
-            if f.name in given
-        }
-        return run(options_type(**values))
-
-    return handle
 
 
 def _check(options: check_command.CheckOptions) -> int:
@@ -74,7 +58,7 @@ def add_parser(sub) -> None:
     c.add_argument("--output-dir", default=".", help=f"where {check.REPORT_NAME} is written (default: here)")
     c.add_argument("--world-size", type=int, default=1, help="GPUs of the run in all (sampler buffers; 1)")
     _add_jobs(c)
-    c.set_defaults(func=_from_options(check_command.CheckOptions, _check))
+    c.set_defaults(func=from_options(check_command.CheckOptions, _check))
     _add_prepare(data)
     _add_split(data)
 
@@ -94,7 +78,7 @@ def _add_split(data) -> None:
     p.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
     p.add_argument("--by-speaker", action="store_true", help="no speaker in two sets")
     p.add_argument("--utt2spk", help="Kaldi utt2spk: the speaker of each key")
-    p.set_defaults(func=_from_options(split.SplitOptions, split.run))
+    p.set_defaults(func=from_options(split.SplitOptions, split.run))
 
 
 def _add_prepare(data) -> None:
@@ -135,4 +119,4 @@ def _add_prepare(data) -> None:
     )
     p.add_argument("--output", "-o", required=True, help="the JSONL to write")
     _add_jobs(p, " for the audio")
-    p.set_defaults(func=_from_options(prepare.PrepareOptions, prepare.run))
+    p.set_defaults(func=from_options(prepare.PrepareOptions, prepare.run))

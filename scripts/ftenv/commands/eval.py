@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ftenv.commands.options import add_decode_options
+from ftenv.commands.options import add_decode_options, from_options
 from ftenv.data import normalize
 from ftenv.evaluate import models, score_files
 from ftenv.outcome import UNUSABLE
@@ -59,22 +59,33 @@ def score_parser(actions) -> None:
     p.add_argument(
         "--out", type=Path, metavar="DIR", help="write the per-utterance table and summary.md/json"
     )
-    p.set_defaults(func=run_score)
+    p.set_defaults(func=from_options(score_files.ScoreOptions, score_files.run))
 
 
-def run_score(args: argparse.Namespace) -> int:
-    rules = normalize.RAW if args.raw else normalize.by_name(args.normalize)
-    options = score_files.ScoreOptions(args.reference, args.hypothesis, rules, args.out)
-    return score_files.run(options)
+class _Preset(argparse.Action):
+    """--normalize NAME stores the preset itself, so that `rules` is what the options take."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, normalize.by_name(values))
 
 
 def _rules_options(p: argparse.ArgumentParser) -> None:
+    """--raw or --normalize NAME, both setting `rules` (the scoring preset when neither is given)."""
     rules = p.add_mutually_exclusive_group()
-    rules.add_argument("--raw", action="store_true", help="score the text as written: no normalization")
+    rules.add_argument(
+        "--raw",
+        action="store_const",
+        dest="rules",
+        const=normalize.RAW,
+        default=normalize.SCORING,
+        help="score the text as written: no normalization",
+    )
     rules.add_argument(
         "--normalize",
+        action=_Preset,
+        dest="rules",
         choices=tuple(normalize.PRESETS),
-        default=normalize.SCORING.name,
+        default=normalize.SCORING,
         metavar="NAME",
         help=f"the normalization ({', '.join(normalize.PRESETS)}; default {normalize.SCORING.name})",
     )
@@ -104,20 +115,4 @@ def decode_parser(actions) -> None:
         "--one-by-one", action="store_true", help="upstream's path, one utterance at a time (the reference)"
     )
     _rules_options(p)
-    p.set_defaults(func=run_models)
-
-
-def run_models(args: argparse.Namespace) -> int:
-    rules = normalize.RAW if args.raw else normalize.by_name(args.normalize)
-    options = models.EvalOptions(
-        test_set=args.test_set,
-        models=tuple(args.models),
-        out=args.out,
-        rules=rules,
-        batch_size=args.batch_size,
-        device=args.device,
-        base=args.base,
-        one_by_one=args.one_by_one,
-        max_new_tokens=args.max_new_tokens,
-    )
-    return models.run(options)
+    p.set_defaults(func=from_options(models.EvalOptions, models.run))

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
+from ftenv.commands.options import from_options
 from ftenv.evaluate import export
-from ftenv.outcome import UNUSABLE
 
 #: The layouts `--format` writes: FunASR's own (AutoModel, funasr-server) and transformers'
 #: (FunAsrNanoForConditionalGeneration: ftenv.evaluate.hf_export).
@@ -47,24 +45,4 @@ def add_parser(sub) -> None:
         "Fun-ASR-Nano layout (FunAsrNanoForConditionalGeneration.from_pretrained, sglang-omni)",
     )
     p.add_argument("--force", action="store_true", help="replace OUT when it exists and is not empty")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    options = export.ExportOptions(
-        source=args.source,
-        out=args.out,
-        base=args.base,
-        eval_dir=args.eval_dir,
-        force=args.force,
-        format=args.format,
-    )
-    try:
-        done = export.export(options)
-    except export.ModelLoadError as exc:
-        print(f"ftenv export: {exc}", file=sys.stderr)
-        return UNUSABLE
-    print(f"ftenv export: wrote {done.out} from {done.checkpoint} (base {done.base})")
-    weights = "model.safetensors" if args.format == "hf" else "model.pt"
-    print(f"ftenv export: {weights} sha256 {done.sha256}")
-    return 0
+    p.set_defaults(func=from_options(export.ExportOptions, export.run))

@@ -1,9 +1,12 @@
 """The options several commands share (`ftenv watch` and `ftenv analyze`; `ftenv eval` and `ftenv
-transcribe`): one home, so their parsers read them alike."""
+transcribe`): one home, so their parsers read them alike; and how a parser's arguments become the
+typed options a command's run takes."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Callable
 
 from ftenv.evaluate import decode
 from ftenv.watchdog.thresholds import SLOW_FACTOR
@@ -71,3 +74,20 @@ def add_decode_options(p: argparse.ArgumentParser, per_batch: str) -> None:
         metavar="N",
         help=f"cap on each transcript's tokens (upstream's: {decode.MAX_NEW_TOKENS})",
     )
+
+
+def from_options(options_type: type, run: Callable[[object], int]) -> Callable[[argparse.Namespace], int]:
+    """The parser's func: the command's options from the parsed arguments, one per field of the
+    same name (lists as tuples; a field no option sets keeps its default), handed to `run`; so that
+    a new field is one `add_argument`."""
+
+    def handle(args: argparse.Namespace) -> int:
+        given = vars(args)
+        values = {
+            f.name: tuple(given[f.name]) if isinstance(given[f.name], list) else given[f.name]
+            for f in dataclasses.fields(options_type)
+            if f.name in given
+        }
+        return run(options_type(**values))
+
+    return handle

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from ftenv.commands.options import add_decode_options
+from ftenv.commands.options import add_decode_options, from_options
 from ftenv.evaluate import transcribe
 
 
@@ -20,16 +18,4 @@ def add_parser(sub) -> None:
     p.add_argument("audio", nargs="+", metavar="AUDIO", help="audio files (wav, flac, ...)")
     p.add_argument("--base", metavar="DIR", help="the base model folder a checkpoint is built from")
     add_decode_options(p, "files")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    options = transcribe.TranscribeOptions(
-        model=args.model,
-        audio=tuple(args.audio),
-        base=args.base,
-        device=args.device,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-    )
-    return transcribe.run(options)
+    p.set_defaults(func=from_options(transcribe.TranscribeOptions, transcribe.run))

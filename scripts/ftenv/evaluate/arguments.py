@@ -29,13 +29,15 @@ from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 class ModelChoice:
     """One model to evaluate: its label in reports, the base model folder whose config builds it and
     the weights put on it (the folder's own model.pt for the base model), and the LoRA settings of
-    the checkpoint's run (its config.yaml's llm_conf), which build the adapters its weights hold."""
+    the checkpoint's run (its config.yaml's llm_conf), which build the adapters its weights hold;
+    `hf`: a folder in transformers' layout, decoded by ftenv.evaluate.hf_decode."""
 
     label: str
     model_dir: Path
     weights: Path
     is_base: bool = False
     adapters: lora.Lora | None = None
+    hf: bool = False
 
 
 @dataclass
@@ -72,12 +74,18 @@ def _written_by_trainer(folder: Path) -> bool:
     return bool(conf.get("output_dir")) and bool(conf.get("train_data_set_list"))
 
 
+def is_checkpoint(path: Path) -> bool:
+    """One checkpoint as FunASR's trainer writes it: a file, or a DeepSpeed run's folder holding its
+    model states; any other folder is a run's (its checkpoints) or a model folder."""
+    return path.is_file() or (path / DEEPSPEED_STATES).is_file()
+
+
 def export_choice(path: Path) -> Path:
     """The one checkpoint `ftenv export` takes for RUN_OR_CHECKPOINT: a file (or DeepSpeed folder) is
     itself; a run folder means its model.pt.best (the checkpoint FunASR ranked best on the validation
     set), else its newest model.pt.epN. Step checkpoints (model.pt.epE.S: saved mid-epoch, never
     validated) only when named."""
-    if path.is_file() or (path / DEEPSPEED_STATES).is_file():
+    if is_checkpoint(path):
         return path
     if not path.is_dir():
         raise ModelLoadError(f"{path}: no such checkpoint file or run folder; name a model.pt.* file")
@@ -93,6 +101,11 @@ def export_choice(path: Path) -> Path:
         else ""
     )
     raise ModelLoadError(f"{path}: no {BEST} and no model.pt.epN in this run folder{hint}")
+
+
+def run_folder(checkpoint: Path) -> Path:
+    """The run's output folder of a checkpoint file (or of a DeepSpeed checkpoint folder)."""
+    return checkpoint.parent.parent if checkpoint.is_dir() else checkpoint.parent
 
 
 def run_base(folder: Path) -> Path | None:
@@ -125,11 +138,12 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
                 f"{path}: no such file or folder; give a model folder (FunASR's or `ftenv export --format "
                 "hf`'s), a run's output folder or a checkpoint (model.pt, .best, .avgN, .epN)"
             )
-        if released[raw] or model_folder.is_hf_folder(path):  # an HF folder's weights are its own files
+        hf = model_folder.is_hf_folder(path)
+        if released[raw] or hf:  # an HF folder's weights are its own files
             weights = path / WEIGHTS if released[raw] else path
-            models.append(ModelChoice(_label(path, models), path, weights, is_base=True))
+            models.append(ModelChoice(_label(path, models), path, weights, is_base=True, hf=hf))
             continue
-        if path.is_dir() and not (path / DEEPSPEED_STATES).is_file():
+        if not is_checkpoint(path):  # it exists: a run's folder
             chosen, steps = run_checkpoints(path)
             if steps:
                 notes.append(
@@ -148,7 +162,7 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
             run = path
         else:
             files = [path]
-            run = path.parent.parent if path.is_dir() else path.parent
+            run = run_folder(path)
         model_dir = given_base or (folders[0] if folders else None) or run_base(run)
         if model_dir is None:
             raise ModelLoadError(
@@ -166,8 +180,6 @@ def choose(arguments: list[str], base: str | None = None) -> Choices:
 def _label(path: Path, taken: list[ModelChoice]) -> str:
     """A short unique name: the file's or folder's name, with its parent's when two share it."""
     label = path.name if path.name != WEIGHTS or path.is_dir() else f"{path.parent.name}/{path.name}"
-    if path.is_dir() and (path / DEEPSPEED_STATES).is_file():
-        label = path.name
     names = {m.label for m in taken}
     if label in names:
         label = f"{path.parent.name}/{path.name}"

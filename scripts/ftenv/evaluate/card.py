@@ -94,36 +94,34 @@ def versions() -> list[str]:
     return out
 
 
-def render(facts: CardFacts) -> str:
+def _card(facts: CardFacts, loads: list[str], copied: str, weights: list[str]) -> str:
+    """Both layouts' cards, section by section; a layout gives how it loads, what of the base folder
+    it holds and what its weights file is."""
+    evaluation = (
+        eval_table(facts.summary, facts.eval_dir) if facts.summary else ["Not evaluated (no `--eval DIR`)."]
+    )
     lines = [
         f"# {facts.name}",
         "",
-        f"A fine-tuned {facts.model_class} (Fun-ASR-Nano) model folder, exported by `ftenv export`. It loads "
-        "as the released model folder does, with nothing outside this folder:",
-        "",
-        "```python",
-        "from funasr import AutoModel",
-        "",
-        f'model = AutoModel(model="path/to/{facts.name}", disable_update=True)',
-        "```",
+        *loads,
         "",
         "## Fine-tuned from",
         "",
-        f"- base model folder: `{facts.base}` (its `config.yaml`, with the decoder and tokenizer files it "
-        "names, is copied here)",
+        f"- base model folder: `{facts.base}` ({copied})",
         f"- checkpoint: `{facts.checkpoint}`",
         *([f"- LoRA: {facts.lora}"] if facts.lora else []),
         "",
-        *_data_and_evaluation(facts),
+        "## Fine-tuned on",
+        "",
+        *facts.data,
+        "",
+        "## Evaluation",
+        "",
+        *evaluation,
         "",
         "## Weights",
         "",
-        f"`model.pt`: the model's {facts.tensors} tensors only (no optimizer, scheduler or scaler state), "
-        f"{facts.weights_bytes} bytes,",
-        "",
-        f"sha256 `{facts.weights_sha256}`",
-        "",
-        "Check it with `sha256sum model.pt`.",
+        *weights,
         "",
         "## Made with",
         "",
@@ -133,12 +131,27 @@ def render(facts: CardFacts) -> str:
     return "\n".join(lines)
 
 
-def _data_and_evaluation(facts: CardFacts) -> list[str]:
-    """The sections both layouts' cards share: the data the run trained on, and its evaluation."""
-    evaluation = (
-        eval_table(facts.summary, facts.eval_dir) if facts.summary else ["Not evaluated (no `--eval DIR`)."]
-    )
-    return ["## Fine-tuned on", "", *facts.data, "", "## Evaluation", "", *evaluation]
+def render(facts: CardFacts) -> str:
+    loads = [
+        f"A fine-tuned {facts.model_class} (Fun-ASR-Nano) model folder, exported by `ftenv export`. It loads "
+        "as the released model folder does, with nothing outside this folder:",
+        "",
+        "```python",
+        "from funasr import AutoModel",
+        "",
+        f'model = AutoModel(model="path/to/{facts.name}", disable_update=True)',
+        "```",
+    ]
+    weights = [
+        f"`model.pt`: the model's {facts.tensors} tensors only (no optimizer, scheduler or scaler state), "
+        f"{facts.weights_bytes} bytes,",
+        "",
+        f"sha256 `{facts.weights_sha256}`",
+        "",
+        "Check it with `sha256sum model.pt`.",
+    ]
+    copied = "its `config.yaml`, with the decoder and tokenizer files it names, is copied here"
+    return _card(facts, loads, copied, weights)
 
 
 def render_hf(facts: CardFacts, unused: list[str], weights: str) -> str:
@@ -150,9 +163,7 @@ def render_hf(facts: CardFacts, unused: list[str], weights: str) -> str:
         if unused
         else "Every tensor of the checkpoint is here."
     )
-    lines = [
-        f"# {facts.name}",
-        "",
+    loads = [
         f"A fine-tuned {facts.model_class} (Fun-ASR-Nano) in transformers' own layout "
         "(`FunAsrNanoForConditionalGeneration`, the layout of FunAudioLLM/Fun-ASR-Nano-2512-hf), exported "
         "by `ftenv export --format hf`; it needs a transformers with that model (the one below has it):",
@@ -169,27 +180,13 @@ def render_hf(facts: CardFacts, unused: list[str], weights: str) -> str:
         "",
         "FunASR's `AutoModel`, `AutoModelVLLM` and `funasr-server` read the other layout: "
         "`ftenv export` without `--format hf`.",
-        "",
-        "## Fine-tuned from",
-        "",
-        f"- base model folder: `{facts.base}` (its `config.yaml` gave this `config.json`; its decoder's "
-        "tokenizer is copied here)",
-        f"- checkpoint: `{facts.checkpoint}`",
-        *([f"- LoRA: {facts.lora}"] if facts.lora else []),
-        "",
-        *_data_and_evaluation(facts),
-        "",
-        "## Weights",
-        "",
+    ]
+    weights_lines = [
         f"`{weights}`: the {facts.tensors} tensors of transformers' model, in the checkpoint's own dtypes "
         "(transformers' published conversion casts to bfloat16; pass `dtype=torch.bfloat16` to "
         f"`from_pretrained` for that), {facts.weights_bytes} bytes, sha256 `{facts.weights_sha256}`.",
         "",
         left_out,
-        "",
-        "## Made with",
-        "",
-        *versions(),
-        "",
     ]
-    return "\n".join(lines)
+    copied = "its `config.yaml` gave this `config.json`; its decoder's tokenizer is copied here"
+    return _card(facts, loads, copied, weights_lines)

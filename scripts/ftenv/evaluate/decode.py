@@ -52,7 +52,6 @@ class Loaded:
     kwargs: dict
     device: str
     llm_dtype: str  # "bf16" or "fp32"
-    model_dir: Path
     notes: list[str] = field(default_factory=list)
 
 
@@ -61,7 +60,6 @@ class Decoded:
     hypotheses: dict[str, str]
     token_ids: dict[str, list[int]]
     seconds: float  # wall time of the decode (audio reading included)
-    audio_seconds: float
 
 
 def pick_device(device: str | None) -> str:
@@ -72,6 +70,14 @@ def pick_device(device: str | None) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ModelLoadError(f"--device {device}: no CUDA GPU visible here; use --device cpu")
     return device
+
+
+def decoder_dtype(device: str) -> str:
+    """The LLM decodes in bf16 on a GPU that has it, else in fp32 (a CPU); the encoder and adaptor
+    always in fp32, as upstream's. The same for FunASR's folders and transformers' layout."""
+    import torch
+
+    return "bf16" if device.startswith("cuda") and torch.cuda.is_bf16_supported() else "fp32"
 
 
 def read_config(model_dir: Path) -> dict:
@@ -86,32 +92,35 @@ def read_config(model_dir: Path) -> dict:
     return conf
 
 
+def funasr_model(conf: dict, tables) -> tuple:
+    """(model, frontend) of a config as FunASR's AutoModel builds them from its registry `tables`:
+    model_conf under the config's own keys, the frontend's output size as the model's input_size.
+    Where the weights go (eval) and what they must fit (export) are built alike."""
+    frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
+    model_conf = {**(conf.get("model_conf") or {}), **conf, "input_size": frontend.output_size()}
+    return tables.model_classes.get(conf["model"])(**model_conf), frontend
+
+
 def build(
     model_dir: str | os.PathLike, device: str | None = None, adapters: lora.Lora | None = None
 ) -> Loaded:
     """The model of a folder's config.yaml, random weights (put_weights gives it a checkpoint's);
     with a LoRA run's `adapters` (its llm_conf's use_lora and lora_conf) over the folder's llm_conf."""
-    import torch
-
     variables.export(OFFLINE_ENV, keep_set=True)
     model_dir = Path(model_dir)
     conf = lora.applied(read_config(model_dir), adapters)
     device = pick_device(device)
     tables = quiet_funasr_import()
     try:
-        frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
+        model, frontend = funasr_model(conf, tables)
         tokenizer = tables.tokenizer_classes.get(conf["tokenizer"])(**conf["tokenizer_conf"])
-        model_class = tables.model_classes.get(conf["model"])
-        model_conf = {**(conf.get("model_conf") or {}), **conf, "input_size": frontend.output_size()}
-        model = model_class(**model_conf)
     except ModelLoadError:
         raise
     except Exception as exc:
         raise ModelLoadError(
             f"{model_dir}: the model of its config.yaml does not build ({type(exc).__name__}: {exc})"
         ) from None
-    bf16 = device.startswith("cuda") and torch.cuda.is_bf16_supported()
-    llm_dtype = "bf16" if bf16 else "fp32"
+    llm_dtype = decoder_dtype(device)
     from funasr.models.fun_asr_nano.model import dtype_map
 
     # The LLM in the dtype it decodes in BEFORE weights arrive: a checkpoint's fp32 weights copied
@@ -126,7 +135,7 @@ def build(
         "llm_dtype": llm_dtype,
         "disable_pbar": True,
     }
-    return Loaded(model, tokenizer, frontend, kwargs, device, llm_dtype, model_dir)
+    return Loaded(model, tokenizer, frontend, kwargs, device, llm_dtype)
 
 
 def use_weights(loaded: Loaded, weights: str | os.PathLike, state: dict | None = None) -> list[str]:
@@ -165,13 +174,22 @@ def _until_eos(ids: list[int], eos: set[int]) -> list[int]:
     return ids
 
 
-def _eos_ids(loaded: Loaded) -> set[int]:
-    eos = loaded.model.llm.generation_config.eos_token_id
+def _eos_ids(generation_config, tokenizer) -> set[int]:
+    eos = generation_config.eos_token_id
     if eos is None:
-        eos = loaded.tokenizer.eos_token_id
+        eos = tokenizer.eos_token_id
     if eos is None:
         return set()
     return {int(e) for e in eos} if isinstance(eos, list) else {int(eos)}
+
+
+def finished(rows, generation_config, tokenizer) -> tuple[list[list[int]], list[str]]:
+    """Each generated row's ids up to its first end token, and its text cleaned as upstream's: one
+    rule for FunASR's decoder and transformers' (ftenv.evaluate.hf_decode), so their hypotheses agree."""
+    eos = _eos_ids(generation_config, tokenizer)
+    ids = [_until_eos(row.tolist(), eos) for row in rows]
+    texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
+    return ids, [_text(t) for t in texts]
 
 
 def generate_options(loaded: Loaded) -> dict:
@@ -181,12 +199,6 @@ def generate_options(loaded: Loaded) -> dict:
     if loaded.model.llm.generation_config.eos_token_id is None and loaded.tokenizer.eos_token_id is not None:
         options["eos_token_id"] = loaded.tokenizer.eos_token_id
     return options
-
-
-def _audio_seconds(loaded: Loaded, out: dict) -> float:
-    fe = loaded.frontend
-    frames = int(out["speech_lengths"].reshape(-1)[0]) if len(out["speech"]) else 0
-    return frames * fe.frame_shift * fe.lfr_n / 1000
 
 
 def decode_one_by_one(
@@ -207,29 +219,27 @@ def decode_one_by_one(
         recorded.append(out)
         return out
 
-    hyps, ids, audio = {}, {}, 0.0
-    eos = _eos_ids(loaded)
+    hyps, ids = {}, {}
+    eos = _eos_ids(model.llm.generation_config, loaded.tokenizer)
     begin = time.perf_counter()
     model.llm.generate = recording
     try:
         with torch.no_grad():
             for utt in utterances:
                 recorded.clear()
-                meta: dict = {}
-                results, meta = model.inference(
+                results, _ = model.inference(
                     [utt.audio],
                     key=[utt.key],
                     **{**kwargs, "max_length": max_new_tokens, "llm_kwargs": generate_options(loaded)},
                 )
                 hyps[utt.key] = results[0]["text"]
                 ids[utt.key] = _until_eos(recorded[-1][0].tolist(), eos)
-                audio += float(meta.get("batch_data_time", 0.0))
                 if progress:
                     progress(1)
     finally:
         del model.llm.generate  # the instance attribute; the class's method shows again
     _sync(loaded.device)
-    return Decoded(hyps, ids, time.perf_counter() - begin, audio)
+    return Decoded(hyps, ids, time.perf_counter() - begin)
 
 
 def _sync(device: str) -> None:
@@ -273,7 +283,6 @@ def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int
 
     model, device = loaded.model, loaded.device
     prepared = [_prepare(loaded, u) for u in batch]
-    audio = sum(_audio_seconds(loaded, p) for p in prepared)
     feats = [p["speech"][0] for p in prepared]
     lengths = torch.tensor([int(p["speech_lengths"].reshape(-1)[0]) for p in prepared], dtype=torch.int32)
     speech = torch.nn.utils.rnn.pad_sequence(feats, batch_first=True).to(device)
@@ -308,10 +317,7 @@ def decode_batch(loaded: Loaded, batch: Sequence[Utterance], max_new_tokens: int
             pad_token_id=config.pad_token_id or config.eos_token_id,
             **generate_options(loaded),
         )
-    eos = _eos_ids(loaded)
-    ids = [_until_eos(row.tolist(), eos) for row in out]
-    texts = loaded.tokenizer.batch_decode(ids, skip_special_tokens=True)
-    return ids, [_text(t) for t in texts], audio
+    return finished(out, model.llm.generation_config, loaded.tokenizer)
 
 
 def decode_batched(
@@ -327,23 +333,22 @@ def decode_batched(
 
 def in_batches(one_batch, loaded, utterances, batch_size, max_new_tokens, progress) -> Decoded:
     """The batching both decoders share (this one and transformers' generate, ftenv.evaluate.hf_decode):
-    longest first, `one_batch(loaded, batch, max_new_tokens)` giving (ids, texts, audio seconds)."""
+    longest first, `one_batch(loaded, batch, max_new_tokens)` giving (ids, texts)."""
     import torch
 
     order = sorted(utterances, key=lambda u: -_size(u.audio))
-    hyps, ids, audio = {}, {}, 0.0
+    hyps, ids = {}, {}
     begin = time.perf_counter()
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            batch_ids, texts, seconds = one_batch(loaded, batch, max_new_tokens)
-            audio += seconds
+            batch_ids, texts = one_batch(loaded, batch, max_new_tokens)
             for utt, i, t in zip(batch, batch_ids, texts, strict=True):
                 ids[utt.key], hyps[utt.key] = i, t
             if progress:
                 progress(len(batch))
     _sync(loaded.device)
-    return Decoded({u.key: hyps[u.key] for u in utterances}, ids, time.perf_counter() - begin, audio)
+    return Decoded({u.key: hyps[u.key] for u in utterances}, ids, time.perf_counter() - begin)
 
 
 def _size(path: str) -> int:

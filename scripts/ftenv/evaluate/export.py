@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.data import writes
-from ftenv.evaluate import arguments, card
+from ftenv.evaluate import arguments, card, decode, hf_export
 from ftenv.evaluate.model_files import (
     CONFIGURATION,
     base_configuration,
@@ -27,11 +27,15 @@ from ftenv.evaluate.model_files import (
     model_files,
     set_in,
 )
+from ftenv.evaluate.score import named
 from ftenv.evaluate.summary import read_summary
 from ftenv.model import checkpoints, lora
 from ftenv.model import folder as model_folder
 from ftenv.model.folder import CONFIG, WEIGHTS, ModelLoadError
 from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
+from ftenv.outcome import UNUSABLE
+
+PROG = "ftenv export"
 
 #: The key of configuration.json that records an export (FunASR reads only the keys it knows):
 #: what `--force` recognises an earlier export by, with the entries it wrote.
@@ -53,6 +57,7 @@ class Exported:
     out: Path
     checkpoint: Path
     base: Path
+    weights: str  # the weights file's name in OUT (model.pt, or model.safetensors in transformers' layout)
     sha256: str
 
 
@@ -61,15 +66,10 @@ def sha256_of(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def run_folder(checkpoint: Path) -> Path:
-    """The run's output folder of a checkpoint file (or of a DeepSpeed checkpoint folder)."""
-    return checkpoint.parent.parent if checkpoint.is_dir() else checkpoint.parent
-
-
 def base_folder(options: ExportOptions, checkpoint: Path) -> Path:
     """--base, else the model folder the run's config.yaml (written by FunASR's trainer) names:
     its model_path, else its model (the folder `ftenv finetune` was given)."""
-    run = run_folder(checkpoint)
+    run = arguments.run_folder(checkpoint)
     run_config = run / CONFIG
     if options.base is not None:
         base = options.base
@@ -100,17 +100,14 @@ class _BaseWeights:
         return self.weights
 
 
-def expected_model(conf: dict, base: Path, files: dict):
+def expected_model(conf: dict, base: Path):
     """What the weights must fit: the model config.yaml builds, on the meta device (no memory, no
     init); else the base folder's own model.pt."""
-    built = copy.deepcopy(conf)
-    for trail, (path, _name) in files.items():
-        set_in(built, trail, str(path))
     try:
-        return _meta_model(built)
+        return _meta_model(model_folder.located(conf, base, Path.cwd()))
     except Exception as exc:  # any model FunASR cannot build this way: fall back to the base's weights
         print(
-            f"ftenv export: could not build {base / CONFIG}'s model to check the weights against "
+            f"{PROG}: could not build {base / CONFIG}'s model to check the weights against "
             f"({type(exc).__name__}: {exc}); checking against {base / WEIGHTS} instead",
             file=sys.stderr,
         )
@@ -123,10 +120,12 @@ def _meta_model(conf: dict):
 
     tables = quiet_funasr_import()
     # The build prints progress: not this command's output.
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        frontend = tables.frontend_classes.get(conf["frontend"])(**conf.get("frontend_conf", {}))
-        with torch.device("meta"):
-            return tables.model_classes.get(conf["model"])(input_size=frontend.output_size(), **conf)
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+        torch.device("meta"),
+    ):
+        return decode.funasr_model(conf, tables)[0]
 
 
 def _copy(path: Path, target: Path) -> None:
@@ -149,8 +148,7 @@ def earlier_export(out: Path) -> str | None:
         return f"its {CONFIGURATION} does not record an `ftenv export`"
     extra = sorted({p.name for p in out.iterdir()} - set(map(str, record["entries"])))
     if extra:
-        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
-        return f"it holds more than the export wrote ({shown})"
+        return f"it holds more than the export wrote ({named(extra)})"
     return None
 
 
@@ -182,20 +180,18 @@ def check_out_folder(options: ExportOptions, inputs: list[tuple[str, Path]]) -> 
 
 def export(options: ExportOptions) -> Exported:
     """Write the folder; ModelLoadError (nothing written) for any input that cannot make one."""
-    import torch
-    import yaml
-
     variables.export(OFFLINE_ENV)  # an export reads local files only: never a hub, even by mistake
     checkpoint = arguments.export_choice(options.source).resolve()
     base = base_folder(options, checkpoint)
-    inputs = [("the checkpoint", checkpoint), ("its run folder", run_folder(checkpoint)), ("--base", base)]
+    run = arguments.run_folder(checkpoint)
+    inputs = [("the checkpoint", checkpoint), ("its run folder", run), ("--base", base)]
     check_out_folder(options, [*inputs, ("--eval", options.eval_dir)])
-    adapters = lora.of_run(arguments.run_config(run_folder(checkpoint)))
+    adapters = lora.of_run(arguments.run_config(run))
     conf = model_folder.checked_config(base)
     files = model_files(conf, base)
     base_data = base_configuration(base)
     weights = checkpoints.read_weights(checkpoint)
-    expected = expected_model(lora.applied(conf, adapters), base, files)
+    expected = expected_model(lora.applied(conf, adapters), base)
     try:
         checkpoints.check_fit(expected, weights, checkpoint)
     except ModelLoadError as exc:
@@ -214,41 +210,24 @@ def export(options: ExportOptions) -> Exported:
     try:
         tmp = writes.temp_dir_beside(out)  # a new folder of this export alone (mkdtemp)
         if options.format == "hf":
-            digest = _write_hf(tmp, weights, conf, files, checkpoint, base, summary, options, folded)
-            os.chmod(tmp, 0o777 & ~writes.umask())  # mkdtemp makes 0o700; OUT gets the usual mode
-            _replace(tmp, out)
-            return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
-        exported = copy.deepcopy(conf)
-        copied = set(files.values()) | listed_files(base_data.get("file_path_metas", {}), base)
-        for path, name in sorted(copied):  # a set: the LLM and tokenizer share a folder
-            _copy(path, tmp / name)
-        for trail, (_path, name) in files.items():
-            set_in(exported, trail, name)
-        (tmp / CONFIG).write_text(
-            yaml.safe_dump(exported, sort_keys=False, allow_unicode=True), encoding="utf-8"
-        )
-        torch.save(weights, tmp / WEIGHTS)
-        digest = sha256_of(tmp / WEIGHTS)
-        written = {CONFIG, CONFIGURATION, WEIGHTS, card.NAME} | {Path(name).parts[0] for _, name in copied}
-        record = {EXPORT_RECORD: {"weights_sha256": digest, "entries": sorted(written)}}
-        (tmp / CONFIGURATION).write_text(
-            json.dumps({**configuration(base_data, files), **record}, indent=2, ensure_ascii=False) + "\n",
-            encoding="utf-8",
-        )
+            name, digest, tensors, unused = _write_hf(tmp, weights, conf, files, checkpoint, base)
+        else:
+            name, digest, tensors, unused = _write_funasr(tmp, weights, conf, files, base, base_data)
         facts = card.CardFacts(
             name=out.name,
             checkpoint=checkpoint,
             base=base,
             model_class=str(conf.get("model")),
             weights_sha256=digest,
-            weights_bytes=(tmp / WEIGHTS).stat().st_size,
-            tensors=len(weights),
-            data=card.read_data(run_folder(checkpoint)),
+            weights_bytes=(tmp / name).stat().st_size,
+            tensors=tensors,
+            data=card.read_data(run),
             summary=summary,
             eval_dir=options.eval_dir,
             lora=folded,
         )
-        (tmp / card.NAME).write_text(card.render(facts), encoding="utf-8")
+        rendered = card.render_hf(facts, unused, name) if options.format == "hf" else card.render(facts)
+        (tmp / card.NAME).write_text(rendered, encoding="utf-8")
         os.chmod(tmp, 0o777 & ~writes.umask())  # mkdtemp makes 0o700; OUT gets the usual mode
         _replace(tmp, out)
     except OSError as exc:  # a full disk, a folder not writable: OUT's place, not the checkpoint
@@ -256,35 +235,43 @@ def export(options: ExportOptions) -> Exported:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    return Exported(out=out, checkpoint=checkpoint, base=base, sha256=digest)
+    return Exported(out=out, checkpoint=checkpoint, base=base, weights=name, sha256=digest)
 
 
-def _write_hf(tmp: Path, weights, conf, files, checkpoint, base, summary, options, folded="") -> str:
-    """The checked checkpoint in transformers' layout, with its card; the weights' sha256."""
-    from ftenv.evaluate import hf_export
+def _write_funasr(tmp: Path, weights: dict, conf: dict, files: dict, base: Path, base_data: dict):
+    """FunASR's layout: config.yaml naming the copied files, model.pt, configuration.json recording
+    the export; (the weights file's name, its sha256, tensors written, tensors left out)."""
+    import torch
+    import yaml
 
+    exported = copy.deepcopy(conf)
+    copied = set(files.values()) | listed_files(base_data.get("file_path_metas", {}), base)
+    for path, name in sorted(copied):  # a set: the LLM and tokenizer share a folder
+        _copy(path, tmp / name)
+    for trail, (_path, name) in files.items():
+        set_in(exported, trail, name)
+    (tmp / CONFIG).write_text(yaml.safe_dump(exported, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    torch.save(weights, tmp / WEIGHTS)
+    digest = sha256_of(tmp / WEIGHTS)
+    written = {CONFIG, CONFIGURATION, WEIGHTS, card.NAME} | {Path(name).parts[0] for _, name in copied}
+    record = {EXPORT_RECORD: {"weights_sha256": digest, "entries": sorted(written)}}
+    (tmp / CONFIGURATION).write_text(
+        json.dumps({**configuration(base_data, files), **record}, indent=2, ensure_ascii=False) + "\n",
+        encoding="utf-8",
+    )
+    return WEIGHTS, digest, len(weights), []
+
+
+def _write_hf(tmp: Path, weights: dict, conf: dict, files: dict, checkpoint: Path, base: Path):
+    """The checked checkpoint in transformers' layout (ftenv.evaluate.hf_export), with the decoder
+    and tokenizer folders config.yaml names; returns as _write_funasr does."""
     trails = [(section, "init_param_path") for section in ("llm_conf", "tokenizer_conf")]
     llm, tok = (files[t][0] if t in files else base for t in trails)
     try:
         tensors, unused = hf_export.write(tmp, weights, conf, llm, tok)
     except ModelLoadError as exc:
         raise ModelLoadError(f"{checkpoint}: {exc}") from None
-    written = tmp / hf_export.WEIGHTS
-    facts = card.CardFacts(
-        name=options.out.resolve().name,
-        checkpoint=checkpoint,
-        base=base,
-        model_class=str(conf.get("model")),
-        weights_sha256=sha256_of(written),
-        weights_bytes=written.stat().st_size,
-        tensors=tensors,
-        data=card.read_data(run_folder(checkpoint)),
-        summary=summary,
-        eval_dir=options.eval_dir,
-        lora=folded,
-    )
-    (tmp / card.NAME).write_text(card.render_hf(facts, unused, hf_export.WEIGHTS), encoding="utf-8")
-    return facts.weights_sha256
+    return hf_export.WEIGHTS, sha256_of(tmp / hf_export.WEIGHTS), tensors, unused
 
 
 def _replace(tmp: Path, out: Path) -> None:
@@ -297,3 +284,15 @@ def _replace(tmp: Path, out: Path) -> None:
     out.rename(old)
     tmp.rename(out)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def run(options: ExportOptions) -> int:
+    """The command's run: what was written and its weights' sha256, or the error and exit 2."""
+    try:
+        done = export(options)
+    except ModelLoadError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return UNUSABLE
+    print(f"{PROG}: wrote {done.out} from {done.checkpoint} (base {done.base})")
+    print(f"{PROG}: {done.weights} sha256 {done.sha256}")
+    return 0

@@ -29,7 +29,6 @@ class Loaded:
     model: object
     processor: object
     device: str
-    model_dir: Path
     notes: list[str] = field(default_factory=list)
 
 
@@ -66,22 +65,12 @@ def load(model_dir: str | os.PathLike, device: str | None = None) -> Loaded:
             f"{model_dir}: its weights do not fill the model its config.json builds ({said}); "
             "write it again with `ftenv export --format hf`"
         )
-    if device.startswith("cuda") and torch.cuda.is_bf16_supported():
-        # As ftenv.evaluate.decode: loaded in fp32 whatever config.json says (a CPU decodes in fp32),
-        # the decoder in bf16 on a GPU, the encoder and adaptor in fp32.
+    if decode.decoder_dtype(device) == "bf16":
+        # Loaded in fp32 whatever config.json says; then the decoder's dtype as ftenv.evaluate.decode's.
         model.model.language_model.to(torch.bfloat16)
         model.lm_head.to(torch.bfloat16)
     model.to(device).eval()
-    return Loaded(model, processor, device, model_dir)
-
-
-def _eos(loaded: Loaded) -> set[int]:
-    eos = loaded.model.generation_config.eos_token_id
-    if eos is None:
-        eos = loaded.processor.tokenizer.eos_token_id
-    if eos is None:
-        return set()
-    return {int(e) for e in eos} if isinstance(eos, list) else {int(eos)}
+    return Loaded(model, processor, device)
 
 
 def _audio(loaded: Loaded, path: str):
@@ -92,7 +81,7 @@ def _audio(loaded: Loaded, path: str):
 
 
 def decode_batch(loaded: Loaded, batch: Sequence[decode.Utterance], max_new_tokens: int):
-    """(token ids, texts, audio seconds) of one batch: one processor call, one generate."""
+    """(token ids, texts) of one batch: one processor call, one generate."""
     waves = [_audio(loaded, u.audio) for u in batch]
     inputs = loaded.processor.apply_transcription_request(audio=waves, processor_kwargs={"padding": True}).to(
         loaded.device
@@ -104,12 +93,7 @@ def decode_batch(loaded: Loaded, batch: Sequence[decode.Utterance], max_new_toke
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
         **decode.GREEDY,
     )
-    new = out[:, inputs["input_ids"].shape[1] :]
-    eos = _eos(loaded)
-    ids = [decode._until_eos(row.tolist(), eos) for row in new]
-    texts = tokenizer.batch_decode(ids, skip_special_tokens=True)
-    rate = loaded.processor.feature_extractor.sampling_rate
-    return ids, [decode._text(t) for t in texts], sum(len(w) for w in waves) / rate
+    return decode.finished(out[:, inputs["input_ids"].shape[1] :], loaded.model.generation_config, tokenizer)
 
 
 def decode_batched(

@@ -16,14 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.model.folder import CTC_PREFIXES as OPTIONAL_PREFIXES
-from ftenv.model.folder import ModelLoadError
+from ftenv.model.folder import CTC_PREFIXES, ModelLoadError
 
 #: The audio placeholder the checkpoint's chat template and FunAsrNanoProcessor use (Qwen3's token).
 AUDIO_TOKEN = "<|object_ref_start|>"
-#: FunASR's tensors transformers' model has no place for: the CTC branch (timestamps), which
-#: transformers' conversion skips too.
-NOT_USED = OPTIONAL_PREFIXES
 
 #: The chat template of the published -hf checkpoint (its convert_fun_asr_nano_to_hf.py stores it):
 #: FunASR's prompt (funasr FunASRNano.get_prompt/data_load_speech) in ChatML, the audio as one
@@ -139,7 +135,8 @@ def map_weights(weights: dict, layout: Layout) -> tuple[dict, list[str]]:
     for key, value in weights.items():
         names = map_name(key, layout)
         if names is None:
-            (unused if key.startswith(NOT_USED) else unknown).append(key)
+            # The CTC branch (timestamps) has no place in transformers' model; its conversion skips it too.
+            (unused if key.startswith(CTC_PREFIXES) else unknown).append(key)
             continue
         parts = value.chunk(len(names), dim=0) if len(names) > 1 else (value,)
         if len(names) > 1 and value.shape[0] % len(names):
@@ -246,6 +243,5 @@ def hf_config(conf: dict, llm_dir: Path, audio_token_id: int, dtype: str):
         audio_token_id=audio_token_id,
         tie_word_embeddings=bool(getattr(text, "tie_word_embeddings", True)),
     )
-    config.architectures = ["FunAsrNanoForConditionalGeneration"]
     config.dtype = dtype
     return config, Layout(blocks, tp)

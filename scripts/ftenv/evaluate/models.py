@@ -19,15 +19,12 @@ from ftenv.data.rows import key_problem
 from ftenv.evaluate import arguments, decode, hf_decode, score, summary
 from ftenv.evaluate.transcripts import write_transcripts
 from ftenv.model import checkpoints
-from ftenv.model import folder as model_folder
 from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv eval"
 #: The per-model hypotheses file: `key<TAB>text`, what `ftenv eval score` and compute-wer read.
 HYPOTHESES_SUFFIX = ".hyp.txt"
-#: How many bad lines or audio files an error names before "and N more".
-NAMED = 5
 
 
 class TestSetError(ValueError):
@@ -104,8 +101,8 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
 
 
 def _some(items: list[str]) -> str:
-    more = f"; and {len(items) - NAMED} more" if len(items) > NAMED else ""
-    return "; ".join(items[:NAMED]) + more
+    more = f"; and {len(items) - score.NAMED_KEYS} more" if len(items) > score.NAMED_KEYS else ""
+    return "; ".join(items[: score.NAMED_KEYS]) + more
 
 
 def file_stem(label: str) -> str:
@@ -149,7 +146,7 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     states: list[dict | None] = []
     for choice in choices.models:  # every model builds and every checkpoint fits, before any decode
         key = (choice.model_dir, choice.adapters)
-        if model_folder.is_hf_folder(choice.model_dir):  # transformers' layout: loads whole or is refused
+        if choice.hf:  # transformers' layout: loads whole or is refused
             built[key] = hf_decode.load(choice.model_dir, options.device)
             states.append(None)
             continue
@@ -161,7 +158,7 @@ def evaluate(options: EvalOptions) -> tuple[list[ModelResult], list[str], list[P
     results = []
     for choice, state in zip(choices.models, states, strict=True):
         loaded = built[choice.model_dir, choice.adapters]
-        way = hf_decode if isinstance(loaded, hf_decode.Loaded) else decode
+        way = hf_decode if choice.hf else decode
         if way is decode:
             notes += decode.use_weights(loaded, choice.weights, state)
         bar = _progress_bar(len(wanted), choice.label)
@@ -220,6 +217,6 @@ def run(options: EvalOptions) -> int:
         return UNUSABLE
     for note in notes:
         print(f"{PROG}: {note}", file=sys.stderr)
-    print(written[-2].read_text(encoding="utf-8"), end="")  # summary.md: the table as written
+    print((options.out / summary.SUMMARY_MD).read_text(encoding="utf-8"), end="")  # the table as written
     print(f"\nwritten: {', '.join(str(p) for p in written)}")
     return 0

@@ -14,7 +14,7 @@ from pathlib import Path
 import kaldialign
 
 from ftenv.data.normalize import CJK_CHARACTERS, Normalization, normalize
-from ftenv.evaluate.transcripts import written_whole
+from ftenv.data.writes import written_whole
 
 #: kaldialign's gap symbol in an alignment: no token is empty, so it can never be a real token.
 GAP = ""

@@ -11,13 +11,12 @@ from pathlib import Path
 
 from ftenv import text
 from ftenv.data.normalize import Normalization
+from ftenv.data.writes import written_whole
 from ftenv.evaluate.score import SetScore, named
-from ftenv.evaluate.transcripts import written_whole
 from ftenv.model.folder import ModelLoadError
 
 SUMMARY_MD = "summary.md"
 SUMMARY_JSON = "summary.json"
-#: What the error rate counts, said once for the table and the JSON.
 #: summary.md's columns: the label, then the numbers (aligned right), then the model's path.
 COLUMNS = (
     "model", "error rate %", "vs base (points)", "sub", "del", "ins", "reference tokens", "utterances",
@@ -25,6 +24,7 @@ COLUMNS = (
 )  # fmt: skip
 #: The key of summary.json's rows, one per model, best first (written by to_json, read by read_summary).
 ROWS = "models"
+#: What the error rate counts, said once for the table and the JSON.
 METRIC = "mixed error rate: (S + D + I) / reference tokens; a token is a CJK character or a Latin-script word"
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ftenv.data import audio
 from ftenv.evaluate import arguments, decode, hf_decode
-from ftenv.model import folder as model_folder
 from ftenv.model.folder import ModelLoadError
 from ftenv.outcome import UNUSABLE
 
@@ -40,10 +39,9 @@ def run(options: TranscribeOptions) -> int:
                 "(e.g. model.pt.best) or use `ftenv eval` to compare them"
             )
         choice = choices.models[0]
-        hf = model_folder.is_hf_folder(choice.model_dir)  # transformers' layout (`ftenv export --format hf`)
         loaded = (
             hf_decode.load(choice.model_dir, options.device)
-            if hf
+            if choice.hf
             else decode.load_model(choice.model_dir, choice.weights, options.device, choice.adapters)
         )
     except ModelLoadError as exc:
@@ -52,7 +50,7 @@ def run(options: TranscribeOptions) -> int:
     for note in loaded.notes:
         print(f"{PROG}: {note}", file=sys.stderr)
     wanted = [decode.Utterance(str(i), str(Path(a))) for i, a in enumerate(options.audio)]
-    got = (hf_decode if hf else decode).decode_batched(
+    got = (hf_decode if choice.hf else decode).decode_batched(
         loaded, wanted, options.batch_size, options.max_new_tokens
     )
     for utt in wanted:

@@ -53,10 +53,6 @@ def read_transcripts(path: Path) -> dict[str, str]:
 def write_transcripts(path: Path, transcripts: Mapping[str, str]) -> None:
     """One `key<TAB>text` line per entry, never half a file.
     Newlines and tabs inside a text become spaces, so that each line stays one key and one text."""
-    with written_whole(path) as fh:
+    with writes.written_whole(path) as fh:
         for key, text in transcripts.items():
             fh.write(f"{key}\t{text.translate(_ONE_LINE)}\n")
-
-
-#: Every file of an eval is written whole, through ftenv.data.writes (the one home of it).
-written_whole = writes.written_whole

@@ -70,7 +70,6 @@ def test_batched_gives_upstreams_hypotheses(model, reference):
         assert got.token_ids == ref.token_ids
         assert got.hypotheses == ref.hypotheses
         assert list(got.hypotheses) == [u.key for u in utts]
-        assert got.audio_seconds == pytest.approx(ref.audio_seconds)
 
 
 def _right_pad(embeds, dtype):

@@ -90,6 +90,8 @@ def test_the_hf_folder_is_the_funasr_folders_model(tuned):
     files = sorted(p.name for p in tuned["hf"].iterdir())
     assert {"config.json", "model.safetensors", "chat_template.jinja", "README.md"} <= set(files), files
     assert model_folder.is_hf_folder(tuned["hf"]) and not model_folder.is_hf_folder(tuned["funasr"])
+    config = json.loads((tuned["hf"] / "config.json").read_text(encoding="utf-8"))
+    assert config["architectures"] == ["FunAsrNanoForConditionalGeneration"]  # written by save_pretrained
     ids = assert_same_model(tuned["funasr"], tuned["hf"], tuned["wavs"])
     assert len({tuple(v) for v in ids.values()}) == len(ids)  # the utterances decode differently
     card = (tuned["hf"] / "README.md").read_text(encoding="utf-8")
