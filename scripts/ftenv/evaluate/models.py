@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftenv.data import audio, chatml, writes
+from ftenv.data import audio, chatml, paths, writes
 from ftenv.data.normalize import Normalization
 from ftenv.data.rows import key_problem
 from ftenv.evaluate import arguments, decode, hf_decode, score, summary
@@ -86,6 +86,9 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
         )
     out, unusable = [], []
     for number, key, utt in found:
+        if misread := paths.trainer_problem(utt.audio, base, path.parent):  # as `ftenv data check` says
+            unusable.append(f"line {number}: {misread}")
+            continue
         where = utt.audio if os.path.isabs(utt.audio) else str(base / utt.audio)
         duration = audio.read_duration(where)
         if duration.seconds is None:

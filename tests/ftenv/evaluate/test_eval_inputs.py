@@ -6,6 +6,7 @@ a `key<TAB>text` line cannot carry, a length of any size or JSON nested too deep
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,26 @@ def test_every_bad_line_is_named(tiny, tmp_path, change):
     test = _test_set(tiny, tmp_path, change)
     with pytest.raises(models.TestSetError, match="line 2"):
         models.read_test_set(test)
+
+
+def test_a_relative_path_found_only_beside_the_test_set_is_named_as_data_check_names_it(
+    tiny, tmp_path, monkeypatch
+):
+    """`ftenv data check` refuses a JSONL's relative path that only the list's folder has (FunASR
+    opens it from the working directory); eval reads the same file the same way."""
+    line = tinymodel.paths(tiny).val_jsonl.read_text(encoding="utf-8").splitlines()[0]
+    wav = json.loads(line)["messages"][1]["content"].split("!", 1)[1].split("<|endofspeech|>")[0]
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    shutil.copy(wav, lists / "a.wav")
+    test = lists / "test.jsonl"
+    test.write_text(line.replace(wav, "a.wav") + "\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(
+        models.TestSetError, match=r"line 1: a\.wav is not in the trainer's working directory"
+    ):
+        models.read_test_set(test)
+    monkeypatch.chdir(lists)
+    assert [u.audio for u in models.read_test_set(test)] == [str(lists / "a.wav")]
