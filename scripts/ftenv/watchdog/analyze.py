@@ -15,11 +15,10 @@ from ftenv.watchdog import funasr_log, not_step_time, stats
 from ftenv.watchdog.detector import cause_of
 from ftenv.watchdog.log_context import LogContext, closing_lines, read_context
 from ftenv.watchdog.stats import Summary
-from ftenv.watchdog.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_new_shapes, waits_text
+from ftenv.watchdog.step import Step, mark_new_shapes, waits_text
 from ftenv.watchdog.thresholds import SLOW_FACTOR, Thresholds
 
 BAR = 40
-_MARK_WORDS = {EPOCH: "Train epoch:", VALIDATION: "Validate epoch:", CHECKPOINT: "Save checkpoint:"}
 
 
 def histogram(values: list[float], bins: int = 12) -> list[tuple[float, float, int]]:
@@ -107,7 +106,7 @@ def render_text(
         f"ftenv analyze: {len(scan.files)} file(s), {scan.lines} lines: {len(scan.steps)} training "
         f"steps (rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks)) or 'none'}), "
         f"{scan.val_lines} validation lines, {scan.bad_lines} step-like lines without what a step needs"
-        + "".join(f", {n} `{_MARK_WORDS[k]}`" for k, n in scan.markers.items())
+        + "".join(f", {n} `{funasr_log.MARKER_WORDS[k]}`" for k, n in scan.markers.items())
     )
     for example in scan.bad_examples:
         out.append(f"  skipped: {example}")

@@ -92,11 +92,12 @@ _SPEED = re.compile(
     + _NUM
     + rb"\}"
 )
-#: The trainer's lines around the steps (train_epoch, validate_epoch, save_checkpoint), as markers.
-_MARKERS = (
-    (re.compile(rb"(?<![A-Za-z0-9_])Train epoch: \d+, rank: (\d+)"), EPOCH),
-    (re.compile(rb"(?<![A-Za-z0-9_])Validate epoch: \d+, rank: (\d+)"), VALIDATION),
-    (re.compile(rb"(?<![A-Za-z0-9_])Save checkpoint: \d+, rank: (\d+)"), CHECKPOINT),
+#: The trainer's lines around the steps (train_epoch, validate_epoch, save_checkpoint): the words
+#: each begins with, by the marker it is.
+MARKER_WORDS = {EPOCH: "Train epoch:", VALIDATION: "Validate epoch:", CHECKPOINT: "Save checkpoint:"}
+_MARKERS = tuple(
+    (re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(words.encode()) + rb" \d+, rank: (\d+)"), kind)
+    for kind, words in MARKER_WORDS.items()
 )
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
