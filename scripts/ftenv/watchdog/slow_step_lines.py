@@ -14,7 +14,7 @@ from ftenv import outcome
 from ftenv.attention.process_settings import AttentionSettings
 from ftenv.watchdog import stats
 from ftenv.watchdog.detector import Detector, SlowEvent
-from ftenv.watchdog.funasr_log import PHASES, RECOMPILE_MARK
+from ftenv.watchdog.funasr_log import PHASES
 from ftenv.watchdog.line_mark import INDENT, PREFIX
 from ftenv.watchdog.messages import first_lines, short_line
 from ftenv.watchdog.not_step_time import apart_text, pause_text
@@ -70,16 +70,9 @@ class SlowStepLines:
         before = tuple(self._before.pop(rank)) if rank in self._before else ()
         return before, apart_reason(nth, step_in_epoch, before, self.time_holds_pause)
 
-    def note_line(self, line: bytes) -> None:
-        """A log line that is not a step line: remember Dynamo's recompile lines for the next step."""
-        if RECOMPILE_MARK in line:
-            self._recompiled = True
-
-    def _recompile_cause(self, event: SlowEvent | None) -> SlowEvent | None:
-        recompiled, self._recompiled = self._recompiled, False
-        if event is not None and recompiled and event.cause == NEW_SHAPE and event.waits is None:
-            return dataclasses.replace(event, cause=RECOMPILE)
-        return event
+    def note_recompile(self) -> None:
+        """Dynamo logged a recompile (funasr_log.RECOMPILE_MARK): it names the next step's cause."""
+        self._recompiled = True
 
     @property
     def settings(self) -> AttentionSettings | None:
@@ -118,8 +111,7 @@ class SlowStepLines:
             before,
             apart,
         )
-        event = self._recompile_cause(event)
-        return self._say(event) if event is not None else []
+        return self._say(event)
 
     def observe_values(
         self,
@@ -143,11 +135,10 @@ class SlowStepLines:
         data, backward = (phase_values[0], phase_values[2]) if len(phase_values) > 2 else (None, None)
         self._count(index, seconds, batch, padded_len, rank, new, data, backward, pause, before, apart)
         if baseline is None:
-            self._recompiled = False
-            return []
+            return self._say(None)
         phases = tuple(zip(PHASES, phase_values, strict=False))
         step = Step(index, seconds, batch, padded_len, rank, new, phases)
-        return self._say(self._recompile_cause(self.detector.event(step, baseline, earlier, earlier_new)))
+        return self._say(self.detector.event(step, baseline, earlier, earlier_new))
 
     def _count(self, index, seconds, batch, padded_len, rank, new, data_load, backward, pause, before, apart):
         if not self.n_steps:  # the trainer is up: read its settings now, off the hot path
@@ -159,7 +150,14 @@ class SlowStepLines:
             (index, seconds, batch, padded_len, rank, new, data_load, backward, pause, before, apart)
         )
 
-    def _say(self, event: SlowEvent) -> list[str]:
+    def _say(self, event: SlowEvent | None) -> list[str]:
+        """The lines for a step's event (None: the step is not slow). A new-shape step right after
+        a recompile line is put down to the recompile; the line counts for that step only."""
+        recompiled, self._recompiled = self._recompiled, False
+        if event is None:
+            return []
+        if recompiled and event.cause == NEW_SHAPE and event.waits is None:
+            event = dataclasses.replace(event, cause=RECOMPILE)
         same = self.events.setdefault(event.cause, [])
         same.append(event)
         n = len(same)
