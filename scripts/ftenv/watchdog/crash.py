@@ -104,6 +104,12 @@ class Tracebacks:
         return None
 
 
+def verdict_label(stopped: bool, failed: bool) -> str:
+    """What the step-time verdict's line is called, live and offline alike: after a saved stop or a
+    failure it is about the steps before it, never a bare `verdict` under a crash."""
+    return STOP_VERDICT_LABEL if stopped else VERDICT_LABEL if failed else "verdict"
+
+
 def exit_text(code: int) -> str:
     """'exit code 1', or 'killed by SIGKILL (exit code 137)' for 128+N."""
     if code > 128:

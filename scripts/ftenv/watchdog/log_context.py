@@ -10,7 +10,7 @@ from ftenv.report.logged import LoggedReport, ReportReader
 from ftenv.watchdog import crash, funasr_log
 from ftenv.watchdog.nccl_net import MARK as NCCL_MARK
 from ftenv.watchdog.nccl_net import NcclNetwork
-from ftenv.watchdog.stats import Summary
+from ftenv.watchdog.stats import Summary, fix_lines
 from ftenv.watchdog.step import Step
 
 
@@ -95,19 +95,12 @@ def closing_lines(s: Summary, ctx: LogContext, steps: list[Step]) -> list[str]:
     it is (never a bare `verdict: PASS` under a traceback); after a saved stop, the stop first
     (never a failure)."""
     out = []
+    last = max((st.index for st in steps), default=None)
     if ctx.stop is not None:  # a saved stop, even if a launcher printed a traceback on the signal
-        last = max((st.index for st in steps), default=None)
         out.append(crash.stopped_line(ctx.stop, last))
-        out.append(f"{crash.STOP_VERDICT_LABEL}: {s.verdict}")
     elif ctx.error is not None:
-        last = max((st.index for st in steps), default=None)
         out.append(crash.failure_line(None, ctx.error, last))
-        out.append(f"{crash.VERDICT_LABEL}: {s.verdict}")
-    else:
-        out.append(f"verdict: {s.verdict}")
+    label = crash.verdict_label(stopped=ctx.stop is not None, failed=ctx.error is not None)
+    out.append(f"{label}: {s.verdict}")
     out.extend(f"  - {r}" for r in s.reasons)
-    if s.fix:
-        out.append(f"fix: {s.fix_short or s.fix}")
-        if s.fix_short:
-            out.append(f"  {s.fix}")
-    return out
+    return out + fix_lines(s, "", "  ")

@@ -237,11 +237,7 @@ class SlowStepLines:
             + "; ".join(s.failed_rules if s.verdict == outcome.FAIL else s.reasons[:3]),
         ]
         lines.extend(f"{PREFIX} {t}" for t in (apart_text(s.apart_steps), pause_text(s.pauses)) if t)
-        if s.fix:
-            lines.append(f"{PREFIX} fix: {s.fix_short or s.fix}")
-            if s.fix_short:
-                lines.append(f"{INDENT}{s.fix}")
-        return lines
+        return lines + stats.fix_lines(s, f"{PREFIX} ", INDENT)
 
 
 def _phases(data_load: float | None, backward: float | None) -> tuple[tuple[str, float], ...]:

@@ -224,6 +224,14 @@ def reasons_for(s: Summary, failing: bool) -> list[str]:
     return [*s.context, *s.passed_rules, *s.notes]
 
 
+def fix_lines(s: Summary, mark: str, indent: str) -> list[str]:
+    """The verdict's fix as the watchdog and `ftenv analyze` print it: `fix:` and its few words, the
+    full text indented below them; nothing without a fix."""
+    if not s.fix:
+        return []
+    return [f"{mark}fix: {s.fix_short or s.fix}", *([f"{indent}{s.fix}"] if s.fix_short else [])]
+
+
 def _apply_rules(s: Summary, t: Thresholds, per_shape: Fix) -> None:
     failed: list[str] = []
 
