@@ -40,13 +40,12 @@ class Tracebacks:
     a chained traceback (`During handling of the above exception...`) the exception that was
     raised last is the one kept: Python prints it last."""
 
-    __slots__ = ("_chained", "_kept_last", "_steps", "active", "count", "error", "error_at", "error_steps")
+    __slots__ = ("_chained", "_kept_last", "_steps", "active", "error", "error_at", "error_steps")
 
     def __init__(self) -> None:
         self.error: str | None = None
         self.error_steps = -1
         self.error_at = 0.0  # time.monotonic() when it was read
-        self.count = 0
         self.active = False
         self._steps = 0
         self._chained = False  # a chain marker since the last exception line
@@ -76,7 +75,6 @@ class Tracebacks:
         if not body.strip() or body[:1] in (b" ", b"\t"):
             return  # a frame, its source line, or a blank line
         self.active = False
-        self.count += 1
         if not _EXCEPTION.match(body):
             self._kept_last = self._chained = False
             return

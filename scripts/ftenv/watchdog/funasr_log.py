@@ -257,7 +257,6 @@ class LogScan:
     binary: list[str] = field(default_factory=list)
     #: Trainer lines around the steps: EPOCH / VALIDATION / CHECKPOINT -> how many.
     markers: dict[str, int] = field(default_factory=dict)
-    time: str = "phases"
     _pending: dict[int, list[str]] = field(default_factory=dict, repr=False)
 
     def add(self, parsed, line: bytes, where: str) -> None:
@@ -294,7 +293,7 @@ def scan_files(paths: list[str], time: str = "phases", on_line=None) -> LogScan:
     `train.log train.log.1`), identical repeats (overlapping files) dropped, and unnumbered steps
     numbered in file order. on_line(line, steps so far), when given, sees every line (what is
     not a step: the start-up report, a traceback)."""
-    scan = LogScan(time=time)
+    scan = LogScan()
     for name in paths:
         path = Path(name)
         try:

@@ -21,7 +21,6 @@ class LogContext:
 
     report: LoggedReport | None = None
     error: str | None = None  # the exception line of a traceback after the last step
-    tracebacks: int = 0
     network: NcclNetwork = field(default_factory=NcclNetwork)
     stop: dict | None = None  # a stop line after the last step (crash.read_stop): stopped and saved
 
@@ -84,9 +83,7 @@ def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, LogCo
     scan = funasr_log.scan_files(paths, time=time, on_line=on_line)
     # A stop followed by steps was resumed (a requeued job appends to the same log): not the end.
     stop = stops[-1][1] if stops and stops[-1][0] == seen[0] else None
-    context = LogContext(
-        reader.latest, tracebacks.crash(seen[0]), tracebacks.count, network=network, stop=stop
-    )
+    context = LogContext(reader.latest, tracebacks.crash(seen[0]), network=network, stop=stop)
     return scan, context
 
 
