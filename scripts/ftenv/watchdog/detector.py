@@ -23,6 +23,12 @@ from ftenv.watchdog.thresholds import (
 # --- what one slow step is put down to (the live detector and the summary both use this) ---
 
 
+def is_slow(seconds: float, baseline: float, factor: float) -> bool:
+    """The one rule of a slow step (or a pause shown as one), live and offline: at least factor x
+    the baseline; a zero baseline (steps logged as 0.000 s) judges nothing slow."""
+    return baseline > 0 and seconds >= factor * baseline
+
+
 def is_data_stall(step: Step, baseline: float) -> bool:
     excess = step.seconds - baseline
     data = step.data_load
@@ -201,11 +207,11 @@ class Detector:
             return new, None, 0, 0
         baseline = self.baseline(rank) if st.count > self.warmup else None
         early = st.early
-        if baseline is not None and baseline > 0 and seconds >= self.factor * baseline:
+        if baseline is not None and is_slow(seconds, baseline, self.factor):
             earlier = earlier_new = 0
             if early is not None:  # the rank's first slow step: count back over what came before
                 for e_seconds, e_new in early:
-                    if e_seconds >= self.factor * baseline:
+                    if is_slow(e_seconds, baseline, self.factor):
                         earlier += 1
                         earlier_new += e_new is True
                 st.early = None

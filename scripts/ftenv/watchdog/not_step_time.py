@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ftenv.watchdog.detector import is_slow
 from ftenv.watchdog.step import CHECKPOINT, EPOCH, EPOCH_START, RUN_START, VALIDATION, Step
 
 #: (rank, index of the step before the pause, seconds, what the trainer logged in between).
@@ -28,7 +29,7 @@ def account_pauses(steps: Sequence[Step], baseline: float, slow_factor: float) -
             # FunASR validates and saves at an epoch's end outside train_epoch: no timer holds it.
             continue
         logged = tuple(b for b in st.before if b in (VALIDATION, CHECKPOINT))
-        big = baseline > 0 and st.pause >= slow_factor * baseline
+        big = is_slow(st.pause, baseline, slow_factor)
         if after is not None and (logged or big):
             shown.append((st.rank, after, st.pause, logged))
     return shown, total

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from ftenv.attention.sdpa import DeprioritizedSetting
 from ftenv.outcome import FAIL, INCONCLUSIVE, PASS
-from ftenv.watchdog.detector import cause_of, waits_for
+from ftenv.watchdog.detector import cause_of, is_slow, waits_for
 from ftenv.watchdog.fixes import DATA_LOADER_FIX, Fix, shape_fix
 from ftenv.watchdog.not_step_time import account_pauses
 from ftenv.watchdog.step import (
@@ -172,8 +172,7 @@ def summarize(
     top = max(secs) if secs else math.nan
     new_median, seen_median = _median(new), _median(seen)
     baseline = seen_median if len(seen) >= thresholds.min_seen else median
-    # A zero baseline (steps logged as 0.000 s) judges nothing slow, as in the live Detector.
-    slow = [s for s in kept if baseline > 0 and s.seconds >= slow_factor * baseline]
+    slow = [s for s in kept if is_slow(s.seconds, baseline, slow_factor)]
     waits = _ddp_waits(slow, steps, baseline, set(per_rank))
     causes: dict[str, int] = {}
     for s in slow:
