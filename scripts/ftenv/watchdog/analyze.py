@@ -16,7 +16,7 @@ from ftenv.watchdog.detector import cause_of
 from ftenv.watchdog.log_context import LogContext, closing_lines, read_context
 from ftenv.watchdog.stats import Summary
 from ftenv.watchdog.step import Step, mark_new_shapes, waits_text
-from ftenv.watchdog.thresholds import SLOW_FACTOR, Thresholds
+from ftenv.watchdog.thresholds import Thresholds
 
 BAR = 40
 
@@ -223,17 +223,17 @@ def plot(path: str, steps: list[Step], s: Summary) -> str | None:
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
-    """What `ftenv analyze` was asked for (ftenv.commands.analyze)."""
+    """What `ftenv analyze` was asked for; the defaults are its parser's (ftenv.commands.analyze)."""
 
     logs: tuple[str, ...]
-    factor: float = SLOW_FACTOR
-    warmup: int = 0
-    time: str = "phases"  # phases or total
-    top: int = 20
-    all: bool = False
-    bins: int = 12
-    json: bool = False
-    plot: str | None = None
+    factor: float
+    warmup: int
+    time: str  # phases or total
+    top: int
+    all: bool
+    bins: int
+    json: bool
+    plot: str | None
 
 
 def run(options: AnalyzeOptions) -> int:
