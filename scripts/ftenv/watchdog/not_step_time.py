@@ -39,9 +39,10 @@ def _plural(n: int, word: str) -> str:
     return f"{word}{'s' if n != 1 else ''}"
 
 
-def _steps_text(indices: list[int], limit: int = 6) -> str:
-    shown = ", ".join(map(str, indices[:limit]))
-    more = len(indices) - limit
+def _steps_text(steps: Sequence[object], limit: int = 6) -> str:
+    """The first `limit` steps named, then how many more."""
+    shown = ", ".join(map(str, steps[:limit]))
+    more = len(steps) - limit
     return f"{shown} and {more} more" if more > 0 else shown
 
 
@@ -80,9 +81,7 @@ def apart_text(apart_steps: Sequence[Step]) -> str | None:
 
     def where(group: list[Step]) -> str:
         if several:
-            return ", ".join(f"rank {st.rank} step {st.index}" for st in group[:6]) + (
-                f" and {len(group) - 6} more" if len(group) > 6 else ""
-            )
+            return _steps_text([f"rank {st.rank} step {st.index}" for st in group])
         return f"{_plural(len(group), 'step')} {_steps_text([st.index for st in group])}"
 
     parts = [f"{len(group)} x {reason} ({where(group)})" for reason, group in by_reason.items()]
