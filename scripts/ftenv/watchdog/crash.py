@@ -126,9 +126,8 @@ def failure_line(
     prefix: the watchdog's mark."""
     if how is None:
         how = f"the training command FAILED ({exit_text(code)})" if code is not None else "the run FAILED"
-    where = f"after step {last_step}" if last_step is not None else "before its first step"
     error_text = f"last error: {error}" if error else "no Python exception in its output"
-    return f"{prefix} {how} {where}; {error_text}".lstrip()
+    return f"{prefix} {how} {_where(last_step)}; {error_text}".lstrip()
 
 
 def stopped_line(
@@ -137,7 +136,6 @@ def stopped_line(
     """The closing block's first line when the run stopped on a signal with everything saved (exit
     outcome.STOPPED): where it was saved and how to go on, from the stop line the run printed (stop)
     or, without one (rank 0 ran on another node), the output folder; never a failure."""
-    where = f"after step {last_step}" if last_step is not None else "before its first step"
     if stop is not None:
         saved = f"stopped on {stop['signal']} at epoch {stop['epoch']} step {stop['step']}, "
         saved += f"saved to {stop['file']}"
@@ -145,6 +143,10 @@ def stopped_line(
         saved = f"rank 0 saved where the run was in its output folder{f' ({folder})' if folder else ''}"
     return (
         f"{prefix} the training command STOPPED on a signal and SAVED (exit code {outcome.STOPPED}, "
-        f"not a failure) {where}: {saved}; run the same command again to continue (the examples' "
-        "schedulers requeue or retry it)"
+        f"not a failure) {_where(last_step)}: {saved}; run the same command again to continue "
+        "(the examples' schedulers requeue or retry it)"
     ).lstrip()
+
+
+def _where(last_step: int | None) -> str:
+    return f"after step {last_step}" if last_step is not None else "before its first step"

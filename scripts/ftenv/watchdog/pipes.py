@@ -160,14 +160,10 @@ class Pump(threading.Thread):
                 if not inserts:
                     write_all(self.out_fd, chunk)
                     continue
-                start = 0
+                start, hint_fd = 0, self.out_fd if self.hint_fd is None else self.hint_fd
                 for end, text in inserts:
-                    if self.hint_fd is None:
-                        write_all(self.out_fd, chunk[start:end])
-                        write_all(self.out_fd, text)
-                    else:
-                        write_all(self.out_fd, chunk[start:end])
-                        write_all(self.hint_fd, text)
+                    write_all(self.out_fd, chunk[start:end])
+                    write_all(hint_fd, text)
                     start = end
                 write_all(self.out_fd, chunk[start:])
             last = self.splitter.flush()
