@@ -62,10 +62,14 @@ def _pause(total: float | None, phases: tuple[float, ...]) -> float | None:
     return round(max(0.0, total - sum(phases)), 6)
 
 
+#: The bytes a log message's tag may not follow (it would be inside a word), for both paths.
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
 def _tagged(line: bytes, tag: bytes) -> int:
     """Offset just past `tag` when it starts the log message (not inside a word), else -1."""
     i = line.find(tag)
-    while i > 0 and (line[i - 1 : i].isalnum() or line[i - 1 : i] == b"_"):
+    while i > 0 and line[i - 1] in _WORD:
         i = line.find(tag, i + 1)
     return i + len(tag) if i >= 0 else -1
 
@@ -99,7 +103,6 @@ _MARKERS = tuple(
     (re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(words.encode()) + rb" \d+, rank: (\d+)"), kind)
     for kind, words in MARKER_WORDS.items()
 )
-_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def fast_fields(line: bytes, time: str = "phases"):
