@@ -21,11 +21,14 @@ VERDICT_LABEL = "step-time verdict on the steps before the failure"
 #: ... and when it stopped on a signal with everything saved (outcome.STOPPED): not a failure.
 STOP_VERDICT_LABEL = "step-time verdict on the steps before the stop"
 #: Cheap test before matching outcome.STOP_LINE.
-STOP_MARK = b"stopped on "
+_STOP_MARK = b"stopped on "
 
 
 def read_stop(line: bytes) -> dict | None:
-    """The fields of a stop line (outcome.stop_line: signal, epoch, step, file), or None."""
+    """The fields of a stop line (outcome.stop_line: signal, epoch, step, file), or None. Cheap on
+    any other line (one bytes search), so that the watchdog may ask it of every line it passes."""
+    if _STOP_MARK not in line:
+        return None
     m = outcome.STOP_LINE.search(line.decode("utf-8", "replace"))
     return m.groupdict() if m else None
 

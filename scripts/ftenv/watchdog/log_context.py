@@ -73,7 +73,7 @@ def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, LogCo
         seen[0] = steps
         if NCCL_MARK in line:
             network.observe(line)
-        if crash.STOP_MARK in line and (stop := crash.read_stop(line)) is not None:
+        if (stop := crash.read_stop(line)) is not None:
             stops.append((steps, stop))
         if reader.wants(line):
             reader.feed(line.decode("utf-8", "replace"))

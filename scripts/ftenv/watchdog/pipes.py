@@ -135,7 +135,7 @@ class Pump(threading.Thread):
                     if RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
                         with self.core.lock:
                             self.core.slow_lines.note_recompile()
-                    elif crash.STOP_MARK in line and (stop := crash.read_stop(line)) is not None:
+                    elif (stop := crash.read_stop(line)) is not None:
                         with self.core.lock:
                             self.core.stop = stop
                     if look:  # the exception a crash ends with
