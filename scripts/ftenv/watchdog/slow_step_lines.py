@@ -19,9 +19,8 @@ from ftenv.watchdog.line_mark import INDENT, PREFIX
 from ftenv.watchdog.messages import first_lines, short_line
 from ftenv.watchdog.not_step_time import apart_text, pause_text
 from ftenv.watchdog.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, apart_reason
-from ftenv.watchdog.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, Thresholds
+from ftenv.watchdog.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
-__all__ = ["PREFIX", "SlowStepLines"]
 #: How long a slow step's line waits for the settings read started at the first step.
 SETTINGS_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
@@ -38,12 +37,10 @@ class SlowStepLines:
         warmup: int = LIVE_WARMUP,
         repeat: int = REPEAT,
         settings: Callable[[], AttentionSettings | None] | None = None,
-        thresholds: Thresholds | None = None,
         time_holds_pause: bool = False,
     ):
         self.detector = Detector(factor=factor, warmup=warmup)
         self.factor, self.repeat = factor, max(repeat, 1)
-        self.thresholds = thresholds or Thresholds()
         self._settings_fn, self._settings, self._reader = settings, None, None
         self.steps: deque[tuple] = deque(maxlen=KEEP_STEPS)
         self.n_steps = 0
@@ -206,7 +203,7 @@ class SlowStepLines:
         ]
         known = self._settings  # only if already read: the summary never waits for the read
         return stats.summarize(
-            steps, self.thresholds, self.factor, deprioritized=known.deprioritized if known else None
+            steps, slow_factor=self.factor, deprioritized=known.deprioritized if known else None
         )
 
     def summary_lines(self, final: bool = True, verdict_label: str = "verdict") -> list[str]:
