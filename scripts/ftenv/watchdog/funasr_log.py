@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.watchdog.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_apart
+from ftenv.watchdog.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_apart, note_marker
 
 TRAIN = b"train, rank: "
 VAL = b"val, rank: "
@@ -274,9 +274,7 @@ class LogScan:
         elif kind == "mark":
             mark, rank = value
             self.markers[mark] = self.markers.get(mark, 0) + 1
-            pending = self._pending.setdefault(rank, [])
-            if mark not in pending:
-                pending.append(mark)
+            note_marker(self._pending, mark, rank)
         else:
             self.bad_lines += 1
             if len(self.bad_examples) < 3:

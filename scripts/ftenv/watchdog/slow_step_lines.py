@@ -13,12 +13,13 @@ from collections.abc import Callable
 from ftenv import outcome
 from ftenv.attention.process_settings import AttentionSettings
 from ftenv.watchdog import stats
+from ftenv.watchdog import step as step_types
 from ftenv.watchdog.detector import Detector, SlowEvent
 from ftenv.watchdog.funasr_log import PHASES
 from ftenv.watchdog.line_mark import INDENT, PREFIX
 from ftenv.watchdog.messages import first_lines, short_line
 from ftenv.watchdog.not_step_time import apart_text, pause_text
-from ftenv.watchdog.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, apart_reason
+from ftenv.watchdog.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step
 from ftenv.watchdog.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
 #: How long a slow step's line waits for the settings read started at the first step.
@@ -58,14 +59,12 @@ class SlowStepLines:
     def note_marker(self, kind: str, rank: int) -> None:
         """The trainer's `Train epoch:`, `Validate epoch:` or `Save checkpoint:` line for a rank:
         the rank's next step carries it (Step.before)."""
-        pending = self._before.setdefault(rank, [])
-        if kind not in pending:
-            pending.append(kind)
+        step_types.note_marker(self._before, kind, rank)
 
     def _apart(self, rank: int, step_in_epoch: int | None) -> tuple[tuple[str, ...], str | None]:
         nth = self._nth[rank] = self._nth.get(rank, 0) + 1
-        before = tuple(self._before.pop(rank)) if rank in self._before else ()
-        return before, apart_reason(nth, step_in_epoch, before, self.time_holds_pause)
+        before = tuple(self._before.pop(rank, ()))
+        return before, step_types.apart_reason(nth, step_in_epoch, before, self.time_holds_pause)
 
     def note_recompile(self) -> None:
         """Dynamo logged a recompile (funasr_log.RECOMPILE_MARK): it names the next step's cause."""

@@ -90,6 +90,14 @@ def mark_new_shapes(steps: Iterable[Step]) -> list[Step]:
     return out
 
 
+def note_marker(pending: dict[int, list[str]], kind: str, rank: int) -> None:
+    """A trainer's marker line (EPOCH, VALIDATION, CHECKPOINT) for the rank's next step to carry
+    (Step.before): each kind once, in the order they came, live and in a saved log alike."""
+    kinds = pending.setdefault(rank, [])
+    if kind not in kinds:
+        kinds.append(kind)
+
+
 def apart_reason(
     nth: int, step_in_epoch: int | None, before: tuple[str, ...] = (), time_holds_pause: bool = False
 ) -> str | None:
