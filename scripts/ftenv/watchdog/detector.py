@@ -10,7 +10,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ftenv.watchdog.step import ANY_RANK, DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, Step
+from ftenv.watchdog.step import ANY_RANK, DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, Step, is_slow
 from ftenv.watchdog.thresholds import (
     DATA_SHARE,
     DDP_BACKWARD_SHARE,
@@ -21,12 +21,6 @@ from ftenv.watchdog.thresholds import (
 )
 
 # --- what one slow step is put down to (the live detector and the summary both use this) ---
-
-
-def is_slow(seconds: float, baseline: float, factor: float) -> bool:
-    """The one rule of a slow step (or a pause shown as one), live and offline: at least factor x
-    the baseline; a zero baseline (steps logged as 0.000 s) judges nothing slow."""
-    return baseline > 0 and seconds >= factor * baseline
 
 
 def is_data_stall(step: Step, baseline: float) -> bool:

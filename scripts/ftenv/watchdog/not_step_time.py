@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ftenv.watchdog.detector import is_slow
-from ftenv.watchdog.step import CHECKPOINT, EPOCH, EPOCH_START, RUN_START, VALIDATION, Step
+from ftenv.watchdog.step import CHECKPOINT, EPOCH, EPOCH_START, RUN_START, VALIDATION, Step, is_slow
 
 #: (rank, index of the step before the pause, seconds, what the trainer logged in between).
 Pause = tuple[int, int, float, tuple[str, ...]]

@@ -12,15 +12,10 @@ from dataclasses import asdict, dataclass, field
 
 from ftenv.attention.sdpa import DeprioritizedSetting
 from ftenv.outcome import FAIL, INCONCLUSIVE, PASS
-from ftenv.watchdog.detector import cause_of, is_slow, waits_for
+from ftenv.watchdog.detector import cause_of, waits_for
 from ftenv.watchdog.fixes import DATA_LOADER_FIX, Fix, shape_fix
 from ftenv.watchdog.not_step_time import account_pauses
-from ftenv.watchdog.step import (
-    DATA,
-    NEW_SHAPE,
-    Step,
-    mark_new_shapes,
-)
+from ftenv.watchdog.step import DATA, NEW_SHAPE, Step, is_slow, mark_new_shapes
 from ftenv.watchdog.thresholds import DATA_SHARE, SLOW_FACTOR, Thresholds
 
 DEFAULT_THRESHOLDS = Thresholds()

@@ -74,6 +74,12 @@ class Step:
         return d
 
 
+def is_slow(seconds: float, baseline: float, factor: float) -> bool:
+    """The one rule of a slow step (or a pause shown as one), live and offline: at least factor x
+    the baseline; a zero baseline (steps logged as 0.000 s) judges nothing slow."""
+    return baseline > 0 and seconds >= factor * baseline
+
+
 def mark_new_shapes(steps: Iterable[Step]) -> list[Step]:
     """Per rank, in the given order: new_shape=True on the first occurrence of (batch, padded_len),
     False on later ones, None where the step has no shape."""
