@@ -125,9 +125,7 @@ def render_text(
     out.append("")
     out.append(
         f"slow steps (>= {s.slow_factor:g}x the baseline {_f(s.baseline)} s, the median of steps on "
-        f"seen shapes): {s.n_slow} of {s.n_steps}, {s.slow_on_new} on shapes new to their rank"
-        + (f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else "")
-        + (f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else "")
+        f"seen shapes): {s.n_slow} of {s.n_steps}, {stats.on_new_text(s, 'on shapes new to their rank')}"
     )
     if s.slow_steps:
         out.extend(slow_table(s, None if options.all else options.top))

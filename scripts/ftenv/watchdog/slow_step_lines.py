@@ -218,16 +218,12 @@ class SlowStepLines:
                 *(f"{PREFIX} {t}" for t in (apart_text(s.apart_steps),) if t),
             ]
         kept = "" if self.n_steps == len(self.steps) else f" (statistics over the last {len(self.steps)})"
-        share = f"{s.slow_on_new} on new shapes" + (
-            f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else ""
-        )
-        share += f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else ""
         lines = [
             f"{PREFIX} {head}: {self.n_steps} training steps{kept}, ranks "
             f"{','.join(map(str, s.ranks))}, {self.val_lines} validation lines; median {s.median:.3f} s, "
             f"p95 {s.p95:.3f} s, max {s.max:.3f} s, mean {s.mean:.3f} s; {s.n_slow} slow steps "
-            f"(>= {self.factor:g}x {s.baseline:.3f} s), {share}; {s.time_lost:.1f} s lost to them; "
-            f"mean without them {s.mean_without_slow:.3f} s",
+            f"(>= {self.factor:g}x {s.baseline:.3f} s), {stats.on_new_text(s, 'on new shapes')}; "
+            f"{s.time_lost:.1f} s lost to them; mean without them {s.mean_without_slow:.3f} s",
             # A FAIL says only what failed; otherwise the rules as they stand.
             f"{PREFIX} {verdict_label}: {s.verdict}: "
             + "; ".join(s.failed_rules if s.verdict == outcome.FAIL else s.reasons[:3]),

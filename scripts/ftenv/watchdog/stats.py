@@ -218,6 +218,14 @@ def reasons_for(s: Summary, failing: bool) -> list[str]:
     return [*s.context, *s.passed_rules, *s.notes]
 
 
+def on_new_text(s: Summary, on_new: str) -> str:
+    """How many slow steps are on new shapes (`on_new` words it), how many waited for another
+    rank's (DDP) and their share, as the watchdog's summary and `ftenv analyze` print it."""
+    waiting = f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else ""
+    share = f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else ""
+    return f"{s.slow_on_new} {on_new}{waiting}{share}"
+
+
 def fix_lines(s: Summary, mark: str, indent: str) -> list[str]:
     """The verdict's fix as the watchdog and `ftenv analyze` print it: `fix:` and its few words, the
     full text indented below them; nothing without a fix."""
