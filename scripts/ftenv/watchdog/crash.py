@@ -61,7 +61,7 @@ class Tracebacks:
 
     def wants(self, line: bytes) -> bool:
         """Cheap test for the hot path: is this line worth feed()?"""
-        return self.active or self._kept_last or TRACEBACK in line
+        return self.open or TRACEBACK in line
 
     def feed(self, line: bytes, steps: int) -> None:
         body = _strip(line)
