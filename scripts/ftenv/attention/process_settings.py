@@ -156,7 +156,9 @@ def cudnn_packages() -> tuple[str, ...]:
     return tuple(dict.fromkeys(v.cudnn_package for v in variants))
 
 
-def _proc_environ(pid: int) -> dict[str, str] | None:
+def proc_environ(pid: int) -> dict[str, str] | None:
+    """Process pid's environment as it started (/proc/PID/environ), or None when it cannot be read:
+    what the training process was given, whatever the shell that started it holds now."""
     try:
         raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -195,7 +197,7 @@ def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str
     """The values of `names` in the training process: the deepest process of root's tree whose
     environment can be read (the trainer, or a worker of it). Falls back to os.environ."""
     if root is not None:
-        envs = [e for e in (_proc_environ(p) for p in process_tree(root)) if e is not None]
+        envs = [e for e in (proc_environ(p) for p in process_tree(root)) if e is not None]
         if envs:
             deepest = envs[-1]
             values = {n: deepest.get(n) for n in names}

@@ -15,11 +15,10 @@ from ftenv.watchdog import funasr_log, not_step_time, stats
 from ftenv.watchdog.detector import cause_of
 from ftenv.watchdog.log_context import LogContext, closing_lines, read_context
 from ftenv.watchdog.stats import Summary
-from ftenv.watchdog.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_new_shapes, waits_text
-from ftenv.watchdog.thresholds import SLOW_FACTOR, Thresholds
+from ftenv.watchdog.step import Step, mark_new_shapes, waits_text
+from ftenv.watchdog.thresholds import Thresholds
 
 BAR = 40
-_MARK_WORDS = {EPOCH: "Train epoch:", VALIDATION: "Validate epoch:", CHECKPOINT: "Save checkpoint:"}
 
 
 def histogram(values: list[float], bins: int = 12) -> list[tuple[float, float, int]]:
@@ -107,7 +106,7 @@ def render_text(
         f"ftenv analyze: {len(scan.files)} file(s), {scan.lines} lines: {len(scan.steps)} training "
         f"steps (rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks)) or 'none'}), "
         f"{scan.val_lines} validation lines, {scan.bad_lines} step-like lines without what a step needs"
-        + "".join(f", {n} `{_MARK_WORDS[k]}`" for k, n in scan.markers.items())
+        + "".join(f", {n} `{funasr_log.MARKER_WORDS[k]}`" for k, n in scan.markers.items())
     )
     for example in scan.bad_examples:
         out.append(f"  skipped: {example}")
@@ -126,9 +125,7 @@ def render_text(
     out.append("")
     out.append(
         f"slow steps (>= {s.slow_factor:g}x the baseline {_f(s.baseline)} s, the median of steps on "
-        f"seen shapes): {s.n_slow} of {s.n_steps}, {s.slow_on_new} on shapes new to their rank"
-        + (f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else "")
-        + (f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else "")
+        f"seen shapes): {s.n_slow} of {s.n_steps}, {stats.on_new_text(s, 'on shapes new to their rank')}"
     )
     if s.slow_steps:
         out.extend(slow_table(s, None if options.all else options.top))
@@ -224,17 +221,17 @@ def plot(path: str, steps: list[Step], s: Summary) -> str | None:
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
-    """What `ftenv analyze` was asked for (ftenv.commands.analyze)."""
+    """What `ftenv analyze` was asked for; the defaults are its parser's (ftenv.commands.analyze)."""
 
     logs: tuple[str, ...]
-    factor: float = SLOW_FACTOR
-    warmup: int = 0
-    time: str = "phases"  # phases or total
-    top: int = 20
-    all: bool = False
-    bins: int = 12
-    json: bool = False
-    plot: str | None = None
+    factor: float
+    warmup: int
+    time: str  # phases or total
+    top: int
+    all: bool
+    bins: int
+    json: bool
+    plot: str | None
 
 
 def run(options: AnalyzeOptions) -> int:

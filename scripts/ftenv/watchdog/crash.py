@@ -21,11 +21,14 @@ VERDICT_LABEL = "step-time verdict on the steps before the failure"
 #: ... and when it stopped on a signal with everything saved (outcome.STOPPED): not a failure.
 STOP_VERDICT_LABEL = "step-time verdict on the steps before the stop"
 #: Cheap test before matching outcome.STOP_LINE.
-STOP_MARK = b"stopped on "
+_STOP_MARK = b"stopped on "
 
 
 def read_stop(line: bytes) -> dict | None:
-    """The fields of a stop line (outcome.stop_line: signal, epoch, step, file), or None."""
+    """The fields of a stop line (outcome.stop_line: signal, epoch, step, file), or None. Cheap on
+    any other line (one bytes search), so that the watchdog may ask it of every line it passes."""
+    if _STOP_MARK not in line:
+        return None
     m = outcome.STOP_LINE.search(line.decode("utf-8", "replace"))
     return m.groupdict() if m else None
 
@@ -40,13 +43,12 @@ class Tracebacks:
     a chained traceback (`During handling of the above exception...`) the exception that was
     raised last is the one kept: Python prints it last."""
 
-    __slots__ = ("_chained", "_kept_last", "_steps", "active", "count", "error", "error_at", "error_steps")
+    __slots__ = ("_chained", "_kept_last", "_steps", "active", "error", "error_at", "error_steps")
 
     def __init__(self) -> None:
         self.error: str | None = None
         self.error_steps = -1
         self.error_at = 0.0  # time.monotonic() when it was read
-        self.count = 0
         self.active = False
         self._steps = 0
         self._chained = False  # a chain marker since the last exception line
@@ -59,7 +61,7 @@ class Tracebacks:
 
     def wants(self, line: bytes) -> bool:
         """Cheap test for the hot path: is this line worth feed()?"""
-        return self.active or self._kept_last or TRACEBACK in line
+        return self.open or TRACEBACK in line
 
     def feed(self, line: bytes, steps: int) -> None:
         body = _strip(line)
@@ -76,7 +78,6 @@ class Tracebacks:
         if not body.strip() or body[:1] in (b" ", b"\t"):
             return  # a frame, its source line, or a blank line
         self.active = False
-        self.count += 1
         if not _EXCEPTION.match(body):
             self._kept_last = self._chained = False
             return
@@ -104,6 +105,12 @@ class Tracebacks:
         return None
 
 
+def verdict_label(stopped: bool, failed: bool) -> str:
+    """What the step-time verdict's line is called, live and offline alike: after a saved stop or a
+    failure it is about the steps before it, never a bare `verdict` under a crash."""
+    return STOP_VERDICT_LABEL if stopped else VERDICT_LABEL if failed else "verdict"
+
+
 def exit_text(code: int) -> str:
     """'exit code 1', or 'killed by SIGKILL (exit code 137)' for 128+N."""
     if code > 128:
@@ -122,9 +129,8 @@ def failure_line(
     prefix: the watchdog's mark."""
     if how is None:
         how = f"the training command FAILED ({exit_text(code)})" if code is not None else "the run FAILED"
-    where = f"after step {last_step}" if last_step is not None else "before its first step"
     error_text = f"last error: {error}" if error else "no Python exception in its output"
-    return f"{prefix} {how} {where}; {error_text}".lstrip()
+    return f"{prefix} {how} {_where(last_step)}; {error_text}".lstrip()
 
 
 def stopped_line(
@@ -133,7 +139,6 @@ def stopped_line(
     """The closing block's first line when the run stopped on a signal with everything saved (exit
     outcome.STOPPED): where it was saved and how to go on, from the stop line the run printed (stop)
     or, without one (rank 0 ran on another node), the output folder; never a failure."""
-    where = f"after step {last_step}" if last_step is not None else "before its first step"
     if stop is not None:
         saved = f"stopped on {stop['signal']} at epoch {stop['epoch']} step {stop['step']}, "
         saved += f"saved to {stop['file']}"
@@ -141,6 +146,10 @@ def stopped_line(
         saved = f"rank 0 saved where the run was in its output folder{f' ({folder})' if folder else ''}"
     return (
         f"{prefix} the training command STOPPED on a signal and SAVED (exit code {outcome.STOPPED}, "
-        f"not a failure) {where}: {saved}; run the same command again to continue (the examples' "
-        "schedulers requeue or retry it)"
+        f"not a failure) {_where(last_step)}: {saved}; run the same command again to continue "
+        "(the examples' schedulers requeue or retry it)"
     ).lstrip()
+
+
+def _where(last_step: int | None) -> str:
+    return f"after step {last_step}" if last_step is not None else "before its first step"

@@ -66,11 +66,11 @@ class DataLossTally:
     per_set: dict = field(default_factory=dict)  # (set, event) -> (count, of)
     example: dict = field(default_factory=dict)  # event -> first detail
 
-    def observe(self, line: bytes) -> bool:
-        """Count an event line; False when the line is not one."""
+    def observe(self, line: bytes) -> None:
+        """Count an event line; any other line counts nothing."""
         parsed = parse(line)
         if parsed is None:
-            return False
+            return
         event, _rank, dataset, count, of, detail = parsed
         if event in PER_SET:
             if count >= self.per_set.get((dataset, event), (-1, 0))[0]:
@@ -79,7 +79,6 @@ class DataLossTally:
             self.samples[(dataset, event)] += count
         if detail and event not in self.example:
             self.example[event] = detail
-        return True
 
     def any(self) -> bool:
         return bool(self.samples) or any(c for c, _ in self.per_set.values())

@@ -10,7 +10,7 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ftenv.watchdog.step import ANY_RANK, DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, Step
+from ftenv.watchdog.step import ANY_RANK, DATA, NEW_SHAPE, NO_SHAPE, SEEN_SHAPE, Step, is_slow
 from ftenv.watchdog.thresholds import (
     DATA_SHARE,
     DDP_BACKWARD_SHARE,
@@ -201,11 +201,11 @@ class Detector:
             return new, None, 0, 0
         baseline = self.baseline(rank) if st.count > self.warmup else None
         early = st.early
-        if baseline is not None and baseline > 0 and seconds >= self.factor * baseline:
+        if baseline is not None and is_slow(seconds, baseline, self.factor):
             earlier = earlier_new = 0
             if early is not None:  # the rank's first slow step: count back over what came before
                 for e_seconds, e_new in early:
-                    if e_seconds >= self.factor * baseline:
+                    if is_slow(e_seconds, baseline, self.factor):
                         earlier += 1
                         earlier_new += e_new is True
                 st.early = None

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.watchdog.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_apart
+from ftenv.watchdog.step import CHECKPOINT, EPOCH, VALIDATION, Step, mark_apart, note_marker
 
 TRAIN = b"train, rank: "
 VAL = b"val, rank: "
@@ -62,10 +62,14 @@ def _pause(total: float | None, phases: tuple[float, ...]) -> float | None:
     return round(max(0.0, total - sum(phases)), 6)
 
 
+#: The bytes a log message's tag may not follow (it would be inside a word), for both paths.
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
 def _tagged(line: bytes, tag: bytes) -> int:
     """Offset just past `tag` when it starts the log message (not inside a word), else -1."""
     i = line.find(tag)
-    while i > 0 and (line[i - 1 : i].isalnum() or line[i - 1 : i] == b"_"):
+    while i > 0 and line[i - 1] in _WORD:
         i = line.find(tag, i + 1)
     return i + len(tag) if i >= 0 else -1
 
@@ -92,13 +96,13 @@ _SPEED = re.compile(
     + _NUM
     + rb"\}"
 )
-#: The trainer's lines around the steps (train_epoch, validate_epoch, save_checkpoint), as markers.
-_MARKERS = (
-    (re.compile(rb"(?<![A-Za-z0-9_])Train epoch: \d+, rank: (\d+)"), EPOCH),
-    (re.compile(rb"(?<![A-Za-z0-9_])Validate epoch: \d+, rank: (\d+)"), VALIDATION),
-    (re.compile(rb"(?<![A-Za-z0-9_])Save checkpoint: \d+, rank: (\d+)"), CHECKPOINT),
+#: The trainer's lines around the steps (train_epoch, validate_epoch, save_checkpoint): the words
+#: each begins with, by the marker it is.
+MARKER_WORDS = {EPOCH: "Train epoch:", VALIDATION: "Validate epoch:", CHECKPOINT: "Save checkpoint:"}
+_MARKERS = tuple(
+    (re.compile(rb"(?<![A-Za-z0-9_])" + re.escape(words.encode()) + rb" \d+, rank: (\d+)"), kind)
+    for kind, words in MARKER_WORDS.items()
 )
-_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def fast_fields(line: bytes, time: str = "phases"):
@@ -256,7 +260,6 @@ class LogScan:
     binary: list[str] = field(default_factory=list)
     #: Trainer lines around the steps: EPOCH / VALIDATION / CHECKPOINT -> how many.
     markers: dict[str, int] = field(default_factory=dict)
-    time: str = "phases"
     _pending: dict[int, list[str]] = field(default_factory=dict, repr=False)
 
     def add(self, parsed, line: bytes, where: str) -> None:
@@ -271,9 +274,7 @@ class LogScan:
         elif kind == "mark":
             mark, rank = value
             self.markers[mark] = self.markers.get(mark, 0) + 1
-            pending = self._pending.setdefault(rank, [])
-            if mark not in pending:
-                pending.append(mark)
+            note_marker(self._pending, mark, rank)
         else:
             self.bad_lines += 1
             if len(self.bad_examples) < 3:
@@ -293,7 +294,7 @@ def scan_files(paths: list[str], time: str = "phases", on_line=None) -> LogScan:
     `train.log train.log.1`), identical repeats (overlapping files) dropped, and unnumbered steps
     numbered in file order. on_line(line, steps so far), when given, sees every line (what is
     not a step: the start-up report, a traceback)."""
-    scan = LogScan(time=time)
+    scan = LogScan()
     for name in paths:
         path = Path(name)
         try:

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.attention.process_settings import process_tree
+from ftenv.attention.process_settings import proc_environ, process_tree
 
 PY_SPY = "py-spy"
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
@@ -75,15 +75,6 @@ def stack_file(folder: Path, rank: str | None, pid: int) -> Path:
     return folder / (f"rank-{rank}.txt" if rank is not None else f"pid-{pid}.txt")
 
 
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    pairs = (item.decode("utf-8", "replace").partition("=") for item in raw.split(b"\0") if item)
-    return {k: v for k, _, v in pairs}
-
-
 def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
     """Why py-spy may not read process pid from here, or None when the kernel allows it."""
     try:
@@ -94,7 +85,7 @@ def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
     if scope >= 3:
         return f"ptrace is disabled on this host ({yama} = {scope})"
     # Scope 1 lets a process name its ptracer: the trainer entry names the watchdog it runs under.
-    named = scope == 1 and variables.given(variables.WATCH_PID, _environ(pid)) == str(os.getpid())
+    named = scope == 1 and variables.given(variables.WATCH_PID, proc_environ(pid) or {}) == str(os.getpid())
     if scope in (1, 2) and not cap and not named:
         why = "" if scope == 2 else " or a trainer started under this watchdog (ftenv finetune)"
         return f"{yama} = {scope} allows it only with CAP_SYS_PTRACE{why}: {CAP_FIX}"
@@ -105,10 +96,6 @@ def ptrace_blocker(pid: int, yama: Path = YAMA) -> str | None:
     if owner != os.geteuid() and not cap:
         return f"the training processes run as another user (uid {owner}): run the watchdog as that user"
     return None
-
-
-def _rank_of(pid: int) -> str | None:
-    return _environ(pid).get("RANK")  # torchrun sets it in each worker
 
 
 def _cmdline(pid: int) -> str:
@@ -125,7 +112,7 @@ def training_processes(root: int) -> list[tuple[int, str | None]]:
     tree = process_tree(root)
     ranks: dict[str, int] = {}
     for pid in tree:
-        rank = _rank_of(pid)
+        rank = (proc_environ(pid) or {}).get("RANK")  # torchrun sets it in each worker
         if rank is not None and rank not in ranks:
             ranks[rank] = pid
     if ranks:
@@ -138,7 +125,7 @@ def _self_dumps(processes: list[tuple[int, str | None]]) -> dict[int, str]:
     its own dump; what each appended to its file, by pid."""
     asked: dict[int, tuple[Path, int]] = {}
     for pid, rank in processes:
-        folder = variables.given(variables.WATCH_STACKS_DIR, _environ(pid))
+        folder = variables.given(variables.WATCH_STACKS_DIR, proc_environ(pid) or {})
         if not folder:
             continue
         path = stack_file(Path(folder), rank, pid)

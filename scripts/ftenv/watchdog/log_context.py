@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 
 from ftenv.report.logged import LoggedReport, ReportReader
 from ftenv.watchdog import crash, funasr_log
-from ftenv.watchdog.nccl_net import MARK as NCCL_MARK
 from ftenv.watchdog.nccl_net import NcclNetwork
-from ftenv.watchdog.stats import Summary
+from ftenv.watchdog.stats import Summary, fix_lines
 from ftenv.watchdog.step import Step
 
 
@@ -21,7 +20,6 @@ class LogContext:
 
     report: LoggedReport | None = None
     error: str | None = None  # the exception line of a traceback after the last step
-    tracebacks: int = 0
     network: NcclNetwork = field(default_factory=NcclNetwork)
     stop: dict | None = None  # a stop line after the last step (crash.read_stop): stopped and saved
 
@@ -72,9 +70,8 @@ def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, LogCo
 
     def on_line(line: bytes, steps: int) -> None:
         seen[0] = steps
-        if NCCL_MARK in line:
-            network.observe(line)
-        if crash.STOP_MARK in line and (stop := crash.read_stop(line)) is not None:
+        network.observe(line)  # its own cheap test (nccl_net.MARK)
+        if (stop := crash.read_stop(line)) is not None:
             stops.append((steps, stop))
         if reader.wants(line):
             reader.feed(line.decode("utf-8", "replace"))
@@ -84,9 +81,7 @@ def read_context(paths: list[str], time: str) -> tuple[funasr_log.LogScan, LogCo
     scan = funasr_log.scan_files(paths, time=time, on_line=on_line)
     # A stop followed by steps was resumed (a requeued job appends to the same log): not the end.
     stop = stops[-1][1] if stops and stops[-1][0] == seen[0] else None
-    context = LogContext(
-        reader.latest, tracebacks.crash(seen[0]), tracebacks.count, network=network, stop=stop
-    )
+    context = LogContext(reader.latest, tracebacks.crash(seen[0]), network=network, stop=stop)
     return scan, context
 
 
@@ -95,19 +90,12 @@ def closing_lines(s: Summary, ctx: LogContext, steps: list[Step]) -> list[str]:
     it is (never a bare `verdict: PASS` under a traceback); after a saved stop, the stop first
     (never a failure)."""
     out = []
+    last = max((st.index for st in steps), default=None)
     if ctx.stop is not None:  # a saved stop, even if a launcher printed a traceback on the signal
-        last = max((st.index for st in steps), default=None)
         out.append(crash.stopped_line(ctx.stop, last))
-        out.append(f"{crash.STOP_VERDICT_LABEL}: {s.verdict}")
     elif ctx.error is not None:
-        last = max((st.index for st in steps), default=None)
         out.append(crash.failure_line(None, ctx.error, last))
-        out.append(f"{crash.VERDICT_LABEL}: {s.verdict}")
-    else:
-        out.append(f"verdict: {s.verdict}")
+    label = crash.verdict_label(stopped=ctx.stop is not None, failed=ctx.error is not None)
+    out.append(f"{label}: {s.verdict}")
     out.extend(f"  - {r}" for r in s.reasons)
-    if s.fix:
-        out.append(f"fix: {s.fix_short or s.fix}")
-        if s.fix_short:
-            out.append(f"  {s.fix}")
-    return out
+    return out + fix_lines(s, "", "  ")

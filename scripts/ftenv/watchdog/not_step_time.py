@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ftenv.watchdog.step import CHECKPOINT, EPOCH, EPOCH_START, RUN_START, VALIDATION, Step
+from ftenv.watchdog.step import CHECKPOINT, EPOCH, EPOCH_START, RUN_START, VALIDATION, Step, is_slow
 
 #: (rank, index of the step before the pause, seconds, what the trainer logged in between).
 Pause = tuple[int, int, float, tuple[str, ...]]
@@ -28,7 +28,7 @@ def account_pauses(steps: Sequence[Step], baseline: float, slow_factor: float) -
             # FunASR validates and saves at an epoch's end outside train_epoch: no timer holds it.
             continue
         logged = tuple(b for b in st.before if b in (VALIDATION, CHECKPOINT))
-        big = baseline > 0 and st.pause >= slow_factor * baseline
+        big = is_slow(st.pause, baseline, slow_factor)
         if after is not None and (logged or big):
             shown.append((st.rank, after, st.pause, logged))
     return shown, total
@@ -38,9 +38,10 @@ def _plural(n: int, word: str) -> str:
     return f"{word}{'s' if n != 1 else ''}"
 
 
-def _steps_text(indices: list[int], limit: int = 6) -> str:
-    shown = ", ".join(map(str, indices[:limit]))
-    more = len(indices) - limit
+def _steps_text(steps: Sequence[object], limit: int = 6) -> str:
+    """The first `limit` steps named, then how many more."""
+    shown = ", ".join(map(str, steps[:limit]))
+    more = len(steps) - limit
     return f"{shown} and {more} more" if more > 0 else shown
 
 
@@ -79,9 +80,7 @@ def apart_text(apart_steps: Sequence[Step]) -> str | None:
 
     def where(group: list[Step]) -> str:
         if several:
-            return ", ".join(f"rank {st.rank} step {st.index}" for st in group[:6]) + (
-                f" and {len(group) - 6} more" if len(group) > 6 else ""
-            )
+            return _steps_text([f"rank {st.rank} step {st.index}" for st in group])
         return f"{_plural(len(group), 'step')} {_steps_text([st.index for st in group])}"
 
     parts = [f"{len(group)} x {reason} ({where(group)})" for reason, group in by_reason.items()]

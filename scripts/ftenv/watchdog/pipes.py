@@ -12,6 +12,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 
 from ftenv.watchdog import crash, data_loss, funasr_log, nccl_net
 from ftenv.watchdog.crash import TRACEBACK
@@ -62,15 +63,9 @@ class PumpState:
         fields = funasr_log.fast_fields(line, self.time_field) if len(line) <= funasr_log.MAX_LINE else None
         if fields is not None:
             with self.lock:
-                self.last_step_fd, self.last_step_at = out_fd, time.monotonic()
-                self.data.served += fields[2] or 0
-                resumed = self.silence.progress(self.last_step_at, STEP, fields[4], fields[0])
-                lines = self.slow_lines.observe_values(*fields)
-                if resumed:
-                    lines.insert(0, resumed)
-                if self.summary_every and self.slow_lines.n_steps % self.summary_every == 0:
-                    lines += self.slow_lines.summary_lines(final=False)
-                return lines
+                return self._step(
+                    out_fd, fields[4], fields[0], fields[2], lambda: self.slow_lines.observe_values(*fields)
+                )
         parsed = funasr_log.parse_line(line, self.time_field)
         if parsed is None:
             return []
@@ -88,15 +83,22 @@ class PumpState:
             if kind == "mark":
                 self.slow_lines.note_marker(*value)
                 return _listed(self.silence.progress(now, value[0], value[1]))
-            self.last_step_fd, self.last_step_at = out_fd, now
-            self.data.served += value.batch or 0
-            resumed = self.silence.progress(now, STEP, value.rank, value.index)
-            lines = self.slow_lines.observe(value)
-            if resumed:
-                lines.insert(0, resumed)
-            if self.summary_every and self.slow_lines.n_steps % self.summary_every == 0:
-                lines += self.slow_lines.summary_lines(final=False)
-            return lines
+            return self._step(
+                out_fd, value.rank, value.index, value.batch, lambda: self.slow_lines.observe(value)
+            )
+
+    def _step(
+        self, out_fd: int, rank: int, index: int, batch: int | None, observe: Callable[[], list[str]]
+    ) -> list[str]:
+        """A step line, under the lock, read on the fast path or field by field: the clocks and the
+        samples served first (the first slow step's lines may wait for the settings read), then
+        the slow-step lines, after a resumed silence's line and before a summary due."""
+        self.last_step_fd, self.last_step_at = out_fd, time.monotonic()
+        self.data.served += batch or 0
+        lines = _listed(self.silence.progress(self.last_step_at, STEP, rank, index)) + observe()
+        if self.summary_every and self.slow_lines.n_steps % self.summary_every == 0:
+            lines += self.slow_lines.summary_lines(final=False)
+        return lines
 
 
 class Pump(threading.Thread):
@@ -132,8 +134,8 @@ class Pump(threading.Thread):
                 else:
                     if RECOMPILE_MARK in line:  # Dynamo's: names the cause of the next slow step
                         with self.core.lock:
-                            self.core.slow_lines.note_line(line)
-                    elif crash.STOP_MARK in line and (stop := crash.read_stop(line)) is not None:
+                            self.core.slow_lines.note_recompile()
+                    elif (stop := crash.read_stop(line)) is not None:
                         with self.core.lock:
                             self.core.stop = stop
                     if look:  # the exception a crash ends with
@@ -158,14 +160,10 @@ class Pump(threading.Thread):
                 if not inserts:
                     write_all(self.out_fd, chunk)
                     continue
-                start = 0
+                start, hint_fd = 0, self.out_fd if self.hint_fd is None else self.hint_fd
                 for end, text in inserts:
-                    if self.hint_fd is None:
-                        write_all(self.out_fd, chunk[start:end])
-                        write_all(self.out_fd, text)
-                    else:
-                        write_all(self.out_fd, chunk[start:end])
-                        write_all(self.hint_fd, text)
+                    write_all(self.out_fd, chunk[start:end])
+                    write_all(hint_fd, text)
                     start = end
                 write_all(self.out_fd, chunk[start:])
             last = self.splitter.flush()

@@ -140,9 +140,7 @@ def watch_process(options: WatchOptions, new_state: Callable[[int], PumpState]) 
 def _summary_lines(state: PumpState, code: int, data_failed: bool) -> list[str]:
     """The closing summary: the verdict on the steps, FunASR's lost data, the lines not judged."""
     slow_lines = state.slow_lines
-    label = (
-        crash.STOP_VERDICT_LABEL if code == outcome.STOPPED else crash.VERDICT_LABEL if code else "verdict"
-    )
+    label = crash.verdict_label(stopped=code == outcome.STOPPED, failed=code != 0)
     lines = slow_lines.summary_lines(final=True, verdict_label=label)
     lines += state.data.summary_lines(PREFIX)
     if data_failed:

@@ -92,7 +92,6 @@ class Silence:
         self.step_gaps: deque[float] = deque(maxlen=_STEP_GAPS)
         self.last_step: int | None = None
         self.alarmed = False
-        self.alarm_silence: float | None = None  # the silence the last alarm was given at
 
     def progress(self, now: float, kind: str, rank: int | None = None, step: int | None = None) -> str | None:
         """A trainer line of `kind` (STEP, VAL_LINE, or a marker's EPOCH / VALIDATION /
@@ -141,7 +140,7 @@ class Silence:
         if self.alarmed and limit is not None and silence >= limit:
             return "hang"
         if not self.alarmed and silence >= self.threshold():
-            self.alarmed, self.alarm_silence = True, silence
+            self.alarmed = True
             return "alarm"
         return None
 

@@ -13,15 +13,15 @@ from collections.abc import Callable
 from ftenv import outcome
 from ftenv.attention.process_settings import AttentionSettings
 from ftenv.watchdog import stats
+from ftenv.watchdog import step as step_types
 from ftenv.watchdog.detector import Detector, SlowEvent
-from ftenv.watchdog.funasr_log import PHASES, RECOMPILE_MARK
+from ftenv.watchdog.funasr_log import PHASES
 from ftenv.watchdog.line_mark import INDENT, PREFIX
 from ftenv.watchdog.messages import first_lines, short_line
 from ftenv.watchdog.not_step_time import apart_text, pause_text
-from ftenv.watchdog.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step, apart_reason
-from ftenv.watchdog.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR, Thresholds
+from ftenv.watchdog.step import DATA, NEW_SHAPE, NO_SHAPE, RECOMPILE, SEEN_SHAPE, Step
+from ftenv.watchdog.thresholds import LIVE_WARMUP, REPEAT, SLOW_FACTOR
 
-__all__ = ["PREFIX", "SlowStepLines"]
 #: How long a slow step's line waits for the settings read started at the first step.
 SETTINGS_WAIT_S = 2.0
 #: Steps kept for the summary (the counters in the summary stay exact beyond it).
@@ -38,12 +38,10 @@ class SlowStepLines:
         warmup: int = LIVE_WARMUP,
         repeat: int = REPEAT,
         settings: Callable[[], AttentionSettings | None] | None = None,
-        thresholds: Thresholds | None = None,
         time_holds_pause: bool = False,
     ):
         self.detector = Detector(factor=factor, warmup=warmup)
         self.factor, self.repeat = factor, max(repeat, 1)
-        self.thresholds = thresholds or Thresholds()
         self._settings_fn, self._settings, self._reader = settings, None, None
         self.steps: deque[tuple] = deque(maxlen=KEEP_STEPS)
         self.n_steps = 0
@@ -61,25 +59,16 @@ class SlowStepLines:
     def note_marker(self, kind: str, rank: int) -> None:
         """The trainer's `Train epoch:`, `Validate epoch:` or `Save checkpoint:` line for a rank:
         the rank's next step carries it (Step.before)."""
-        pending = self._before.setdefault(rank, [])
-        if kind not in pending:
-            pending.append(kind)
+        step_types.note_marker(self._before, kind, rank)
 
     def _apart(self, rank: int, step_in_epoch: int | None) -> tuple[tuple[str, ...], str | None]:
         nth = self._nth[rank] = self._nth.get(rank, 0) + 1
-        before = tuple(self._before.pop(rank)) if rank in self._before else ()
-        return before, apart_reason(nth, step_in_epoch, before, self.time_holds_pause)
+        before = tuple(self._before.pop(rank, ()))
+        return before, step_types.apart_reason(nth, step_in_epoch, before, self.time_holds_pause)
 
-    def note_line(self, line: bytes) -> None:
-        """A log line that is not a step line: remember Dynamo's recompile lines for the next step."""
-        if RECOMPILE_MARK in line:
-            self._recompiled = True
-
-    def _recompile_cause(self, event: SlowEvent | None) -> SlowEvent | None:
-        recompiled, self._recompiled = self._recompiled, False
-        if event is not None and recompiled and event.cause == NEW_SHAPE and event.waits is None:
-            return dataclasses.replace(event, cause=RECOMPILE)
-        return event
+    def note_recompile(self) -> None:
+        """Dynamo logged a recompile (funasr_log.RECOMPILE_MARK): it names the next step's cause."""
+        self._recompiled = True
 
     @property
     def settings(self) -> AttentionSettings | None:
@@ -118,8 +107,7 @@ class SlowStepLines:
             before,
             apart,
         )
-        event = self._recompile_cause(event)
-        return self._say(event) if event is not None else []
+        return self._say(event)
 
     def observe_values(
         self,
@@ -143,11 +131,10 @@ class SlowStepLines:
         data, backward = (phase_values[0], phase_values[2]) if len(phase_values) > 2 else (None, None)
         self._count(index, seconds, batch, padded_len, rank, new, data, backward, pause, before, apart)
         if baseline is None:
-            self._recompiled = False
-            return []
+            return self._say(None)
         phases = tuple(zip(PHASES, phase_values, strict=False))
         step = Step(index, seconds, batch, padded_len, rank, new, phases)
-        return self._say(self._recompile_cause(self.detector.event(step, baseline, earlier, earlier_new)))
+        return self._say(self.detector.event(step, baseline, earlier, earlier_new))
 
     def _count(self, index, seconds, batch, padded_len, rank, new, data_load, backward, pause, before, apart):
         if not self.n_steps:  # the trainer is up: read its settings now, off the hot path
@@ -159,7 +146,14 @@ class SlowStepLines:
             (index, seconds, batch, padded_len, rank, new, data_load, backward, pause, before, apart)
         )
 
-    def _say(self, event: SlowEvent) -> list[str]:
+    def _say(self, event: SlowEvent | None) -> list[str]:
+        """The lines for a step's event (None: the step is not slow). A new-shape step right after
+        a recompile line is put down to the recompile; the line counts for that step only."""
+        recompiled, self._recompiled = self._recompiled, False
+        if event is None:
+            return []
+        if recompiled and event.cause == NEW_SHAPE and event.waits is None:
+            event = dataclasses.replace(event, cause=RECOMPILE)
         same = self.events.setdefault(event.cause, [])
         same.append(event)
         n = len(same)
@@ -208,7 +202,7 @@ class SlowStepLines:
         ]
         known = self._settings  # only if already read: the summary never waits for the read
         return stats.summarize(
-            steps, self.thresholds, self.factor, deprioritized=known.deprioritized if known else None
+            steps, slow_factor=self.factor, deprioritized=known.deprioritized if known else None
         )
 
     def summary_lines(self, final: bool = True, verdict_label: str = "verdict") -> list[str]:
@@ -224,26 +218,18 @@ class SlowStepLines:
                 *(f"{PREFIX} {t}" for t in (apart_text(s.apart_steps),) if t),
             ]
         kept = "" if self.n_steps == len(self.steps) else f" (statistics over the last {len(self.steps)})"
-        share = f"{s.slow_on_new} on new shapes" + (
-            f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else ""
-        )
-        share += f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else ""
         lines = [
             f"{PREFIX} {head}: {self.n_steps} training steps{kept}, ranks "
             f"{','.join(map(str, s.ranks))}, {self.val_lines} validation lines; median {s.median:.3f} s, "
             f"p95 {s.p95:.3f} s, max {s.max:.3f} s, mean {s.mean:.3f} s; {s.n_slow} slow steps "
-            f"(>= {self.factor:g}x {s.baseline:.3f} s), {share}; {s.time_lost:.1f} s lost to them; "
-            f"mean without them {s.mean_without_slow:.3f} s",
+            f"(>= {self.factor:g}x {s.baseline:.3f} s), {stats.on_new_text(s, 'on new shapes')}; "
+            f"{s.time_lost:.1f} s lost to them; mean without them {s.mean_without_slow:.3f} s",
             # A FAIL says only what failed; otherwise the rules as they stand.
             f"{PREFIX} {verdict_label}: {s.verdict}: "
             + "; ".join(s.failed_rules if s.verdict == outcome.FAIL else s.reasons[:3]),
         ]
         lines.extend(f"{PREFIX} {t}" for t in (apart_text(s.apart_steps), pause_text(s.pauses)) if t)
-        if s.fix:
-            lines.append(f"{PREFIX} fix: {s.fix_short or s.fix}")
-            if s.fix_short:
-                lines.append(f"{INDENT}{s.fix}")
-        return lines
+        return lines + stats.fix_lines(s, f"{PREFIX} ", INDENT)
 
 
 def _phases(data_load: float | None, backward: float | None) -> tuple[tuple[str, float], ...]:

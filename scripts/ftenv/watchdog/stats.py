@@ -15,12 +15,7 @@ from ftenv.outcome import FAIL, INCONCLUSIVE, PASS
 from ftenv.watchdog.detector import cause_of, waits_for
 from ftenv.watchdog.fixes import DATA_LOADER_FIX, Fix, shape_fix
 from ftenv.watchdog.not_step_time import account_pauses
-from ftenv.watchdog.step import (
-    DATA,
-    NEW_SHAPE,
-    Step,
-    mark_new_shapes,
-)
+from ftenv.watchdog.step import DATA, NEW_SHAPE, Step, is_slow, mark_new_shapes
 from ftenv.watchdog.thresholds import DATA_SHARE, SLOW_FACTOR, Thresholds
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -172,8 +167,7 @@ def summarize(
     top = max(secs) if secs else math.nan
     new_median, seen_median = _median(new), _median(seen)
     baseline = seen_median if len(seen) >= thresholds.min_seen else median
-    # A zero baseline (steps logged as 0.000 s) judges nothing slow, as in the live Detector.
-    slow = [s for s in kept if baseline > 0 and s.seconds >= slow_factor * baseline]
+    slow = [s for s in kept if is_slow(s.seconds, baseline, slow_factor)]
     waits = _ddp_waits(slow, steps, baseline, set(per_rank))
     causes: dict[str, int] = {}
     for s in slow:
@@ -222,6 +216,22 @@ def reasons_for(s: Summary, failing: bool) -> list[str]:
     if failing:
         return [*s.failed_rules, *(PASSED + r for r in s.passed_rules), *s.context, *s.notes]
     return [*s.context, *s.passed_rules, *s.notes]
+
+
+def on_new_text(s: Summary, on_new: str) -> str:
+    """How many slow steps are on new shapes (`on_new` words it), how many waited for another
+    rank's (DDP) and their share, as the watchdog's summary and `ftenv analyze` print it."""
+    waiting = f", {s.slow_waiting} waiting for another rank's new shape (DDP)" if s.slow_waiting else ""
+    share = f" ({100 * s.slow_share_on_new:.0f}%)" if s.slow_steps else ""
+    return f"{s.slow_on_new} {on_new}{waiting}{share}"
+
+
+def fix_lines(s: Summary, mark: str, indent: str) -> list[str]:
+    """The verdict's fix as the watchdog and `ftenv analyze` print it: `fix:` and its few words, the
+    full text indented below them; nothing without a fix."""
+    if not s.fix:
+        return []
+    return [f"{mark}fix: {s.fix_short or s.fix}", *([f"{indent}{s.fix}"] if s.fix_short else [])]
 
 
 def _apply_rules(s: Summary, t: Thresholds, per_shape: Fix) -> None:

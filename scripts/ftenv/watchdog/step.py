@@ -74,6 +74,12 @@ class Step:
         return d
 
 
+def is_slow(seconds: float, baseline: float, factor: float) -> bool:
+    """The one rule of a slow step (or a pause shown as one), live and offline: at least factor x
+    the baseline; a zero baseline (steps logged as 0.000 s) judges nothing slow."""
+    return baseline > 0 and seconds >= factor * baseline
+
+
 def mark_new_shapes(steps: Iterable[Step]) -> list[Step]:
     """Per rank, in the given order: new_shape=True on the first occurrence of (batch, padded_len),
     False on later ones, None where the step has no shape."""
@@ -88,6 +94,14 @@ def mark_new_shapes(steps: Iterable[Step]) -> list[Step]:
         out.append(s.with_changes(new_shape=shape not in rank_seen))
         rank_seen.add(shape)
     return out
+
+
+def note_marker(pending: dict[int, list[str]], kind: str, rank: int) -> None:
+    """A trainer's marker line (EPOCH, VALIDATION, CHECKPOINT) for the rank's next step to carry
+    (Step.before): each kind once, in the order they came, live and in a saved log alike."""
+    kinds = pending.setdefault(rank, [])
+    if kind not in kinds:
+        kinds.append(kind)
 
 
 def apart_reason(

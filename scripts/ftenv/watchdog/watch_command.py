@@ -50,16 +50,11 @@ def output_folder(argv: list[str]) -> Path:
     return Path.cwd()
 
 
-def watch_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """FTENV_WATCH=0 turns the watchdog off (the command still runs)."""
-    return variables.read(variables.WATCH, environ) != "0"
-
-
 def checked(
     options: WatchOptions, environ: Mapping[str, str] | None = None
 ) -> tuple[WatchOptions, bool] | int:
-    """(the options with the environment's silence limits, whether to watch), or the exit code of a
-    refusal after saying why."""
+    """(the options with the environment's silence limits, whether to watch: FTENV_WATCH=0 turns
+    the watchdog off, the command still runs), or the exit code of a refusal after saying why."""
     if not options.argv:
         print(f"{PROG}: no command given; usage: {PROG} [OPTIONS] -- COMMAND [ARGS...]", file=sys.stderr)
         return outcome.UNUSABLE
@@ -69,4 +64,5 @@ def checked(
         print(f"{PROG}: {exc}", file=sys.stderr)
         return outcome.UNUSABLE
     folder = options.output_dir or output_folder(options.argv)
-    return replace(options, silence=limits, output_dir=folder), watch_enabled(environ)
+    watch_on = variables.read(variables.WATCH, environ) != "0"
+    return replace(options, silence=limits, output_dir=folder), watch_on

@@ -520,7 +520,7 @@ def test_settings_without_gpu_say_unknown_and_never_raise(monkeypatch):
     monkeypatch.setenv("CUDNN_VERSION", "9.19.0.56")
     monkeypatch.setattr(process_settings, "package_version", lambda *n: "2.11.0" if "torch" in n else None)
     assert process_settings.read_process_settings(None).cudnn_first is True
-    monkeypatch.setattr(process_settings, "_proc_environ", lambda pid: None)
+    monkeypatch.setattr(process_settings, "proc_environ", lambda pid: None)
     assert process_settings.read_process_settings(12345).variable_source == "environment"
 
 
