@@ -42,17 +42,17 @@ def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
     )
 
 
-def not_json(exc: json.JSONDecodeError) -> str:
-    """What is wrong with a line that is not JSON: FunASR's index logs it and skips the line."""
-    return f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it"
+#: What a JSONL line can be found to be before its audio is read (the data check report's codes).
+BLANK, NOT_UTF8, NOT_JSON, SHAPE = "blank_line", "not_utf8", "not_json", "not_chatml"
+BLANK_MESSAGE = "empty line: FunASR logs a JSON error and skips it"
 
 
 class LineError(ValueError):
     """A manifest line that is not one decodable JSON value; the message says why and the fix."""
 
-    def __init__(self, message: str, code: str = "not_json"):
+    def __init__(self, message: str, code: str = NOT_JSON):
         super().__init__(message)
-        self.code = code  # "not_utf8" or "not_json" (ftenv.data.lines' codes)
+        self.code = code  # NOT_UTF8 or NOT_JSON
 
 
 def load(raw: bytes | str):
@@ -63,11 +63,11 @@ def load(raw: bytes | str):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise LineError(not_utf8(raw, exc), "not_utf8") from None
+            raise LineError(not_utf8(raw, exc), NOT_UTF8) from None
     try:
         return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise LineError(not_json(exc)) from None
+    except json.JSONDecodeError as exc:  # FunASR's index logs it and skips the line
+        raise LineError(f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it") from None
     except RecursionError:
         raise LineError("not usable JSON (nested deeper than a reader follows): FunASR drops it") from None
     except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
@@ -75,10 +75,11 @@ def load(raw: bytes | str):
 
 
 def record(
-    key: str, audio: str, text: str, speech_length: int, text_length: int, speaker: str | None = None
+    key: str | None, audio: str, text: str, speech_length: int, text_length: int, speaker: str | None = None
 ) -> dict:
     """One utterance in upstream's format, keys in a fixed order (the same input gives the same bytes);
-    the speaker, when known, in a key FunASR ignores (`ftenv data split` reads it)."""
+    the speaker, when known, in a key FunASR ignores (`ftenv data split` reads it). No key (None):
+    the example line that messages show."""
     start, end = SPEECH_MARK
     item = {
         "key": key,
@@ -90,6 +91,8 @@ def record(
         "speech_length": speech_length,
         "text_length": text_length,
     }
+    if key is None:
+        del item["key"]
     if speaker is not None:
         item[SPEAKER_KEY] = speaker
     return item
@@ -99,20 +102,21 @@ def dumps(item: dict) -> str:
     return json.dumps(item, ensure_ascii=False)
 
 
+#: One line of the format, as the messages about a wrong line show it.
+EXAMPLE_LINE = dumps(record(None, "/data/wav/utt1.wav", "几点了？", 145, 3))
+
+
 @dataclass(frozen=True)
 class Utterance:
-    """What a line declares: the audio path as written, the transcript, the two lengths, its key."""
+    """What a line declares: the audio path as written, the transcript, the two lengths, its key
+    and its speaker (SPEAKER_KEY)."""
 
     audio: str
     text: str
     speech_length: int
     text_length: int
     key: str | None = None
-
-
-#: What a JSONL line can be found to be before its audio is read (the data check report's codes).
-BLANK, NOT_UTF8, NOT_JSON, SHAPE = "blank_line", "not_utf8", "not_json", "not_chatml"
-BLANK_MESSAGE = "empty line: FunASR logs a JSON error and skips it"
+    speaker: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,5 +206,11 @@ def parse(item) -> Utterance | str:
     for value in lengths:
         if isinstance(value, str):
             return value
-    key = item.get("key")
-    return Utterance(audio[1:], answer, *lengths, key=None if key in (None, "") else str(key))
+    key, speaker = item.get("key"), item.get(SPEAKER_KEY)
+    return Utterance(
+        audio[1:],
+        answer,
+        *lengths,
+        key=None if key in (None, "") else str(key),
+        speaker=None if speaker is None else str(speaker),
+    )

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.data import audio, chatml, extract, kaldi, normalize, programs, writes
-from ftenv.data import lines as lines_mod
 from ftenv.data.rows import Rejected, Row
 from ftenv.data.sources import checked_keys, from_folder, from_table
-from ftenv.data.workers import parallel_map
+from ftenv.data.workers import default_jobs, parallel_map
 from ftenv.model import folder as model_folder
 from ftenv.outcome import UNUSABLE
 
@@ -184,7 +183,7 @@ def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list)
         return programs.refusal(lacking)
     if written:
         print(f"{PROG}: writing {len(written)} utterances' audio under {options.audio_out}", file=sys.stderr)
-        jobs = options.jobs or lines_mod.default_jobs()
+        jobs = options.jobs or default_jobs()
         rows = extract.write_out(rows, Path(options.audio_out), jobs, rejected)
     return rows
 
@@ -272,7 +271,7 @@ def run(options: PrepareOptions) -> int:
         print(f"{PROG}: transcripts: {rules.describe()}", file=sys.stderr)
         for row in rows:
             row.text = normalize.normalize(row.text, rules)
-    lines = prepare(rows, tokenizer, options.jobs or lines_mod.default_jobs(), rejected)
+    lines = prepare(rows, tokenizer, options.jobs or default_jobs(), rejected)
     out = Path(options.output)
     _write(out, lines)
     listing = _write_rejected(out, rejected)

@@ -1,12 +1,22 @@
 """Per-file work of `ftenv data prepare` (header reads, audio written out) over worker processes,
-in input order, with a progress bar: the corpus is read once, at the speed of the usable cores."""
+in input order, with a progress bar: the corpus is read once, at the speed of the usable cores
+(how many: default_jobs, for `ftenv data check` too)."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 import sys
 from collections.abc import Callable, Sequence
+
+
+def default_jobs() -> int:
+    """The worker processes `--jobs` defaults to: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
 
 
 def parallel_map(fn: Callable, items: Sequence, jobs: int, desc: str, unit: str = "file") -> list:

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
+from ftenv.data import chatml
 from ftenv.data.sets import FILE_NAMES
 
 # Their home is the model wing (the trainer's environment, the eval's import); callers here use
@@ -212,18 +212,8 @@ def _write_wavs_and_jsonl(p: TinyPaths, tokenizer, rng: random.Random, n_train: 
         wav = (tone + 0.02 * np_rng.standard_normal(n)).astype("float32")
         path = p.wav_dir / f"utt{i:04d}.wav"
         soundfile.write(str(path), wav, SAMPLE_RATE, subtype="PCM_16")
-        record = {
-            "key": f"utt{i:04d}",
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"{USER_PROMPT}<|startofspeech|>!{path}<|endofspeech|>"},
-                {"role": "assistant", "content": text},
-            ],
-            # As the recipe's data tools write them: fbank frames (10 ms) and text tokens.
-            "speech_length": frames[i],
-            "text_length": text_length,
-        }
-        lines.append(json.dumps(record, ensure_ascii=False))
+        # As the recipe's data tools write them: fbank frames (10 ms) and text tokens.
+        lines.append(chatml.dumps(chatml.record(f"utt{i:04d}", str(path), text, frames[i], text_length)))
     p.train_jsonl.parent.mkdir(parents=True, exist_ok=True)
     p.train_jsonl.write_text("\n".join(lines[:n_train]) + "\n", encoding="utf-8")
     p.val_jsonl.write_text("\n".join(lines[n_train:]) + "\n", encoding="utf-8")
@@ -237,7 +227,12 @@ def build(out_dir: str | os.PathLike, *, seed: int = 0, n_train: int = 48, n_val
     p.llm_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
 
-    corpus = [SYSTEM_PROMPT, USER_PROMPT, "Speech transcription:", *_texts(random.Random(seed + 1), 400)]
+    corpus = [
+        chatml.SYSTEM_PROMPT,
+        chatml.USER_PROMPT,
+        "Speech transcription:",
+        *_texts(random.Random(seed + 1), 400),
+    ]
     _train_tokenizer(p.llm_dir, corpus)
     (p.llm_dir / "config.json").write_text(json.dumps(LLM_CONFIG, indent=2, sort_keys=True) + "\n")
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ftenv import cli
-from ftenv.data import check, lines, lists
+from ftenv.data import chatml, check, lines, lists
 from ftenv.data.rules import LengthRules
 from ftenv.launch import inputs
 from ftenv.launch.inputs import check_line
@@ -74,7 +74,7 @@ def test_a_blank_line_is_skipped_by_finetune_and_a_warning_of_the_data_check(wor
     found = lines.check_line(2, b"\n", str(work), read_audio=False)
     assert found.blank and found.problem is None
     report = check.check([(work / "train.jsonl", check.TRAIN)], LengthRules(), work, jobs=1, read_audio=False)
-    blank = [f for f in report.findings if f.code == lines.BLANK]
+    blank = [f for f in report.findings if f.code == chatml.BLANK]
     assert [(f.line, f.severity) for f in blank] == [(2, "warning")]
 
 
