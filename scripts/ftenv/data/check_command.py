@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.data import check, dataset_conf, lists, prepare
+from ftenv.data import check, dataset_conf, lists
 from ftenv.model import folder as model_folder
 from ftenv.outcome import UNUSABLE
 
@@ -32,7 +32,7 @@ def _tokenizer(model_dir: Path):
     """The model folder's tokenizer, which counts text_length (as `ftenv data prepare` does), or
     None when it does not load (the model folder's own findings say why)."""
     try:
-        return prepare.load_tokenizer(prepare.tokenizer_dir(model_dir))
+        return model_folder.load_tokenizer(model_folder.tokenizer_dir(model_dir))
     except Exception as exc:  # a model folder without a loadable tokenizer: the lengths go unchecked
         print(
             f"{PROG}: text_length not checked: no tokenizer loads from {model_dir} ({exc})", file=sys.stderr

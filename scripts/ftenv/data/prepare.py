@@ -15,31 +15,13 @@ from ftenv.data import audio, chatml, extract, kaldi, normalize, programs, write
 from ftenv.data.rows import Rejected, Row
 from ftenv.data.sources import checked_keys, from_folder, from_table
 from ftenv.data.workers import default_jobs, parallel_map
-from ftenv.model import folder as model_folder
+from ftenv.model.folder import load_tokenizer, tokenizer_dir
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data prepare"
 SHOW_REJECTED = 20
 INPUTS = ("wav_scp", "text", "table", "audio_dir")
 REJECTED, CHOICES = ".rejected.tsv", ".prepare.json"
-
-
-def tokenizer_dir(model_dir: Path) -> Path:
-    """The model folder's tokenizer: config.yaml's tokenizer_conf.init_param_path, found by the model
-    folder rule (ftenv.model.folder.locate), else the folder itself."""
-    conf = model_folder.read_config(model_dir)
-    if isinstance(conf, model_folder.Problem):
-        raise ValueError(conf.message)
-    raw = (conf.get("tokenizer_conf") or {}).get("init_param_path")
-    if not raw:
-        return model_dir
-    return model_folder.locate(str(raw), model_dir, Path.cwd()) or model_dir / str(raw)
-
-
-def load_tokenizer(path: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
 
 
 def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> list[str]:
