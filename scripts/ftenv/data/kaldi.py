@@ -41,6 +41,10 @@ class KaldiFolder:
             beside["utt2spk"] if beside["utt2spk"].is_file() else None,
         )
 
+    def lists(self) -> list[Path]:
+        """The folder's lists that are read (what `prepare` must never write over)."""
+        return [p for p in (self.wav_scp, self.text, self.segments, self.utt2spk) if p is not None]
+
     def missing(self) -> list[str]:
         return [str(p) for p in (self.wav_scp, self.text) if not p.is_file()]
 

@@ -90,7 +90,7 @@ def _usage_problem(options: PrepareOptions) -> str | None:
     lists = []
     if options.wav_scp:
         folder = kaldi.KaldiFolder.find(Path(options.wav_scp), Path(options.text) if options.text else None)
-        lists = [("the list", p) for p in (folder.wav_scp, folder.text, folder.segments, folder.utt2spk) if p]
+        lists = [("the list", p) for p in folder.lists()]
     try:
         writes.refuse_clobber(
             outputs(options),
@@ -145,8 +145,7 @@ def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list)
     print(f"{PROG}: {folder.describe()}", file=sys.stderr)
     rows, commands = kaldi.read(folder, cwd, rejected, notes)
     rows = checked_keys(rows, rejected)
-    lists = [p for p in (folder.wav_scp, folder.text, folder.segments, folder.utt2spk) if p is not None]
-    _refuse_overwrite(options, rows, lists)
+    _refuse_overwrite(options, rows, folder.lists())
     if commands and not options.run_commands:
         first = next(r for r in rows if r.command is not None) if rows else None
         example = f" (e.g. {first.key}: `{first.command} |`)" if first else ""

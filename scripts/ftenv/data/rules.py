@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
+from ftenv.data.chatml import FRAMES_PER_SECOND
+
 #: What the recipe (ftenv.launch.recipe) and FunASR's code use when the run does not say.
 DEFAULTS = {
     "batch_size": 6000,
@@ -98,10 +100,11 @@ class LengthRules:
 
     def explain(self, why: str, s: int, t: int) -> str:
         """What FunASR does to an utterance of these lengths under rule `why`, and the fix."""
+        seconds = s / FRAMES_PER_SECOND
         return {
             NO_TEXT: f"text_length {t} < 1: FunASR skips the line at indexing",
             TOO_LONG_SPEECH: (
-                f"speech_length {s} ({s / 100:.1f} s) > max_source_length {self.max_source_length}: "
+                f"speech_length {s} ({seconds:.1f} s) > max_source_length {self.max_source_length}: "
                 "FunASR skips it at indexing; cut the audio or raise ++dataset_conf.max_source_length"
             ),
             TOO_SHORT_SPEECH: (
@@ -111,7 +114,7 @@ class LengthRules:
                 f"text_length {t} > max_target_length {self.max_target_length}: FunASR skips it at indexing"
             ),
             OVER_TOKEN_LIMIT: (
-                f"speech_length + text_length = {s + t} ({s / 100:.1f} s of audio) > max_token_length "
+                f"speech_length + text_length = {s + t} ({seconds:.1f} s of audio) > max_token_length "
                 f"{self.max_token_length}: FunASR's sampler skips it every epoch; cut the audio into "
                 "shorter utterances or raise ++dataset_conf.max_token_length"
             ),

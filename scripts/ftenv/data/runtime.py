@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 
 from ftenv import upstream, variables
+from ftenv.data import lists
 from ftenv.watchdog import data_loss as D
 
 DATASET = "FunASR"
@@ -40,8 +41,7 @@ def _what(item) -> str:
 
 def _lines(path) -> int | None:
     """Lines of a JSONL file as FunASR iterates them; None for a list of files."""
-    path = str(path)
-    if not path.endswith((".jsonl", ".json")):
+    if lists.is_list(path):
         return None
     count, last = 0, b"\n"
     with open(path, "rb") as fh:

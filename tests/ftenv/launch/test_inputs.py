@@ -97,3 +97,15 @@ def test_a_list_of_data_files_is_read_alike_every_line_whole(work, capsys):
     assert blank in inputs.check_jsonl(listing, "train", work)[0]
     assert cli.main(["data", "check", "--jobs", "1", str(listing)]) == 2
     assert blank in capsys.readouterr().err
+
+
+def test_a_data_file_is_told_from_a_list_by_the_end_of_its_name_as_funasr_tells_it(work):
+    """FunASR takes a name ending in .jsonl or .json as the data (`path.endswith`), a hidden file
+    named `.jsonl` included: the checks and the trainer's data-loss count read it as FunASR does."""
+    from ftenv.data import runtime
+
+    hidden = work / ".jsonl"
+    hidden.write_text("{}\n{}\n", encoding="utf-8")
+    assert not lists.is_list(hidden) and lists.is_list(work / "train.list")
+    assert lists.manifests(str(hidden), work) == [hidden]
+    assert runtime._lines(hidden) == 2 and runtime._lines(work / "train.list") is None
