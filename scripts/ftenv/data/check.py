@@ -8,9 +8,8 @@ the per-file summaries this module builds.
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 import json
-import multiprocessing
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -110,20 +109,10 @@ class Report:
 
 
 def _results(path: Path, base: str, jobs: int, read_audio: bool):
-    """Each line's LineResult in file order; chunks go to `jobs` worker processes, a few in flight."""
-    if jobs <= 1:
-        for chunk in L.chunks(path):
-            yield from L.check_chunk(chunk, base, read_audio, str(path.parent))
-        return
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        pending = []
-        for chunk in L.chunks(path):
-            pending.append(pool.submit(L.check_chunk, chunk, base, read_audio, str(path.parent)))
-            if len(pending) >= 3 * jobs:
-                yield from pending.pop(0).result()
-        for future in pending:
-            yield from future.result()
+    """Each line's LineResult in file order, its chunks checked by `jobs` worker processes."""
+    work = functools.partial(L.check_chunk, base=base, read_audio=read_audio, manifest_dir=str(path.parent))
+    for results in workers.ordered(work, L.chunks(path), jobs):
+        yield from results
 
 
 def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read_audio: bool, seen: dict):
