@@ -33,47 +33,6 @@ def text_lengths(tokenizer, texts: list[str]) -> list[int]:
     return [len(ids) for ids in tokenizer(texts)["input_ids"]] if texts else []
 
 
-def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
-    """What is wrong with a line that is not UTF-8, and the fix."""
-    return (
-        f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): FunASR reads "
-        "the file as UTF-8 and every rank stops at dataset build; re-encode the file "
-        "(e.g. `iconv -f GBK -t UTF-8`) or fix the line"
-    )
-
-
-#: What a JSONL line can be found to be before its audio is read (the data check report's codes).
-BLANK, NOT_UTF8, NOT_JSON, SHAPE = "blank_line", "not_utf8", "not_json", "not_chatml"
-BLANK_MESSAGE = "empty line: FunASR logs a JSON error and skips it"
-
-
-class LineError(ValueError):
-    """A manifest line that is not one decodable JSON value; the message says why and the fix."""
-
-    def __init__(self, message: str, code: str = NOT_JSON):
-        super().__init__(message)
-        self.code = code  # NOT_UTF8 or NOT_JSON
-
-
-def load(raw: bytes | str):
-    """The JSON value of one manifest line, as every reader decodes it; LineError for bytes that are
-    not UTF-8, text that is not JSON, a number Python's json cannot hold (more than 4300 digits) and
-    nesting deeper than its recursion limit, so that each is a named line, never a crash."""
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise LineError(not_utf8(raw, exc), NOT_UTF8) from None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:  # FunASR's index logs it and skips the line
-        raise LineError(f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it") from None
-    except RecursionError:
-        raise LineError("not usable JSON (nested deeper than a reader follows): FunASR drops it") from None
-    except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
-        raise LineError(f"not usable JSON ({exc}): FunASR drops it") from None
-
-
 def record(
     key: str | None, audio: str, text: str, speech_length: int, text_length: int, speaker: str | None = None
 ) -> dict:
@@ -119,6 +78,11 @@ class Utterance:
     speaker: str | None = None
 
 
+#: What a JSONL line can be found to be before its audio is read (the data check report's codes).
+BLANK, NOT_UTF8, NOT_JSON, SHAPE = "blank_line", "not_utf8", "not_json", "not_chatml"
+BLANK_MESSAGE = "empty line: FunASR logs a JSON error and skips it"
+
+
 @dataclass(frozen=True)
 class Unreadable:
     """A line FunASR cannot use: its code and one sentence. A blank line is one (FunASR's index
@@ -130,17 +94,28 @@ class Unreadable:
 
 def read_line(raw: bytes) -> Utterance | Unreadable:
     """One JSONL line as FunASR's index reads it (UTF-8, one JSON object): the one reader of
-    `ftenv data check`, `ftenv finetune`'s first look and `ftenv eval`'s test set."""
+    `ftenv data check`, `ftenv finetune`'s first look, `ftenv data split` and `ftenv eval`'s test
+    set. A number Python's json cannot hold (more than 4300 digits) and nesting deeper than its
+    recursion limit are named lines too, never a crash."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Unreadable(NOT_UTF8, not_utf8(raw, exc))
+        return Unreadable(
+            NOT_UTF8,
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): FunASR reads "
+            "the file as UTF-8 and every rank stops at dataset build; re-encode the file "
+            "(e.g. `iconv -f GBK -t UTF-8`) or fix the line",
+        )
     if not text.strip():
         return Unreadable(BLANK, BLANK_MESSAGE)
     try:
-        item = load(text)
-    except LineError as exc:  # not JSON, a number or a nesting no reader holds
-        return Unreadable(exc.code, str(exc))
+        item = json.loads(text)
+    except json.JSONDecodeError as exc:  # FunASR's index logs it and skips the line
+        return Unreadable(NOT_JSON, f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it")
+    except RecursionError:
+        return Unreadable(NOT_JSON, "not usable JSON (nested deeper than a reader follows): FunASR drops it")
+    except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+        return Unreadable(NOT_JSON, f"not usable JSON ({exc}): FunASR drops it")
     utt = parse(item)
     return Unreadable(SHAPE, utt) if isinstance(utt, str) else utt
 
