@@ -38,7 +38,7 @@ def layout(tmp_path) -> dict[str, Path]:
         },
         ensure_ascii=False,
     )
-    from ftenv.data.split import FILE_NAMES  # the names `ftenv data split` writes, as the examples use them
+    from ftenv.data.sets import FILE_NAMES  # the names `ftenv data split` writes, as the examples use them
 
     for name in (FILE_NAMES["train"], FILE_NAMES["valid"]):
         (data / name).write_text(line + "\n", encoding="utf-8")

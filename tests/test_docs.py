@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ftenv import __version__, outcome
-from ftenv.data.split import FILE_NAMES
+from ftenv.data.sets import FILE_NAMES
 from ftenv.stack import versions
 from support import ROOT
 from support.doc_refs import unknown_options

@@ -12,13 +12,10 @@ from pathlib import Path
 
 from ftenv.data import chatml, kaldi, writes
 from ftenv.data.rows import Rejected
+from ftenv.data.sets import FILE_NAMES, SETS
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data split"
-SETS = ("train", "valid", "test")
-#: The file each set is written to in the output folder: the names the docs' examples pass to
-#: `ftenv finetune` and the tiny model's data use, so that a copied example finds the split's files.
-FILE_NAMES = {name: f"{name}.jsonl" for name in SETS}
 
 
 @dataclass(frozen=True)

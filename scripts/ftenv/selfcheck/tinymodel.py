@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.data import chatml
-from ftenv.data.split import FILE_NAMES
+from ftenv.data.sets import FILE_NAMES
 
 # Their home is the model wing (the trainer's environment, the eval's import); callers here use
 # tinymodel.quiet_funasr_import and tinymodel.OFFLINE_ENV (offline for everything FunASR,

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from ftenv import variables
-from ftenv.data.split import FILE_NAMES
+from ftenv.data.sets import FILE_NAMES
 from support import ROOT, child_env
 from support.trained_steps import epoch_length, steps_of
 
