@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ftenv.evaluate import export
+from ftenv.evaluate import export, hf_export
+from ftenv.model.folder import WEIGHTS
 from ftenv.outcome import UNUSABLE
 
 #: The layouts `--format` writes: FunASR's own (AutoModel, funasr-server) and transformers'
@@ -65,6 +66,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"ftenv export: {exc}", file=sys.stderr)
         return UNUSABLE
     print(f"ftenv export: wrote {done.out} from {done.checkpoint} (base {done.base})")
-    weights = "model.safetensors" if args.format == "hf" else "model.pt"
+    weights = hf_export.WEIGHTS if args.format == "hf" else WEIGHTS
     print(f"ftenv export: {weights} sha256 {done.sha256}")
     return 0

@@ -17,6 +17,7 @@ from ftenv.data.sets import FILE_NAMES
 # Their home is the model wing (the trainer's environment, the eval's import); callers here use
 # tinymodel.quiet_funasr_import and tinymodel.OFFLINE_ENV (offline for everything FunASR,
 # transformers and modelscope might fetch: the environment `ftenv finetune` gives the trainer).
+from ftenv.model.folder import CONFIG, WEIGHTS
 from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
 
 SAMPLE_RATE = 16000
@@ -70,8 +71,8 @@ def paths(out_dir: str | os.PathLike) -> TinyPaths:
     root = Path(out_dir).resolve()
     return TinyPaths(
         root=root,
-        config=root / "config.yaml",
-        model_pt=root / "model.pt",
+        config=root / CONFIG,
+        model_pt=root / WEIGHTS,
         llm_dir=root / "Qwen3-tiny",
         train_jsonl=root / "data" / FILE_NAMES["train"],
         val_jsonl=root / "data" / FILE_NAMES["valid"],
