@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from ftenv import outcome, variables  # noqa: E402
+from ftenv.data import chatml  # noqa: E402
 
 
 def write_data(folder: Path, lines: int, files: int) -> Path:
@@ -41,20 +42,8 @@ def write_data(folder: Path, lines: int, files: int) -> Path:
     manifest = folder / "train.jsonl"
     with open(manifest, "w", encoding="utf-8") as fh:
         for i in range(lines):
-            item = {
-                "key": f"u{i:06d}",
-                "messages": [
-                    {"role": "system", "content": "You are a helpful assistant."},
-                    {
-                        "role": "user",
-                        "content": f"语音转写：<|startofspeech|>!{audio}/u{i % files:06d}.wav<|endofspeech|>",
-                    },
-                    {"role": "assistant", "content": "ni hao shi jie"},
-                ],
-                "speech_length": 10,
-                "text_length": 4,
-            }
-            fh.write(json.dumps(item, ensure_ascii=False) + "\n")
+            item = chatml.record(f"u{i:06d}", f"{audio}/u{i % files:06d}.wav", "ni hao shi jie", 10, 4)
+            fh.write(chatml.dumps(item) + "\n")
     return manifest
 
 

@@ -11,19 +11,23 @@ from ftenv.commands.options import from_options
 from ftenv.data import check, check_command, prepare, split
 from ftenv.launch import overrides
 from ftenv.launch.inputs import InputError
+from ftenv.launch.recipe import RECIPE_DEFAULTS
 from ftenv.outcome import UNUSABLE
 
 
 def _check(options: check_command.CheckOptions) -> int:
-    """`ftenv data check`: its files are the manifests, then the `++` overrides, parsed as `ftenv
-    finetune` parses its own (ftenv.launch.overrides: the last value of a key wins)."""
+    """`ftenv data check`: its files are the manifests, then the `++` overrides, parsed and put over
+    the recipe's settings as `ftenv finetune` does (ftenv.launch.overrides: the last value of a key
+    wins), so that both judge by the settings the trainer gets."""
     files = tuple(x for x in options.files if not x.startswith("+"))
     try:
         given = overrides.parse_all(x for x in options.files if x.startswith("+"))
     except InputError as exc:
         print(f"{check_command.PROG}: {exc}", file=sys.stderr)
         return UNUSABLE
-    return check_command.run(dataclasses.replace(options, files=files, settings=given.values))
+    return check_command.run(
+        dataclasses.replace(options, files=files, settings=given.settings(RECIPE_DEFAULTS))
+    )
 
 
 def _add_jobs(p: argparse.ArgumentParser, work: str = "") -> None:

@@ -24,7 +24,6 @@ class AudioDuration:
 
     seconds: float | None
     problem: str | None = None
-    decoder: str = "soundfile"
 
 
 #: WAV format tags whose duration is data bytes / block align / rate (PCM, IEEE float, extensible).
@@ -54,9 +53,8 @@ def _plain_wav(head: bytes, size: int) -> AudioDuration | None:
                     None,
                     f"truncated: the WAV header declares {missing} more bytes of audio than the file holds "
                     "(an interrupted copy?)",
-                    "header",
                 )
-            return AudioDuration(length // align / rate, None, "header")
+            return AudioDuration(length // align / rate)
         at += 8 + length + (length & 1)
     return None
 
@@ -64,18 +62,18 @@ def _plain_wav(head: bytes, size: int) -> AudioDuration | None:
 def _ffprobe(path: str) -> AudioDuration:
     tool = shutil.which("ffprobe")
     if tool is None:
-        return AudioDuration(None, "libsndfile cannot open it and ffmpeg (ffprobe) is not installed", "none")
+        return AudioDuration(None, "libsndfile cannot open it and ffmpeg (ffprobe) is not installed")
     cmd = [tool, "-v", "error", "-show_entries", "format=duration", "-of", "default=nw=1:nk=1", path]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=FFPROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return AudioDuration(None, f"ffprobe failed: {exc}", "ffmpeg")
+        return AudioDuration(None, f"ffprobe failed: {exc}")
     try:
         seconds = float(out.stdout.strip().splitlines()[0])
     except (IndexError, ValueError):
         why = (out.stderr.strip().splitlines() or ["no duration"])[-1]
-        return AudioDuration(None, f"neither libsndfile nor ffmpeg can decode it ({why})", "ffmpeg")
-    return AudioDuration(seconds, None, "ffmpeg")
+        return AudioDuration(None, f"neither libsndfile nor ffmpeg can decode it ({why})")
+    return AudioDuration(seconds)
 
 
 def read_duration(path: str) -> AudioDuration:

@@ -33,52 +33,12 @@ def text_lengths(tokenizer, texts: list[str]) -> list[int]:
     return [len(ids) for ids in tokenizer(texts)["input_ids"]] if texts else []
 
 
-def not_utf8(raw: bytes, exc: UnicodeDecodeError) -> str:
-    """What is wrong with a line that is not UTF-8, and the fix."""
-    return (
-        f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): FunASR reads "
-        "the file as UTF-8 and every rank stops at dataset build; re-encode the file "
-        "(e.g. `iconv -f GBK -t UTF-8`) or fix the line"
-    )
-
-
-def not_json(exc: json.JSONDecodeError) -> str:
-    """What is wrong with a line that is not JSON: FunASR's index logs it and skips the line."""
-    return f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it"
-
-
-class LineError(ValueError):
-    """A manifest line that is not one decodable JSON value; the message says why and the fix."""
-
-    def __init__(self, message: str, code: str = "not_json"):
-        super().__init__(message)
-        self.code = code  # "not_utf8" or "not_json" (ftenv.data.lines' codes)
-
-
-def load(raw: bytes | str):
-    """The JSON value of one manifest line, as every reader decodes it; LineError for bytes that are
-    not UTF-8, text that is not JSON, a number Python's json cannot hold (more than 4300 digits) and
-    nesting deeper than its recursion limit, so that each is a named line, never a crash."""
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise LineError(not_utf8(raw, exc), "not_utf8") from None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise LineError(not_json(exc)) from None
-    except RecursionError:
-        raise LineError("not usable JSON (nested deeper than a reader follows): FunASR drops it") from None
-    except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
-        raise LineError(f"not usable JSON ({exc}): FunASR drops it") from None
-
-
 def record(
-    key: str, audio: str, text: str, speech_length: int, text_length: int, speaker: str | None = None
+    key: str | None, audio: str, text: str, speech_length: int, text_length: int, speaker: str | None = None
 ) -> dict:
     """One utterance in upstream's format, keys in a fixed order (the same input gives the same bytes);
-    the speaker, when known, in a key FunASR ignores (`ftenv data split` reads it)."""
+    the speaker, when known, in a key FunASR ignores (`ftenv data split` reads it). No key (None):
+    the example line that messages show."""
     start, end = SPEECH_MARK
     item = {
         "key": key,
@@ -90,6 +50,8 @@ def record(
         "speech_length": speech_length,
         "text_length": text_length,
     }
+    if key is None:
+        del item["key"]
     if speaker is not None:
         item[SPEAKER_KEY] = speaker
     return item
@@ -99,15 +61,21 @@ def dumps(item: dict) -> str:
     return json.dumps(item, ensure_ascii=False)
 
 
+#: One line of the format, as the messages about a wrong line show it.
+EXAMPLE_LINE = dumps(record(None, "/data/wav/utt1.wav", "几点了？", 145, 3))
+
+
 @dataclass(frozen=True)
 class Utterance:
-    """What a line declares: the audio path as written, the transcript, the two lengths, its key."""
+    """What a line declares: the audio path as written, the transcript, the two lengths, its key
+    and its speaker (SPEAKER_KEY)."""
 
     audio: str
     text: str
     speech_length: int
     text_length: int
     key: str | None = None
+    speaker: str | None = None
 
 
 #: What a JSONL line can be found to be before its audio is read (the data check report's codes).
@@ -126,17 +94,28 @@ class Unreadable:
 
 def read_line(raw: bytes) -> Utterance | Unreadable:
     """One JSONL line as FunASR's index reads it (UTF-8, one JSON object): the one reader of
-    `ftenv data check`, `ftenv finetune`'s first look and `ftenv eval`'s test set."""
+    `ftenv data check`, `ftenv finetune`'s first look, `ftenv data split` and `ftenv eval`'s test
+    set. A number Python's json cannot hold (more than 4300 digits) and nesting deeper than its
+    recursion limit are named lines too, never a crash."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return Unreadable(NOT_UTF8, not_utf8(raw, exc))
+        return Unreadable(
+            NOT_UTF8,
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line): FunASR reads "
+            "the file as UTF-8 and every rank stops at dataset build; re-encode the file "
+            "(e.g. `iconv -f GBK -t UTF-8`) or fix the line",
+        )
     if not text.strip():
         return Unreadable(BLANK, BLANK_MESSAGE)
     try:
-        item = load(text)
-    except LineError as exc:  # not JSON, a number or a nesting no reader holds
-        return Unreadable(exc.code, str(exc))
+        item = json.loads(text)
+    except json.JSONDecodeError as exc:  # FunASR's index logs it and skips the line
+        return Unreadable(NOT_JSON, f"not valid JSON ({exc.msg} at column {exc.colno}): FunASR drops it")
+    except RecursionError:
+        return Unreadable(NOT_JSON, "not usable JSON (nested deeper than a reader follows): FunASR drops it")
+    except ValueError as exc:  # int(): "Exceeds the limit (4300 digits) for integer string conversion"
+        return Unreadable(NOT_JSON, f"not usable JSON ({exc}): FunASR drops it")
     utt = parse(item)
     return Unreadable(SHAPE, utt) if isinstance(utt, str) else utt
 
@@ -202,5 +181,11 @@ def parse(item) -> Utterance | str:
     for value in lengths:
         if isinstance(value, str):
             return value
-    key = item.get("key")
-    return Utterance(audio[1:], answer, *lengths, key=None if key in (None, "") else str(key))
+    key, speaker = item.get("key"), item.get(SPEAKER_KEY)
+    return Utterance(
+        audio[1:],
+        answer,
+        *lengths,
+        key=None if key in (None, "") else str(key),
+        speaker=None if speaker is None else str(speaker),
+    )

@@ -8,15 +8,14 @@ the per-file summaries this module builds.
 
 from __future__ import annotations
 
-import concurrent.futures
+import functools
 import json
-import multiprocessing
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.data import chatml, writes
+from ftenv.data import chatml, workers, writes
 from ftenv.data import lines as L
 from ftenv.data.rules import OVER_TOKEN_LIMIT, LengthRules
 from ftenv.watchdog import data_loss
@@ -27,7 +26,7 @@ REPORT_NAME = "data-check.json"
 #: Findings kept per code in the report (the counts stay exact) and shown per code on the terminal.
 KEEP_PER_CODE = 1000
 SHOW_PER_CODE = 5
-# Set-level findings and warnings (line-level codes are in ftenv.data.lines).
+# Set-level findings and warnings (line-level codes are in ftenv.data.chatml and ftenv.data.lines).
 DUPLICATE, DROPPED, OVER_BUDGET, EMPTIED, UNREADABLE, NEVER_TRAINED = (
     "duplicate_audio",
     "dropped_by_length_rules",
@@ -37,8 +36,8 @@ DUPLICATE, DROPPED, OVER_BUDGET, EMPTIED, UNREADABLE, NEVER_TRAINED = (
     "too_many_never_trained",
 )
 ERRORS = {
-    L.NOT_UTF8, L.NOT_JSON, L.SHAPE, L.AUDIO, L.EMPTY_TEXT, L.LENGTH_MISMATCH, EMPTIED, UNREADABLE,
-    NEVER_TRAINED,
+    chatml.NOT_UTF8, chatml.NOT_JSON, chatml.SHAPE, L.AUDIO, L.EMPTY_TEXT, L.LENGTH_MISMATCH, EMPTIED,
+    UNREADABLE, NEVER_TRAINED,
 }  # fmt: skip
 
 
@@ -110,20 +109,10 @@ class Report:
 
 
 def _results(path: Path, base: str, jobs: int, read_audio: bool):
-    """Each line's LineResult in file order; chunks go to `jobs` worker processes, a few in flight."""
-    if jobs <= 1:
-        for chunk in L.chunks(path):
-            yield from L.check_chunk(chunk, base, read_audio, str(path.parent))
-        return
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        pending = []
-        for chunk in L.chunks(path):
-            pending.append(pool.submit(L.check_chunk, chunk, base, read_audio, str(path.parent)))
-            if len(pending) >= 3 * jobs:
-                yield from pending.pop(0).result()
-        for future in pending:
-            yield from future.result()
+    """Each line's LineResult in file order, its chunks checked by `jobs` worker processes."""
+    work = functools.partial(L.check_chunk, base=base, read_audio=read_audio, manifest_dir=str(path.parent))
+    for results in workers.ordered(work, L.chunks(path), jobs):
+        yield from results
 
 
 def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read_audio: bool, seen: dict):
@@ -135,10 +124,10 @@ def check_file(report: Report, path: Path, kind: str, base: str, jobs: int, read
         indexed: list[int] = []  # speech_length + text_length of what FunASR indexes, in file order
         for r in results:
             summary.lines += 1
-            if r.blank or (r.problem and r.problem[0] == L.NOT_JSON):
+            if r.blank or (r.problem and r.problem[0] == chatml.NOT_JSON):
                 summary.unreadable_lines += 1
             if r.blank:
-                report.add(Finding(name, r.number, L.BLANK, chatml.BLANK_MESSAGE))
+                report.add(Finding(name, r.number, chatml.BLANK, chatml.BLANK_MESSAGE))
                 continue
             if r.problem:
                 report.add(Finding(name, r.number, *r.problem))
@@ -248,7 +237,7 @@ def check(
     L.TOKENIZER = tokenizer  # before the workers fork (ftenv.data.lines)
     try:
         for path, kind in files:
-            check_file(report, path, kind, str(base), jobs or L.default_jobs(), read_audio, seen)
+            check_file(report, path, kind, str(base), jobs or workers.default_jobs(), read_audio, seen)
     finally:
         L.TOKENIZER = None
     _judge_nothing_to_train(report)

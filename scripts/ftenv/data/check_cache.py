@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from ftenv.data import chatml
+from ftenv.data import chatml, paths
 from ftenv.data.rules import LengthRules
 
 FINGERPRINT, CHECKED_AT = "fingerprint", "checked_at"
@@ -29,15 +29,12 @@ def _stat(path: str) -> str:
 
 
 def _audio_paths(manifest: Path, base: Path):
-    """The audio paths a manifest's lines name, as the check opens them (undecodable lines: none)."""
+    """The audio paths a manifest's lines name, as the check opens them (unreadable lines: none)."""
     with open(manifest, "rb") as fh:
         for raw in fh:
-            try:
-                utt = chatml.parse(chatml.load(raw))
-            except chatml.LineError:
-                continue
-            if not isinstance(utt, str):
-                yield utt.audio if os.path.isabs(utt.audio) else os.path.join(base, utt.audio)
+            utt = chatml.read_line(raw)
+            if isinstance(utt, chatml.Utterance):
+                yield paths.trainer_path(utt.audio, base)
 
 
 def fingerprint(train: list[Path], valid: list[Path], rules: LengthRules, base: Path) -> str:

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftenv.data import check, dataset_conf, lists, prepare
+from ftenv.data import check, lists
+from ftenv.data.rules import rules_for
 from ftenv.model import folder as model_folder
 from ftenv.outcome import UNUSABLE
 
@@ -16,8 +17,8 @@ PROG = check.PROG
 
 @dataclass(frozen=True)
 class CheckOptions:
-    """What `ftenv data check` was asked for; `files` the manifests and `settings` the `++`
-    overrides as one mapping (both taken from the command line by ftenv.commands.data)."""
+    """What `ftenv data check` was asked for; `files` the manifests and `settings` the recipe's
+    settings under the `++` overrides, as one mapping (both from ftenv.commands.data)."""
 
     files: tuple[str, ...] = ()  # training manifests
     valid: tuple[str, ...] = ()
@@ -32,7 +33,7 @@ def _tokenizer(model_dir: Path):
     """The model folder's tokenizer, which counts text_length (as `ftenv data prepare` does), or
     None when it does not load (the model folder's own findings say why)."""
     try:
-        return prepare.load_tokenizer(prepare.tokenizer_dir(model_dir))
+        return model_folder.load_tokenizer(model_folder.tokenizer_dir(model_dir))
     except Exception as exc:  # a model folder without a loadable tokenizer: the lengths go unchecked
         print(
             f"{PROG}: text_length not checked: no tokenizer loads from {model_dir} ({exc})", file=sys.stderr
@@ -51,7 +52,7 @@ def run(options: CheckOptions) -> int:
         print(f"{PROG}: no file given; usage: {PROG} [--valid FILE] FILE...", file=sys.stderr)
         return UNUSABLE
     try:
-        rules = dataset_conf.rules_for(
+        rules = rules_for(
             Path(options.model_dir) if options.model_dir else None, options.settings, options.world_size
         )
     except ValueError as exc:

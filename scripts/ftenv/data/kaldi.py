@@ -41,6 +41,10 @@ class KaldiFolder:
             beside["utt2spk"] if beside["utt2spk"].is_file() else None,
         )
 
+    def lists(self) -> list[Path]:
+        """The folder's lists that are read (what `prepare` must never write over)."""
+        return [p for p in (self.wav_scp, self.text, self.segments, self.utt2spk) if p is not None]
+
     def missing(self) -> list[str]:
         return [str(p) for p in (self.wav_scp, self.text) if not p.is_file()]
 
@@ -64,6 +68,11 @@ def mapping(path: Path, rejected: list[Rejected], value_needed: bool = True) -> 
         else:
             found[key] = (number, value)
     return found
+
+
+def speakers(utt2spk: Path, rejected: list[Rejected]) -> dict[str, str]:
+    """KEY -> speaker of an utt2spk list, for `ftenv data prepare` and `ftenv data split` alike."""
+    return {key: value.strip() for key, (_, value) in mapping(utt2spk, rejected).items()}
 
 
 def _recording(value: str, cwd: Path, list_dir: Path, notes: list[str]) -> tuple[str, str | None] | str:
@@ -99,7 +108,7 @@ def read(folder: KaldiFolder, cwd: Path, rejected: list[Rejected], notes: list[s
     """Rows in wav.scp's order (or segments' order), transcripts and speakers joined by key; the
     number of command entries. `notes` gets where a relative path's two readings disagreed."""
     texts = mapping(folder.text, rejected, value_needed=False)
-    speakers = mapping(folder.utt2spk, rejected) if folder.utt2spk else {}
+    spoken = speakers(folder.utt2spk, rejected) if folder.utt2spk else {}
     recordings: dict[str, tuple[int, str, str | None]] = {}
     for key, (number, value) in mapping(folder.wav_scp, rejected).items():
         found = _recording(value, cwd, folder.wav_scp.parent, notes)
@@ -133,7 +142,7 @@ def read(folder: KaldiFolder, cwd: Path, rejected: list[Rejected], notes: list[s
             continue
         _, audio, command = recordings[recording]
         row = Row(source, number, key, audio, texts[key][1].strip(" \t"), command=command)
-        row.speaker = speakers[key][1].strip() if key in speakers else None
+        row.speaker = spoken.get(key)
         if cut is not None:
             row.start, row.end, row.channel = cut
         rows.append(row)

@@ -3,7 +3,6 @@ worker processes check in parallel: the per-line work of `ftenv data check`."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,7 @@ TOLERANCE_SHARE = 0.1
 #: exactly; another tokenizer or a count of characters is off by more).
 TOLERANCE_TOKENS = 2
 
-# What a line can be found to be (the report's codes). Errors first; the first four are chatml's.
-NOT_UTF8, NOT_JSON, SHAPE, BLANK = chatml.NOT_UTF8, chatml.NOT_JSON, chatml.SHAPE, chatml.BLANK
+# What a line's content and audio can be found to be (the report's codes; the line's reading: chatml's).
 AUDIO, EMPTY_TEXT, LENGTH_MISMATCH = "audio_unusable", "empty_transcript", "speech_length_mismatch"
 TEXT_MISMATCH = "text_length_mismatch"
 #: The model's tokenizer when the check has one (`ftenv data check --model-dir`): set before the
@@ -56,24 +54,13 @@ def chunks(path: Path) -> Iterator[list[tuple[int, bytes]]]:
         yield chunk
 
 
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
-
-
-def _absolute(audio_path: str, base: str) -> str:
-    return audio_path if os.path.isabs(audio_path) else os.path.join(base, audio_path)
-
-
 def check_line(
     number: int, raw: bytes, base: str, read_audio: bool = True, manifest_dir: str | None = None
 ) -> LineResult:
     result = LineResult(number)
     utt = chatml.read_line(raw)
     if isinstance(utt, chatml.Unreadable):
-        result.blank = utt.code == BLANK
+        result.blank = utt.code == chatml.BLANK
         result.problem = None if result.blank else (utt.code, utt.message)
         return result
     result.speech_length, result.text_length = utt.speech_length, utt.text_length
@@ -91,9 +78,9 @@ def check_line(
                 "tokenizer: FunASR batches and drops by the declared length; `ftenv data prepare` "
                 "writes it from the transcript",
             )
-    if utt.audio.startswith(("http://", "https://")):
+    if utt.audio.startswith(paths.URLS):
         return result
-    result.audio = _absolute(utt.audio, base)
+    result.audio = paths.trainer_path(utt.audio, base)
     if not read_audio:
         return result
     found = audio.read_duration(result.audio)

@@ -1,7 +1,7 @@
 """A data argument as FunASR reads it: a file named *.jsonl or *.json is the data; any other name
 is a list of JSONL files, one path a line (funasr/datasets/fun_asr_datasets/datasets.py: it reads
 the list with readlines() and opens each line stripped). The one home of that rule for `ftenv data
-check`, `ftenv finetune`'s first look and its data gate."""
+check`, `ftenv finetune`'s first look, its data gate and the trainer's data-loss count."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ class DataListError(ValueError):
 
 
 def is_list(path: str | Path) -> bool:
-    """FunASR reads a data argument not named *.jsonl or *.json as a list of JSONL files."""
-    return Path(path).suffix not in JSONL_SUFFIXES
+    """FunASR reads a data argument not named *.jsonl or *.json as a list of JSONL files (its test:
+    the name ends so)."""
+    return not str(path).endswith(JSONL_SUFFIXES)
 
 
 def manifests(path: str | None, cwd: Path) -> list[Path]:

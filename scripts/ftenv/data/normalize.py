@@ -38,7 +38,6 @@ CJK_CHARACTERS = (
     "\uf900-\ufaff"  # CJK Compatibility Ideographs
     "\U00020000-\U0003134f"  # Extensions B-G and the compatibility supplement
 )
-CJK = re.compile(f"[{CJK_CHARACTERS}]")
 _SPACE_BETWEEN_CJK = re.compile(f"(?<=[{CJK_CHARACTERS}])\\s+(?=[{CJK_CHARACTERS}])")
 _APOSTROPHES = "'\u2019"
 #: Punctuation by Unicode category, but read aloud ("percent", "and", "at"): kept.

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WORKING_DIR, LIST_DIR = "the working directory", "the list's folder"
+#: Audio named by URL: FunASR fetches it, no file to find.
+URLS = ("http://", "https://")
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class Resolved:
 
 def resolve(audio: str, cwd: Path, list_dir: Path) -> Resolved:
     """The file a relative `audio` of a list in `list_dir` means, run from `cwd`."""
-    if os.path.isabs(audio) or audio.startswith(("http://", "https://")):
+    if os.path.isabs(audio) or audio.startswith(URLS):
         return Resolved(audio)
     from_cwd = os.path.normpath(os.path.join(os.path.abspath(cwd), audio))
     from_list = os.path.normpath(os.path.join(os.path.abspath(list_dir), audio))
@@ -46,6 +48,12 @@ def resolve(audio: str, cwd: Path, list_dir: Path) -> Resolved:
             f"{audio}: not in {WORKING_DIR} ({from_cwd}); took {from_list} (from {LIST_DIR})",
         )
     return Resolved(from_cwd)
+
+
+def trainer_path(audio: str, cwd: str | os.PathLike) -> str:
+    """The file the trainer opens for a JSONL's audio path: itself when absolute, else from the
+    working directory `cwd` (never the list's folder)."""
+    return audio if os.path.isabs(audio) else os.path.join(cwd, audio)
 
 
 def trainer_problem(audio: str, cwd: Path, manifest_dir: Path) -> str | None:

@@ -12,35 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv.data import audio, chatml, extract, kaldi, normalize, programs, writes
-from ftenv.data import lines as lines_mod
 from ftenv.data.rows import Rejected, Row
 from ftenv.data.sources import checked_keys, from_folder, from_table
-from ftenv.data.workers import parallel_map
-from ftenv.model import folder as model_folder
+from ftenv.data.workers import default_jobs, parallel_map
+from ftenv.model.folder import load_tokenizer, tokenizer_dir
 from ftenv.outcome import UNUSABLE
 
 PROG = "ftenv data prepare"
 SHOW_REJECTED = 20
 INPUTS = ("wav_scp", "text", "table", "audio_dir")
 REJECTED, CHOICES = ".rejected.tsv", ".prepare.json"
-
-
-def tokenizer_dir(model_dir: Path) -> Path:
-    """The model folder's tokenizer: config.yaml's tokenizer_conf.init_param_path, found by the model
-    folder rule (ftenv.model.folder.locate), else the folder itself."""
-    conf = model_folder.read_config(model_dir)
-    if isinstance(conf, model_folder.Problem):
-        raise ValueError(conf.message)
-    raw = (conf.get("tokenizer_conf") or {}).get("init_param_path")
-    if not raw:
-        return model_dir
-    return model_folder.locate(str(raw), model_dir, Path.cwd()) or model_dir / str(raw)
-
-
-def load_tokenizer(path: Path):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
 
 
 def prepare(rows: list[Row], tokenizer, jobs: int, rejected: list[Rejected]) -> list[str]:
@@ -109,7 +90,7 @@ def _usage_problem(options: PrepareOptions) -> str | None:
     lists = []
     if options.wav_scp:
         folder = kaldi.KaldiFolder.find(Path(options.wav_scp), Path(options.text) if options.text else None)
-        lists = [("the list", p) for p in (folder.wav_scp, folder.text, folder.segments, folder.utt2spk) if p]
+        lists = [("the list", p) for p in folder.lists()]
     try:
         writes.refuse_clobber(
             outputs(options),
@@ -164,8 +145,7 @@ def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list)
     print(f"{PROG}: {folder.describe()}", file=sys.stderr)
     rows, commands = kaldi.read(folder, cwd, rejected, notes)
     rows = checked_keys(rows, rejected)
-    lists = [p for p in (folder.wav_scp, folder.text, folder.segments, folder.utt2spk) if p is not None]
-    _refuse_overwrite(options, rows, lists)
+    _refuse_overwrite(options, rows, folder.lists())
     if commands and not options.run_commands:
         first = next(r for r in rows if r.command is not None) if rows else None
         example = f" (e.g. {first.key}: `{first.command} |`)" if first else ""
@@ -184,7 +164,7 @@ def _kaldi_rows(options: PrepareOptions, cwd: Path, rejected: list, notes: list)
         return programs.refusal(lacking)
     if written:
         print(f"{PROG}: writing {len(written)} utterances' audio under {options.audio_out}", file=sys.stderr)
-        jobs = options.jobs or lines_mod.default_jobs()
+        jobs = options.jobs or default_jobs()
         rows = extract.write_out(rows, Path(options.audio_out), jobs, rejected)
     return rows
 
@@ -272,7 +252,7 @@ def run(options: PrepareOptions) -> int:
         print(f"{PROG}: transcripts: {rules.describe()}", file=sys.stderr)
         for row in rows:
             row.text = normalize.normalize(row.text, rules)
-    lines = prepare(rows, tokenizer, options.jobs or lines_mod.default_jobs(), rejected)
+    lines = prepare(rows, tokenizer, options.jobs or default_jobs(), rejected)
     out = Path(options.output)
     _write(out, lines)
     listing = _write_rejected(out, rejected)

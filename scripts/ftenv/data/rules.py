@@ -1,13 +1,18 @@
 """The pinned FunASR release's length rules for Fun-ASR-Nano data (indexing, the recipe's sampler),
-read from its code, as functions of the declared lengths and the run's `dataset_conf` (the rules
-and their sources: docs/data.md). The dataset's per-sample limits are counted at run time
-(ftenv.data.runtime), not predicted here.
+read from its code, as functions of the declared lengths and the run's `dataset_conf` as FunASR
+builds it: the model folder's config.yaml, then the run's settings (the rules and their sources:
+docs/data.md). The dataset's per-sample limits are counted at run time (ftenv.data.runtime), not
+predicted here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ftenv.data.chatml import FRAMES_PER_SECOND
+from ftenv.model import folder as model_folder
 
 #: What the recipe (ftenv.launch.recipe) and FunASR's code use when the run does not say.
 DEFAULTS = {
@@ -20,8 +25,7 @@ DEFAULTS = {
     "max_target_length": 2048,
     "batch_size_sample_max": 200,
 }
-#: The keys upstream's finetune.sh (and `ftenv finetune`) always sets; their DEFAULTS are its values.
-RECIPE_KEYS = ("batch_size", "batch_type", "sort_size")
+PREFIX = "dataset_conf."
 #: Why a line is dropped, by rule (the report's keys).
 NO_TEXT, TOO_LONG_SPEECH, TOO_SHORT_SPEECH, TOO_LONG_TEXT, OVER_TOKEN_LIMIT = (
     "text_length_below_1",
@@ -98,10 +102,11 @@ class LengthRules:
 
     def explain(self, why: str, s: int, t: int) -> str:
         """What FunASR does to an utterance of these lengths under rule `why`, and the fix."""
+        seconds = s / FRAMES_PER_SECOND
         return {
             NO_TEXT: f"text_length {t} < 1: FunASR skips the line at indexing",
             TOO_LONG_SPEECH: (
-                f"speech_length {s} ({s / 100:.1f} s) > max_source_length {self.max_source_length}: "
+                f"speech_length {s} ({seconds:.1f} s) > max_source_length {self.max_source_length}: "
                 "FunASR skips it at indexing; cut the audio or raise ++dataset_conf.max_source_length"
             ),
             TOO_SHORT_SPEECH: (
@@ -111,7 +116,7 @@ class LengthRules:
                 f"text_length {t} > max_target_length {self.max_target_length}: FunASR skips it at indexing"
             ),
             OVER_TOKEN_LIMIT: (
-                f"speech_length + text_length = {s + t} ({s / 100:.1f} s of audio) > max_token_length "
+                f"speech_length + text_length = {s + t} ({seconds:.1f} s of audio) > max_token_length "
                 f"{self.max_token_length}: FunASR's sampler skips it every epoch; cut the audio into "
                 "shorter utterances or raise ++dataset_conf.max_token_length"
             ),
@@ -124,3 +129,27 @@ class LengthRules:
             f"{self.max_source_length}, min_source_length={self.min_source_length}, "
             f"max_target_length={self.max_target_length}"
         )
+
+
+def model_dataset_conf(model_dir: Path | None) -> dict:
+    """dataset_conf of the model folder's config.yaml, read as every command reads it
+    (ftenv.model.folder.read_config); {} without one or when it is unreadable (the folder's check
+    names that)."""
+    if model_dir is None or not (model_dir / model_folder.CONFIG).is_file():
+        return {}
+    conf = model_folder.read_config(model_dir)
+    found = conf.get("dataset_conf") if isinstance(conf, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
+
+
+def rules_for(model_dir: Path | None, settings: Mapping[str, object], world_size: int = 1) -> LengthRules:
+    """The length rules of a run on this model with these settings: the recipe's, then the user's
+    overrides, as one mapping of key to value (ftenv.launch.overrides.Overrides.settings, for
+    `ftenv finetune` and `ftenv data check` alike); keys other than `dataset_conf.KEY` are not the
+    sampler's."""
+    conf = model_dataset_conf(model_dir)
+    for key, value in settings.items():
+        sub = key[len(PREFIX) :]
+        if key.startswith(PREFIX) and "." not in sub:
+            conf[sub] = value
+    return LengthRules.from_conf(conf, world_size)

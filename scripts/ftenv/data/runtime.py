@@ -8,17 +8,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Mapping
 
 from ftenv import upstream, variables
+from ftenv.data import lists
 from ftenv.watchdog import data_loss as D
 
 DATASET = "FunASR"
-#: FTENV_DATA_COUNT=0: no counting (the trainer entry still runs, for the run's life).
-
-
-def counting_on(environ: Mapping[str, str] | None = None) -> bool:
-    return variables.read(variables.DATA_COUNT, environ) != "0"
 
 
 def _emit(event: str, dataset: str, count: int, of: int = 0, detail: str = "") -> None:
@@ -40,8 +35,7 @@ def _what(item) -> str:
 
 def _lines(path) -> int | None:
     """Lines of a JSONL file as FunASR iterates them; None for a list of files."""
-    path = str(path)
-    if not path.endswith((".jsonl", ".json")):
+    if lists.is_list(path):
         return None
     count, last = 0, b"\n"
     with open(path, "rb") as fh:
@@ -125,5 +119,6 @@ def install() -> str:
 
 
 def install_from_env() -> list[str]:
-    """install() unless FTENV_DATA_COUNT=0; the lines for the log."""
-    return [install()] if counting_on() else []
+    """install() unless FTENV_DATA_COUNT=0 (the trainer entry still runs, for the run's life); the
+    lines for the log."""
+    return [install()] if variables.read(variables.DATA_COUNT) != "0" else []

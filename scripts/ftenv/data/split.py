@@ -53,21 +53,18 @@ class Line:
 
 
 def _read(path: Path, speakers: dict[str, str]) -> list[Line] | str:
+    """The lines of the JSONL (blank ones skipped, as FunASR skips them), or the first that is not
+    an utterance; a speaker from utt2spk before the line's own."""
     out = []
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                item = chatml.load(raw)
-            except chatml.LineError as exc:
-                return f"{path} line {number}: {exc} (`ftenv data check {path}` says more)"
-            utt = chatml.parse(item)
-            if isinstance(utt, str):
-                return f"{path} line {number}: {utt} (`ftenv data check {path}` says more)"
-            key = str(item.get("key", number))
-            speaker = speakers.get(key, item.get(chatml.SPEAKER_KEY))
-            speaker = None if speaker is None else str(speaker)
+            utt = chatml.read_line(raw)
+            if isinstance(utt, chatml.Unreadable):
+                if utt.code == chatml.BLANK:
+                    continue
+                return f"{path} line {number}: {utt.message} (`ftenv data check {path}` says more)"
+            key = utt.key if utt.key is not None else str(number)
+            speaker = speakers.get(key, utt.speaker)
             out.append(Line(raw if raw.endswith(b"\n") else raw + b"\n", key, speaker, utt.speech_length))
     return out
 
@@ -110,7 +107,7 @@ def run(options: SplitOptions) -> int:
     rejected: list[Rejected] = []
     speakers = {}
     if options.utt2spk:
-        speakers = {k: v.strip() for k, (_, v) in kaldi.mapping(Path(options.utt2spk), rejected).items()}
+        speakers = kaldi.speakers(Path(options.utt2spk), rejected)
     lines = _read(source, speakers)
     if isinstance(lines, str):
         print(f"{PROG}: {lines}", file=sys.stderr)

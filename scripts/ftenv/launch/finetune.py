@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 from ftenv import outcome, variables
 from ftenv.attention import sdpa
-from ftenv.data import check, check_cache, dataset_conf, lists
+from ftenv.data import check, check_cache, lists
+from ftenv.data.rules import rules_for
 from ftenv.launch import cache_dirs, compile_cache, gpu_gate
 from ftenv.launch.inputs import InputError, make_output_dir
 from ftenv.launch.launch_plan import FinetuneOptions, LaunchPlan, plan_launch, torchrun_argv
@@ -159,7 +160,7 @@ def check_data(prog: str, plan: LaunchPlan) -> int | None:
         print(f"{prog}: data check skipped ({why})", file=sys.stderr)
         return None
     try:
-        rules = dataset_conf.rules_for(plan.model_dir, plan.settings, plan.world_size)
+        rules = rules_for(plan.model_dir, plan.settings, plan.world_size)
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return outcome.UNUSABLE

@@ -17,11 +17,6 @@ from ftenv.model import folder as model_folder
 
 #: How many leading lines of each JSONL are checked.
 CHECK_LINES = 5
-EXAMPLE_LINE = (
-    '{"messages": [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", '
-    '"content": "语音转写：<|startofspeech|>!/data/wav/utt1.wav<|endofspeech|>"}, {"role": "assistant", '
-    '"content": "几点了？"}], "speech_length": 145, "text_length": 3}'
-)
 #: The image's user: Kubernetes examples run as it, and fsGroup may not reach the volume.
 IMAGE_UID = 1000
 
@@ -141,7 +136,7 @@ def _check_one_jsonl(path: Path, what: str, base: Path, lines: int) -> list[str]
         if count == 0:
             problems.append(f"{what} data {path} is empty")
     if problems:
-        problems.append(f"each line must be one JSON object like: {EXAMPLE_LINE}")
+        problems.append(f"each line must be one JSON object like: {chatml.EXAMPLE_LINE}")
     return problems
 
 

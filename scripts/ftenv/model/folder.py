@@ -85,6 +85,31 @@ def read_config(model_dir: Path) -> dict | Problem:
     return conf
 
 
+def _init_path(conf: dict, section: str):
+    """The path a section of config.yaml builds from (its init_param_path), as written."""
+    return (conf.get(section) or {}).get("init_param_path")
+
+
+def tokenizer_dir(model_dir: Path, cwd: Path | None = None) -> Path:
+    """The model folder's tokenizer, which counts text_length for `ftenv data prepare` and `check`:
+    config.yaml's tokenizer_conf.init_param_path found by `locate`, else the folder itself;
+    ValueError when config.yaml does not read."""
+    conf = read_config(model_dir)
+    if isinstance(conf, Problem):
+        raise ValueError(conf.message)
+    raw = _init_path(conf, "tokenizer_conf")
+    if not raw:
+        return model_dir
+    return locate(str(raw), model_dir, cwd or Path.cwd()) or model_dir / str(raw)
+
+
+def load_tokenizer(path: Path):
+    """The tokenizer in the folder `path` as FunASR's HuggingfaceTokenizer loads it, offline."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+
+
 def _file_path_metas(model_dir: Path) -> dict:
     try:
         metas = json.loads((model_dir / CONFIGURATION).read_text(encoding="utf-8")).get("file_path_metas")
@@ -172,7 +197,7 @@ def _ctc_problem(conf: dict, model_pt: Path, model_dir: Path, cwd: Path) -> Prob
         return Problem(
             WARNING, f"cannot read the parameter names of {model_pt} ({keys}): CTC weights unknown"
         )
-    external = (conf.get("ctc_decoder_conf") or {}).get("init_param_path")
+    external = _init_path(conf, "ctc_decoder_conf")
     wanted = CTC_PREFIXES[1:] if external and locate(str(external), model_dir, cwd) else CTC_PREFIXES
     missing = [p for p in wanted if not any(k.startswith(p) for k in keys)]
     if not missing:
@@ -218,8 +243,7 @@ def _inspected(model_dir: Path, cwd: Path) -> tuple[dict | None, list[Problem]]:
     conf = read_config(model_dir)
     if isinstance(conf, Problem):
         return None, [*problems, conf]
-    llm = (conf.get("llm_conf") or {}).get("init_param_path")
-    tok = (conf.get("tokenizer_conf") or {}).get("init_param_path")
+    llm, tok = _init_path(conf, "llm_conf"), _init_path(conf, "tokenizer_conf")
     found = [
         _folder_problem("LLM decoder", "llm_conf.init_param_path", llm, model_dir, cwd, DECODER_FILES),
         _folder_problem("tokenizer", "tokenizer_conf.init_param_path", tok, model_dir, cwd, TOKENIZER_FILES),

@@ -19,7 +19,6 @@ from ftenv import upstream
 #: The keys of llm_conf that build the LoRA layers (upstream's names).
 USE_LORA, LORA_CONF = "use_lora", "lora_conf"
 #: What names a LoRA tensor in a state dict (upstream's lora_state_dict and mark_only_lora_as_trainable).
-MARK = "lora_"
 ADAPTERS = (".lora_A", ".lora_B")
 
 

@@ -11,12 +11,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.data.chatml import SYSTEM_PROMPT, USER_PROMPT
+from ftenv.data import chatml
 from ftenv.data.sets import FILE_NAMES
 
 # Their home is the model wing (the trainer's environment, the eval's import); callers here use
 # tinymodel.quiet_funasr_import and tinymodel.OFFLINE_ENV (offline for everything FunASR,
 # transformers and modelscope might fetch: the environment `ftenv finetune` gives the trainer).
+from ftenv.model.folder import CONFIG, WEIGHTS
 from ftenv.model.funasr_import import OFFLINE_ENV, quiet_funasr_import
 
 SAMPLE_RATE = 16000
@@ -70,8 +71,8 @@ def paths(out_dir: str | os.PathLike) -> TinyPaths:
     root = Path(out_dir).resolve()
     return TinyPaths(
         root=root,
-        config=root / "config.yaml",
-        model_pt=root / "model.pt",
+        config=root / CONFIG,
+        model_pt=root / WEIGHTS,
         llm_dir=root / "Qwen3-tiny",
         train_jsonl=root / "data" / FILE_NAMES["train"],
         val_jsonl=root / "data" / FILE_NAMES["valid"],
@@ -212,18 +213,8 @@ def _write_wavs_and_jsonl(p: TinyPaths, tokenizer, rng: random.Random, n_train: 
         wav = (tone + 0.02 * np_rng.standard_normal(n)).astype("float32")
         path = p.wav_dir / f"utt{i:04d}.wav"
         soundfile.write(str(path), wav, SAMPLE_RATE, subtype="PCM_16")
-        record = {
-            "key": f"utt{i:04d}",
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": f"{USER_PROMPT}<|startofspeech|>!{path}<|endofspeech|>"},
-                {"role": "assistant", "content": text},
-            ],
-            # As the recipe's data tools write them: fbank frames (10 ms) and text tokens.
-            "speech_length": frames[i],
-            "text_length": text_length,
-        }
-        lines.append(json.dumps(record, ensure_ascii=False))
+        # As the recipe's data tools write them: fbank frames (10 ms) and text tokens.
+        lines.append(chatml.dumps(chatml.record(f"utt{i:04d}", str(path), text, frames[i], text_length)))
     p.train_jsonl.parent.mkdir(parents=True, exist_ok=True)
     p.train_jsonl.write_text("\n".join(lines[:n_train]) + "\n", encoding="utf-8")
     p.val_jsonl.write_text("\n".join(lines[n_train:]) + "\n", encoding="utf-8")
@@ -237,7 +228,12 @@ def build(out_dir: str | os.PathLike, *, seed: int = 0, n_train: int = 48, n_val
     p.llm_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
 
-    corpus = [SYSTEM_PROMPT, USER_PROMPT, "Speech transcription:", *_texts(random.Random(seed + 1), 400)]
+    corpus = [
+        chatml.SYSTEM_PROMPT,
+        chatml.USER_PROMPT,
+        "Speech transcription:",
+        *_texts(random.Random(seed + 1), 400),
+    ]
     _train_tokenizer(p.llm_dir, corpus)
     (p.llm_dir / "config.json").write_text(json.dumps(LLM_CONFIG, indent=2, sort_keys=True) + "\n")
 

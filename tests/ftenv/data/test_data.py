@@ -14,7 +14,7 @@ import pytest
 import soundfile
 
 from ftenv import cli, variables
-from ftenv.data import check, dataset_conf, rules
+from ftenv.data import check, rules
 from ftenv.launch import recipe
 from ftenv.selfcheck import tinymodel
 from support import GOOD_RECORD
@@ -173,8 +173,9 @@ def test_check_of_good_data_passes_and_names_its_settings(tiny, tmp_path, capsys
 
 
 def test_recipe_defaults_are_the_recipes():
+    """The rules of a run that sets nothing are the recipe's (LengthRules() where no setting came)."""
     recipe_conf = {k.split(".", 1)[1]: v for k, v in recipe.RECIPE_DEFAULTS if k.startswith("dataset_conf.")}
-    for key in rules.RECIPE_KEYS:
+    for key in ("batch_size", "batch_type", "sort_size"):
         assert str(rules.DEFAULTS[key]) == recipe_conf[key]
 
 
@@ -216,10 +217,10 @@ def test_a_validation_set_funasr_would_empty_is_an_error(tiny, long_valid, tmp_p
 
 def test_overrides_and_the_models_config_make_the_rules(tmp_path):
     (tmp_path / "config.yaml").write_text("dataset_conf:\n  max_token_length: 3500\n  batch_size: 400\n")
-    r = dataset_conf.rules_for(tmp_path, {"dataset_conf.batch_size": 300, "train_conf.max_epoch": 2}, 8)
+    r = rules.rules_for(tmp_path, {"dataset_conf.batch_size": 300, "train_conf.max_epoch": 2}, 8)
     assert (r.batch_size, r.max_token_length, r.world_size) == (300, 3500, 8)
     with pytest.raises(ValueError, match="batch_size"):
-        dataset_conf.rules_for(None, {"dataset_conf.batch_size": "lots"})
+        rules.rules_for(None, {"dataset_conf.batch_size": "lots"})
 
 
 # --- finetune ---------------------------------------------------------------------------------

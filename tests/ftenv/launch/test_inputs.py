@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ftenv import cli
-from ftenv.data import check, lines, lists
+from ftenv.data import chatml, check, lines, lists
 from ftenv.data.rules import LengthRules
 from ftenv.launch import inputs
 from ftenv.launch.inputs import check_line
@@ -74,7 +74,7 @@ def test_a_blank_line_is_skipped_by_finetune_and_a_warning_of_the_data_check(wor
     found = lines.check_line(2, b"\n", str(work), read_audio=False)
     assert found.blank and found.problem is None
     report = check.check([(work / "train.jsonl", check.TRAIN)], LengthRules(), work, jobs=1, read_audio=False)
-    blank = [f for f in report.findings if f.code == lines.BLANK]
+    blank = [f for f in report.findings if f.code == chatml.BLANK]
     assert [(f.line, f.severity) for f in blank] == [(2, "warning")]
 
 
@@ -97,3 +97,15 @@ def test_a_list_of_data_files_is_read_alike_every_line_whole(work, capsys):
     assert blank in inputs.check_jsonl(listing, "train", work)[0]
     assert cli.main(["data", "check", "--jobs", "1", str(listing)]) == 2
     assert blank in capsys.readouterr().err
+
+
+def test_a_data_file_is_told_from_a_list_by_the_end_of_its_name_as_funasr_tells_it(work):
+    """FunASR takes a name ending in .jsonl or .json as the data (`path.endswith`), a hidden file
+    named `.jsonl` included: the checks and the trainer's data-loss count read it as FunASR does."""
+    from ftenv.data import runtime
+
+    hidden = work / ".jsonl"
+    hidden.write_text("{}\n{}\n", encoding="utf-8")
+    assert not lists.is_list(hidden) and lists.is_list(work / "train.list")
+    assert lists.manifests(str(hidden), work) == [hidden]
+    assert runtime._lines(hidden) == 2 and runtime._lines(work / "train.list") is None

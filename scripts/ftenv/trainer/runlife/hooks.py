@@ -15,6 +15,7 @@ import sys
 import threading
 
 from ftenv import upstream, variables
+from ftenv.model.folder import WEIGHTS
 from ftenv.outcome import STOPPED
 from ftenv.trainer.runlife import atomic, failfast, record
 from ftenv.trainer.runlife.signals import BoundaryLoader, StopRequest, agree
@@ -61,7 +62,7 @@ def _wrap_resume(trainer_cls, state: RunState) -> None:
     @functools.wraps(original)
     def resume_checkpoint(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        if os.path.isfile(os.path.join(self.output_dir, "model.pt")) and self.resume:
+        if os.path.isfile(os.path.join(self.output_dir, WEIGHTS)) and self.resume:
             state.saved_at = _position(self.start_epoch, self.start_step, self.start_data_split_i)
 
     trainer_cls.resume_checkpoint = resume_checkpoint
@@ -77,7 +78,7 @@ def _stop(trainer, state: RunState, signum: int, args: dict, done: int) -> None:
     step = state.slice_start + done
     name = signal.Signals(signum).name
     here = _position(epoch, step, split)
-    ckpt = os.path.join(trainer.output_dir, "model.pt")
+    ckpt = os.path.join(trainer.output_dir, WEIGHTS)
     if state.saved_at != here:
         state.absolute_step = True
         trainer.save_checkpoint(
@@ -156,7 +157,7 @@ def close_timeout_s(environ=None) -> float:
 
 def _kept(output_dir: str) -> str:
     try:
-        names = sorted(n for n in os.listdir(output_dir) if n.startswith("model.pt"))
+        names = sorted(n for n in os.listdir(output_dir) if n.startswith(WEIGHTS))
     except OSError:
         return f"the checkpoints in {output_dir} are kept"
     avg = [n for n in names if ".avg" in n]
