@@ -89,7 +89,7 @@ def read_test_set(path: Path, cwd: Path | None = None) -> list[TestUtterance]:
         if misread := paths.trainer_problem(utt.audio, base, path.parent):  # as `ftenv data check` says
             unusable.append(f"line {number}: {misread}")
             continue
-        where = utt.audio if os.path.isabs(utt.audio) else str(base / utt.audio)
+        where = paths.trainer_path(utt.audio, base)
         duration = audio.read_duration(where)
         if duration.seconds is None:
             unusable.append(f"line {number}: {where}: {duration.problem}")
