@@ -34,28 +34,22 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # run by its path: the benchm
 
 from benchmarks.matrix import arms as matrix_arms  # noqa: E402
 from benchmarks.matrix.arms import Arm  # noqa: E402
-from benchmarks.matrix.model import build_model, random_batches, tiny_items  # noqa: E402
+from benchmarks.matrix.model import ADAPTOR, ENCODER, QWEN3_0_6B, build_model, random_batches, tiny_items  # noqa: E402
 from benchmarks.matrix.stepcount import count_arm  # noqa: E402
 from ftenv import outcome  # noqa: E402
 
-#: Narrow widths at Fun-ASR-Nano's depth and vocabulary (op counts do not depend on widths).
+#: Fun-ASR-Nano's sizes with narrow widths (op counts do not depend on widths): its depth and
+#: vocabulary stay.
 NARROW_LLM = {
-    "vocab_size": 151936,
+    **QWEN3_0_6B,
     "hidden_size": 64,
     "intermediate_size": 128,
-    "num_hidden_layers": 28,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 16,
 }
-NARROW_ENCODER = {
-    "output_size": 64,
-    "attention_heads": 4,
-    "linear_units": 128,
-    "num_blocks": 50,
-    "tp_blocks": 20,
-}
-NARROW_ADAPTOR = {"downsample_rate": 1, "ffn_dim": 128, "n_layer": 2}
+NARROW_ENCODER = {**ENCODER, "output_size": 64, "linear_units": 128}
+NARROW_ADAPTOR = {**ADAPTOR, "ffn_dim": 128}
 #: The arms counted: the matrix's candidates, and eager with FunASRNano's forward without host
 #: syncs alone (`nosync`: what that lever gains by itself).
 COUNTED = (
