@@ -26,24 +26,8 @@ import tempfile
 from pathlib import Path
 
 from ftenv import outcome
-from ftenv.data import audio, chatml
-from ftenv.evaluate import decode
-
-
-def test_utterances(jsonl: Path, n: int) -> list[decode.Utterance]:
-    """The first n utterances of a ChatML JSONL, read by the data wing's parser."""
-    out = []
-    for number, raw in enumerate(jsonl.read_text(encoding="utf-8").splitlines(), start=1):
-        if not raw.strip():
-            continue
-        item = json.loads(raw)
-        utt = chatml.parse(item)
-        if isinstance(utt, str):
-            raise SystemExit(f"{jsonl}: line {number}: {utt}")
-        out.append(decode.Utterance(str(item.get("key") or number), utt.audio))
-        if len(out) == n:
-            break
-    return out
+from ftenv.data import audio
+from ftenv.evaluate import decode, models
 
 
 def measure(loaded: decode.Loaded, utts: list[decode.Utterance], batch_size: int, new_tokens: int) -> dict:
@@ -93,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         if test is None:
             p.error("--test JSONL is needed with --model-dir")
         loaded = decode.load_model(model_dir, device=a.device)
-        utts = test_utterances(test, a.utterances)
+        try:  # read as `ftenv eval` reads its test set
+            utts = [decode.Utterance(u.key, u.audio) for u in models.read_test_set(test)[: a.utterances]]
+        except models.TestSetError as exc:
+            raise SystemExit(str(exc)) from None
         result = measure(loaded, utts, a.batch_size, a.max_new_tokens)
     result |= {
         "model": "tiny (random weights)" if a.model_dir is None else str(a.model_dir),

@@ -7,19 +7,9 @@ step (FunASR issue #3704: about 8,080 kernels a step on a B200) is paced by how 
 by how often the host waits for the device. Neither count depends on the layers' widths, so this
 builds FunASRNano with Fun-ASR-Nano's depth (28 Qwen3 layers, 1 + 49 + 20 SAN-M blocks, the 2-layer
 adaptor), the real vocabulary (151,936) and narrow widths, on the CPU, and counts per training
-step by the one definition the matrix's floor counts by too (benchmarks.matrix.stepcount.count_arm;
-docs/benchmarks.md, "what a step's syncs and ops are"):
-
-- ops: every ATen op of the forward and backward dispatched outside compiled regions (and the
-  non-view ones); on a GPU Inductor turns each compiled region into a few fused kernels, not
-  counted here; the update (clip, AdamW, zero_grad) counted apart;
-- host syncs: ops whose result the host must read (`_local_scalar_dense`, i.e. `.item()` and
-  tensor-bounded slices; `nonzero`; `masked_select`; indexing with a boolean mask) and
-  `Tensor.tolist` calls;
-- graph breaks: torch._dynamo's counter (private: "unknown" when gone);
-- compiled regions called per step: with `cudagraphs` on a GPU each is one graph replay forward
-  (and one backward where it trains), so this is what a step would replay (CUDA graphs cannot
-  run on a CPU).
+step a step's ATen ops outside compiled regions, host syncs, graph breaks and compiled regions
+called, by the one definition the matrix's floor counts by too (benchmarks.matrix.stepcount;
+docs/benchmarks.md, "what a step's syncs and ops are").
 
     python benchmarks/dispatch_proxy.py [--steps 3] [--arms eager,regional+audio,...] [--json out.json]
 
@@ -42,46 +32,43 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]  # run by its path: the benchmarks package, ftenv
 
+from benchmarks.matrix import arms as matrix_arms  # noqa: E402
 from benchmarks.matrix.arms import Arm  # noqa: E402
-from benchmarks.matrix.model import build_model, random_batches, tiny_items  # noqa: E402
+from benchmarks.matrix.model import ADAPTOR, ENCODER, QWEN3_0_6B, build_model, random_batches, tiny_items  # noqa: E402
 from benchmarks.matrix.stepcount import count_arm  # noqa: E402
 from ftenv import outcome  # noqa: E402
 
-#: Narrow widths at Fun-ASR-Nano's depth and vocabulary (op counts do not depend on widths).
+#: Fun-ASR-Nano's sizes with narrow widths (op counts do not depend on widths): its depth and
+#: vocabulary stay.
 NARROW_LLM = {
-    "vocab_size": 151936,
+    **QWEN3_0_6B,
     "hidden_size": 64,
     "intermediate_size": 128,
-    "num_hidden_layers": 28,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 16,
 }
-NARROW_ENCODER = {
-    "output_size": 64,
-    "attention_heads": 4,
-    "linear_units": 128,
-    "num_blocks": 50,
-    "tp_blocks": 20,
-}
-NARROW_ADAPTOR = {"downsample_rate": 1, "ffn_dim": 128, "n_layer": 2}
-#: The arms counted: the matrix's candidates and the eager-side levers alone.
-ARMS = {
-    "eager": (),
-    "nosync": ("nosync",),
-    "decoder": ("decoder",),
-    "decoder+nosync+lmhead": ("decoder", "nosync", "lmhead"),
-    "regional": ("regional", "nosync", "lmhead"),
-    "regional+audio": ("regional", "audio"),
-    "regional+audio+nosync": ("regional", "audio", "nosync"),
-    "best-guess": ("regional", "audio", "nosync", "lmhead"),
-    "large": ("decoder", "audiowhole", "nosync", "lmhead"),
-}
+NARROW_ENCODER = {**ENCODER, "output_size": 64, "linear_units": 128}
+NARROW_ADAPTOR = {**ADAPTOR, "ffn_dim": 128}
+#: The arms counted: the matrix's candidates, and eager with FunASRNano's forward without host
+#: syncs alone (`nosync`: what that lever gains by itself).
+COUNTED = (
+    "eager",
+    "nosync",
+    "decoder",
+    "decoder+nosync+lmhead",
+    "regional",
+    "regional+audio",
+    "regional+audio+nosync",
+    "best-guess",
+    "large",
+)
+ARMS = {a.name: a for a in (*matrix_arms.ARMS, Arm("nosync", ("nosync",))) if a.name in COUNTED}
 
 
 def count(model, initial, name: str, batches) -> dict:
     """The arm's counts per step by the one definition (benchmarks.matrix.stepcount)."""
-    return count_arm(model, initial, Arm(name, ARMS[name]), batches)
+    return count_arm(model, initial, ARMS[name], batches)
 
 
 def main(argv=None) -> int:
@@ -89,7 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=3, help="counted steps per arm (one more warms up)")
     p.add_argument("--min-batch", type=int, default=8)
     p.add_argument("--max-batch", type=int, default=25)
-    p.add_argument("--arms", type=lambda s: s.split(","), default=list(ARMS))
+    p.add_argument("--arms", type=lambda s: s.split(","), default=list(COUNTED))
     p.add_argument("--tiny-model", action="store_true", help="the tiny model's sizes (tests)")
     p.add_argument(
         "--llm-layers",

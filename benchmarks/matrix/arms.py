@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ftenv.trainer.compile_setting import DEFAULT_PARTS
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -24,9 +26,9 @@ class Arm:
     fresh_process: bool = False
 
 
-#: The combination expected fastest: every lever that changes no compiled region's graph rides on
-#: the regional decoder and the compiled audio side.
-BEST_GUESS = ("regional", "audio", "nosync", "lmhead")
+#: The combination expected fastest, what `--compile` turns on: every lever that changes no compiled
+#: region's graph rides on the regional decoder and the compiled audio side.
+BEST_GUESS = DEFAULT_PARTS
 #: Few large regions: the decoder stack whole and the audio side whole (two compiled regions a
 #: step, two CUDA-graph replays forward with `cudagraphs`, against 99 per-layer and per-block ones).
 LARGE = ("decoder", "audiowhole", "nosync", "lmhead")

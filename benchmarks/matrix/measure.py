@@ -8,7 +8,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from benchmarks.matrix.stepcount import fresh, optimizer, update
+from ftenv.trainer.recipe_step import fresh, optimizer, set_backends, update
 
 #: The CUDA runtime calls that make the host wait for the device.
 SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
@@ -62,8 +62,7 @@ def train_steps(
     from ftenv.trainer.fastpath.compiled_decoder import graphs_compiled
 
     torch.manual_seed(0)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cuda.matmul.allow_tf32 = True
+    set_backends()
     model.train()
     optim = optimizer(model, fused)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)

@@ -1,9 +1,10 @@
 """The model and the batches every arm trains: FunASRNano at Fun-ASR-Nano's sizes (or the tiny
 model's) with random weights, the tiny offline data's utterances in seeded batches of random sizes,
-and those batches as an arm's collator gives them."""
+those batches as an arm's collator gives them, and the model with an arm's parts on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from pathlib import Path
@@ -93,16 +94,40 @@ def random_batches(dataset, items, n: int, seed: int, min_batch: int, max_batch:
 
 
 def prepared(arm: Arm, batches: list[dict]) -> list[dict]:
-    """The batches as the arm's collator gives them: padded to its buckets, with the labelled
-    positions for `lmhead` and the speech fingerprints for `audiocache` (FunASR's collator adds
-    them in training, ftenv.trainer.fastpath)."""
-    from ftenv.trainer.fastpath import audio_cache, buckets, labelled_head
+    """The batches as the arm's collator gives them, through the trainer's own collator hook
+    (ftenv.trainer.fastpath.collator) on a stand-in dataset class whose collator hands its batch on."""
+    from ftenv.trainer.fastpath import buckets, collator
 
-    if arm.buckets:
-        spec = buckets.parse(arm.buckets)
-        batches = [buckets.pad_batch(b, spec) for b in batches]
-    if "lmhead" in arm.parts:
-        batches = [labelled_head.add_label_index(dict(b)) for b in batches]
-    if "audiocache" in arm.parts:
-        batches = [audio_cache.add_speech_keys(dict(b)) for b in batches]
-    return batches
+    class Collated:
+        def collator(self, samples=None):
+            return dict(samples)
+
+    spec = buckets.parse(arm.buckets) if arm.buckets else None
+    collator.install(arm.parts, spec, "Collated", {"Collated": Collated})
+    return [Collated().collator(b) for b in batches]
+
+
+@contextlib.contextmanager
+def applied(model, initial, arm: Arm, device: str, backend, cache_root: Path | None = None):
+    """The model at its first weights with the arm's parts on, compiling afresh (with `cache_root`,
+    on the arm's compile caches there: another arm's, which it starts on, load from disk); the parts
+    removed on the way out. Yields apply's record."""
+    import torch
+
+    from ftenv.launch.compile_cache import COMPILER_CACHE_VARS
+    from ftenv.trainer.fastpath import buckets
+    from ftenv.trainer.fastpath.parts import apply, remove
+
+    model.load_state_dict(initial)
+    if cache_root is not None:
+        cache = cache_root / (arm.cache_of or arm.name)
+        variables.export({var: str(cache / sub) for var, sub in COMPILER_CACHE_VARS.items()})
+    torch._dynamo.reset()
+    with contextlib.suppress(Exception):  # private: the counts then read "unknown"
+        torch._dynamo.utils.counters.clear()
+    spec = buckets.parse(arm.buckets) if arm.buckets else None
+    done = apply(model, arm.parts, spec, devices=(device,), backend=backend)
+    try:
+        yield done
+    finally:
+        remove(model, done)

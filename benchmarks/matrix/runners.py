@@ -4,7 +4,6 @@ arms in order, each past its gate, the JSON rewritten after every arm (`run_matr
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -29,7 +28,7 @@ from benchmarks.matrix.arms import (
     refusal,
 )
 from benchmarks.matrix.measure import cudagraph_records, profile_steps, train_steps
-from benchmarks.matrix.model import build_model, prepared, random_batches, sizes, tiny_items
+from benchmarks.matrix.model import applied, build_model, prepared, random_batches, sizes, tiny_items
 from benchmarks.matrix.stepcount import count_arm, graph_breaks
 from benchmarks.matrix.table import summary
 from ftenv import variables
@@ -42,37 +41,6 @@ def say(text: str) -> None:
     print(f"compile_speedup: {text}", file=sys.stderr, flush=True)
 
 
-def use_caches(cache: Path) -> None:
-    """Inductor's and Triton's caches of this arm (another arm's: it starts on them)."""
-    from ftenv.launch.compile_cache import COMPILER_CACHE_VARS
-
-    for var, sub in COMPILER_CACHE_VARS.items():
-        variables.export({var: str(cache / sub)})
-
-
-@contextlib.contextmanager
-def applied(model, initial, arm: Arm, args, cache_root: Path):
-    """The model at its first weights with the arm's parts on, compiling afresh on the arm's caches
-    (another arm's: from disk); the parts removed on the way out. Yields apply's record."""
-    import torch
-
-    from ftenv.trainer.fastpath import buckets
-    from ftenv.trainer.fastpath.parts import apply as apply_parts
-    from ftenv.trainer.fastpath.parts import remove as remove_parts
-
-    model.load_state_dict(initial)
-    use_caches(cache_root / (arm.cache_of or arm.name))
-    torch._dynamo.reset()
-    with contextlib.suppress(Exception):  # private: the counts then read "unknown"
-        torch._dynamo.utils.counters.clear()
-    spec = buckets.parse(arm.buckets) if arm.buckets else None
-    done = apply_parts(model, arm.parts, spec, devices=(args.device,), backend=args.backend)
-    try:
-        yield done
-    finally:
-        remove_parts(model, done)
-
-
 def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, deadline: float, eager) -> dict:
     """Train the arm's steps with a validation pass half-way; its numbers (not its ranking)."""
     import torch
@@ -80,7 +48,7 @@ def run_arm(model, initial, arm: Arm, batches, val, args, cache_root: Path, dead
     result = {"arm": arm.name, **asdict(arm), "parts": list(arm.parts)}
     batches, val = prepared(arm, batches), prepared(arm, val)
     steps = batches[: WARM_STEPS if arm.fresh_process else args.steps]
-    with applied(model, initial, arm, args, cache_root) as done:
+    with applied(model, initial, arm, args.device, args.backend, cache_root) as done:
         if args.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         t = train_steps(
@@ -132,7 +100,7 @@ def run_profile(model, initial, arm: Arm, of: Arm, batches, args, cache_root: Pa
     """The floor's passes over arm `of`: the profiler's (its caches warm; kernels and GPU-busy
     seconds on a GPU), then the count of a step's ATen ops and host syncs (stepcount.count_arm, the
     one definition benchmarks/dispatch_proxy.py counts by too)."""
-    with applied(model, initial, of, args, cache_root):
+    with applied(model, initial, of, args.device, args.backend, cache_root):
         numbers = profile_steps(model, prepared(of, batches)[: PROFILE_STEPS + 1], args.device, of.fused)
     counts = count_arm(model, initial, of, batches[: PROFILE_STEPS + 1], args.device)
     counts = {k: v for k, v in counts.items() if k not in ("parts", "steps")}

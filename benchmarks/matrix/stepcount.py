@@ -17,45 +17,17 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 
 from benchmarks.matrix.arms import Arm
-from benchmarks.matrix.model import prepared
+from benchmarks.matrix.model import applied, prepared
+from ftenv.trainer.recipe_step import fresh, optimizer, update
 
 #: Ops the host waits on: their result's value or size is read on the CPU (`.item()` and
 #: tensor-bounded slices are `_local_scalar_dense`; `repeat_interleave` with tensor repeats).
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::repeat_interleave")
 #: Indexing with a boolean mask turns the mask into indices first (a nonzero: a sync on a GPU).
 MASK_INDEX_OPS = ("aten::index", "aten::index_put_", "aten::index_put")
-#: The gradient clipping of the recipe's update (FunASR's `grad_clip`).
-CLIP_NORM = 10.0
-LEARNING_RATE = 2e-4
-
-
-def fresh(batch: dict, device: str):
-    """A copy of the batch's tensors on the device: the model edits its inputs in place (negative
-    ids, pads)."""
-    import torch
-    from funasr.train_utils.device_funcs import to_device
-
-    return to_device({k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}, device)
-
-
-def optimizer(model, fused: bool = False):
-    """The recipe's AdamW over the trainable parameters: foreach (torch's default on a GPU, asked
-    for on a CPU too, so that a CPU count is a GPU's) or fused."""
-    import torch
-
-    params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=LEARNING_RATE, **({"fused": True} if fused else {"foreach": True}))
-
-
-def update(model, optim) -> None:
-    """The recipe's update after a backward: clip the gradients, step, drop the gradients."""
-    import torch
-
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=CLIP_NORM)
-    optim.step()
-    optim.zero_grad(set_to_none=True)
 
 
 def graph_breaks() -> int | None:
@@ -155,29 +127,18 @@ def count_arm(model, initial, arm: Arm, batches, device: str = "cpu", warm: int 
     """The arm's counts per step over `batches` (as its collator gives them), the first `warm`
     steps left out: ops and syncs of forward and backward, the update's apart, graph breaks and the
     compiled regions called."""
-    import torch
-
-    from ftenv.trainer.fastpath import buckets
-    from ftenv.trainer.fastpath.parts import apply, remove
-
     parts = tuple(p for p in arm.parts if p != "cudagraphs")
-    model.load_state_dict(initial)
-    torch._dynamo.reset()
-    with contextlib.suppress(Exception):  # private: the graph breaks then read "unknown"
-        torch._dynamo.utils.counters.clear()
     try:
         backend, counting = region_backend(), op_counter()
     except Exception as exc:  # private modules gone: the counts are unknown, the run goes on
         return {"parts": list(parts), "counts": f"unknown ({type(exc).__name__}: {exc})"}
-    spec = buckets.parse(arm.buckets) if arm.buckets else None
-    done = apply(model, parts, spec, devices=(device,), backend=backend)
-    for switch in done["switches"]:
-        set_mode_aside(switch)
-    optim = optimizer(model, arm.fused)
     step, upd, syncs = collections.Counter(), collections.Counter(), collections.Counter()
     batches = prepared(arm, batches)
-    model.train()
-    try:
+    with applied(model, initial, dataclasses.replace(arm, parts=parts), device, backend) as done:
+        for switch in done["switches"]:
+            set_mode_aside(switch)
+        optim = optimizer(model, arm.fused)
+        model.train()
         for i, batch in enumerate(batches):
             inputs = fresh(batch, device)
             counted = i >= warm  # the first steps (lazy initialisations) are not counted
@@ -190,8 +151,6 @@ def count_arm(model, initial, arm: Arm, batches, device: str = "cpu", warm: int 
                 step.update(c.n)
                 syncs.update(c.sync_names)
                 upd.update(o.n)
-    finally:
-        remove(model, done)
     n = max(len(batches) - warm, 1)
     compiled = sum(s.calls["compiled"] for s in done["switches"])
     return {

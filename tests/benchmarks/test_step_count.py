@@ -45,7 +45,6 @@ def test_the_floor_counts_a_step_as_the_dispatch_proxy_does(trained, name):
     args = Namespace(device="cpu", backend="eager")  # Dynamo's test backend for the profiler's pass
     floor = runners.run_profile(net, initial, arms.Arm(f"floor-{name}"), of, batches, args, work / "caches")
     proxy = dispatch_proxy.count(net, initial, name, batches)
-    assert dispatch_proxy.ARMS[name] == of.parts
     assert {k: floor[k] for k in COUNTS} == {k: proxy[k] for k in COUNTS}
     assert floor["ops_per_step"] > 0 and floor["optimizer_ops_per_step"] > 0
     if of.parts:  # only transformers' two mask checks stay outside best-guess's regions

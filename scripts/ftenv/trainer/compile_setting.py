@@ -66,15 +66,11 @@ def compile_parts(environ=None) -> tuple[str, ...]:
     return tuple(p for p in PARTS if p in parts)
 
 
-def buckets(environ=None) -> bucketing.Buckets | None:
-    """The buckets FTENV_BUCKETS asks for (None: unset); a spec not understood is an error."""
-    spec = variables.given(variables.BUCKETS, environ)
-    return bucketing.parse(spec) if spec else None
-
-
 def read(environ=None) -> tuple[tuple[str, ...], bucketing.Buckets | None]:
-    """(the compile parts, the buckets) of the setting; ValueError names the fix."""
-    return compile_parts(environ), buckets(environ)
+    """(the compile parts, the buckets FTENV_BUCKETS asks for: None when unset) of the setting;
+    ValueError names the fix."""
+    spec = variables.given(variables.BUCKETS, environ)
+    return compile_parts(environ), bucketing.parse(spec) if spec else None
 
 
 def requested(

@@ -10,7 +10,7 @@ import sys
 import time
 
 from ftenv import upstream, variables
-from ftenv.outcome import STOPPED
+from ftenv.outcome import STOPPED, stop_line
 from ftenv.trainer.runlife import record
 
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             return 128 + int(getattr(exc, "sigval", 15))
     else:
         return 0
-    print(f"ftenv finetune: {record.stop_line(rec)} (exit {STOPPED})", file=sys.stderr, flush=True)
+    print(f"ftenv finetune: {stop_line(rec)} (exit {STOPPED})", file=sys.stderr, flush=True)
     return STOPPED
 
 

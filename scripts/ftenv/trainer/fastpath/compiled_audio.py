@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ftenv.trainer.fastpath.compiled_decoder import TRAIN_DEVICES, Switch
+from ftenv.trainer.fastpath.compiled_decoder import TRAIN_DEVICES, Switch, switch_on
 from ftenv.trainer.fastpath.sync_free import AUDIO_SIDE
 
 
@@ -68,24 +68,10 @@ def install_adaptor_forward(model) -> None:
 def install(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, backend: str = "inductor", **graphs):
     """Switches on every encoder block and on the adaptor (this instance only); returns them.
     `graphs` go to each Switch (CUDA graphs over the buckets, see Switch)."""
-    switches = []
-    for block in encoder_blocks(model):
-        current = block.__dict__.get("forward")
-        if isinstance(current, Switch):
-            switches.append(current)
-            continue
-        block.forward = Switch(block.forward, devices=devices, dynamic=dynamic, backend=backend, **graphs)
-        switches.append(block.forward)
+    switch = {"devices": devices, "dynamic": dynamic, "backend": backend, **graphs}
+    switches = [switch_on(block, block.forward, **switch) for block in encoder_blocks(model)]
     adaptor = adaptor_of(model)
-    current = adaptor.__dict__.get("forward")
-    if isinstance(current, Switch):
-        switches.append(current)
-    else:
-        adaptor.forward = Switch(
-            adaptor_forward(adaptor), devices=devices, dynamic=dynamic, backend=backend, **graphs
-        )
-        switches.append(adaptor.forward)
-    return switches
+    return [*switches, switch_on(adaptor, adaptor_forward(adaptor), **switch)]
 
 
 def audio_side(model):

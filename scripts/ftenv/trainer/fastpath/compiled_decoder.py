@@ -97,31 +97,31 @@ def without_kv_cache(forward):
     return forward_without_cache
 
 
+def switch_on(module, forward, **switch) -> Switch:
+    """The module's Switch (this instance only): the one already there, else a new one over
+    `forward`; `switch` goes to the Switch (devices, dynamic, backend, graphs_when)."""
+    current = module.__dict__.get("forward")
+    if not isinstance(current, Switch):
+        current = Switch(forward, **switch)
+        module.forward = current  # an instance attribute: nn.Module.__call__ finds it first
+    return current
+
+
 def install(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, **switch) -> Switch:
-    """Put a Switch on this model's decoder stack (this instance only), the stack without a KV
-    cache unless asked for; returns it. `switch` goes to the Switch (backend, graphs_when)."""
+    """Put a Switch on this model's decoder stack, the stack without a KV cache unless asked for;
+    returns it. `switch` goes to the Switch (backend, graphs_when)."""
     decoder = decoder_of(model)
-    current = decoder.forward
-    if isinstance(current, Switch):
-        return current
-    compiled = Switch(without_kv_cache(current), devices=devices, dynamic=dynamic, **switch)
-    decoder.forward = compiled  # an instance attribute: nn.Module.__call__ finds it first
-    return compiled
+    return switch_on(decoder, without_kv_cache(decoder.forward), devices=devices, dynamic=dynamic, **switch)
 
 
 def install_regional(model, devices=TRAIN_DEVICES, dynamic: bool | None = True, **switch) -> list[Switch]:
-    """A Switch on each decoder layer (this instance only), the stack without a KV cache unless
-    asked for; returns the switches."""
+    """A Switch on each decoder layer, the stack without a KV cache unless asked for; returns the
+    switches."""
     decoder = decoder_of(model)
     layers = _layers(decoder)
-    if all(isinstance(layer.forward, Switch) for layer in layers):
-        return [layer.forward for layer in layers]
     if not getattr(decoder.forward, "ftenv_no_cache", False):
         decoder.forward = without_kv_cache(decoder.forward)
-    for layer in layers:
-        if not isinstance(layer.forward, Switch):
-            layer.forward = Switch(layer.forward, devices=devices, dynamic=dynamic, **switch)
-    return [layer.forward for layer in layers]
+    return [switch_on(layer, layer.forward, devices=devices, dynamic=dynamic, **switch) for layer in layers]
 
 
 def _layers(decoder) -> list:

@@ -12,6 +12,9 @@ from ftenv import upstream, variables
 from ftenv.trainer.fastpath import audio_cache, compiled_audio, compiled_decoder, sync_free
 from ftenv.trainer.fastpath.compiled_decoder import TRAIN_DEVICES
 
+#: The parts that run FunASRNano's forward without host syncs (ftenv.trainer.fastpath.sync_free).
+SYNC_FREE_PARTS = frozenset({"nosync", "lmhead", "audiowhole", "audiocache"})
+
 
 def refused(parts, buckets=None) -> list[str]:
     """Why the fast path is not installed ([] when it may be): a line for each upstream function it
@@ -20,7 +23,7 @@ def refused(parts, buckets=None) -> list[str]:
     hooks = [upstream.MODEL_BUILD]
     if buckets is not None or {"lmhead", "audiocache"} & set(parts):
         hooks.append(upstream.COLLATOR)
-    if {"nosync", "lmhead", "audiowhole", "audiocache"} & set(parts):
+    if SYNC_FREE_PARTS & set(parts):
         hooks.append(upstream.SYNC_FREE)
     if buckets is not None or {"audio", "audiowhole"} & set(parts):
         hooks.append(upstream.ADAPTOR_MASK)
@@ -82,7 +85,7 @@ def apply(model, parts, buckets=None, devices=TRAIN_DEVICES, backend: str = "ind
             "audiocache: the frozen audio encoder runs in eval mode (no dropout) and its outputs are "
             f"kept on the device, up to {audio_cache.CACHE_BYTES >> 30} GiB, for later epochs"
         )
-    if any(p in parts for p in ("nosync", "lmhead", "audiowhole", "audiocache")):
+    if SYNC_FREE_PARTS & set(parts):
         why_not = sync_free.install(model, labelled="lmhead" in parts)
         notes += [why_not] if why_not else []
     return {"switches": switches, "notes": notes, "hooks": hooks}

@@ -16,7 +16,7 @@ import threading
 
 from ftenv import upstream, variables
 from ftenv.model.folder import WEIGHTS
-from ftenv.outcome import STOPPED
+from ftenv.outcome import STOPPED, stop_line
 from ftenv.trainer.runlife import atomic, failfast, record
 from ftenv.trainer.runlife.signals import BoundaryLoader, StopRequest, agree
 
@@ -36,6 +36,16 @@ class RunState:
 
 def _say(text: str) -> None:
     print(f"ftenv: {text}", file=sys.stderr, flush=True)
+
+
+def _leave(code: int) -> None:
+    """End this process now, its logs flushed: its part is saved, and a normal interpreter exit
+    (tearing down torch, transformers and FunASR, joining their threads) took seconds on a busy
+    machine, out of the launcher's grace period."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _position(epoch, step, data_split_i) -> tuple[int, int, int]:
@@ -107,17 +117,11 @@ def _stop(trainer, state: RunState, signum: int, args: dict, done: int) -> None:
             "saved_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
         record.write_stop(trainer.output_dir, data)
-        _say(record.stop_line(data))
+        _say(stop_line(data))
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
-    # Everything is saved and synced: leave now. A normal interpreter exit (tearing down torch,
-    # transformers and FunASR, joining their threads) took seconds on a busy machine, out of the
-    # launcher's grace period.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(STOPPED)
+    _leave(STOPPED)
 
 
 def _wrap_train_epoch(trainer_cls, state: RunState) -> None:
@@ -183,10 +187,7 @@ def _bound_close(trainer_cls, seconds: float) -> str:
                 f"return in {seconds:g} s ({variables.CLOSE_TIMEOUT_S}): training is over and "
                 f"{_kept(self.output_dir)}; rank {self.rank} ends here (exit 0)"
             )
-            logging.shutdown()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+            _leave(0)
 
         timer = threading.Timer(seconds, give_up)
         timer.daemon = True

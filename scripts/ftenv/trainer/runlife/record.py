@@ -1,5 +1,5 @@
-"""What the launcher and the trainer processes share: the variables the launcher sets for them and the
-stop record rank 0 leaves, because torchrun exits 1 both for a stop and for a crash."""
+"""What the launcher and the trainer processes share: the stop record rank 0 leaves, because torchrun
+exits 1 both for a stop and for a crash, and the temporary names of atomic writes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from ftenv import outcome, variables
+from ftenv import variables
 
-#: Set by `ftenv finetune` for torchrun and every rank: the run's output folder.
-#: Set by ftenv.launch.runlife.torchrun for its workers: which launch a stop record belongs to.
 #: Rank 0 writes it (atomically) after the stop's checkpoint is saved.
 STOP_RECORD = "ftenv-stop.json"
 #: Prefix of the temporary files of atomic writes (a dot: FunASR's averaging lists `model.pt.e*`).
@@ -64,8 +62,3 @@ def read_stop(
     if since is not None and written >= since:
         return data
     return None
-
-
-def stop_line(data: dict) -> str:
-    """The one line that says what happened and what to do (its format: ftenv.outcome)."""
-    return outcome.stop_line(data)
