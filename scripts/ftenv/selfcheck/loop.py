@@ -16,6 +16,7 @@ from pathlib import Path
 from ftenv import variables
 from ftenv.selfcheck import tinymodel
 from ftenv.selfcheck.schedule import ScheduledStep, shape_schedule
+from ftenv.trainer import recipe_step
 from ftenv.watchdog.step import Step
 
 #: FunASR's AutoModel prints its version (funasr/utils/version_checker.py, check_for_update) to
@@ -89,8 +90,6 @@ def train(
     model,
     batches: list[dict],
     device: str,
-    lr: float = 2e-4,
-    grad_clip: float = 10.0,
     seed: int = 0,
     after_step=None,
 ):
@@ -103,26 +102,19 @@ def train(
     from funasr.train_utils.device_funcs import to_device
 
     torch.manual_seed(seed)
-
-    # As funasr/bin/train_ds.py sets them before training.
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cuda.matmul.allow_tf32 = True
+    recipe_step.set_backends()
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    optim = torch.optim.AdamW(params, lr=lr)
+    optim = recipe_step.optimizer(model)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     seconds, losses = [], []
     for batch in batches:
-        # The model edits its inputs in place (negative ids, pads): give it a fresh copy.
-        fresh = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()}
+        fresh = recipe_step.fresh(batch, "cpu")  # copied before the clock; moved to the device on it
         sync()
         t0 = time.perf_counter()
         fresh = to_device(fresh, device, non_blocking=True)
         loss, _stats, _weight = model(**fresh)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=grad_clip)
-        optim.step()
-        optim.zero_grad(set_to_none=True)
+        recipe_step.update(model, optim)
         sync()
         seconds.append(time.perf_counter() - t0)
         losses.append(float(loss.detach()))
