@@ -138,14 +138,6 @@ def gpu_arches() -> tuple[tuple[tuple[int, int], ...], str]:
     return (), "no NVML or nvidia-smi answer"
 
 
-def cudnn_int_or_none(version: str | None) -> int | None:
-    """'9.10.2.21' -> 91002 (torch.backends.cudnn.version()'s form); None when unreadable."""
-    try:
-        return versions.cudnn_int(version)
-    except ValueError:
-        return None
-
-
 def cudnn_packages() -> tuple[str, ...]:
     """The cuDNN wheels of every variant in versions.toml (nvidia-cudnn-cu13, ...); none when the
     file cannot be read, and the cuDNN version is then unknown rather than guessed."""
@@ -225,18 +217,12 @@ def read_process_settings(pid: int | None = None) -> AttentionSettings:
         )
     deprioritized = sdpa.interpret_deprioritized(variables.given(variables.SDPA_DEPRIORITIZED, values))
     torch_version = package_version("torch")
-    cudnn = cudnn_int_or_none(values.get(CUDNN_VERSION) or os.environ.get(CUDNN_VERSION))
+    cudnn = versions.cudnn_int_or_none(values.get(CUDNN_VERSION) or os.environ.get(CUDNN_VERSION))
     if cudnn is None:
-        cudnn = cudnn_int_or_none(package_version(*cudnn_packages()))
-    firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, deprioritized) for a in arches}
-    if not arches:
-        # The variable alone can already say no.
+        cudnn = versions.cudnn_int_or_none(package_version(*cudnn_packages()))
+    if arches:
+        first = sdpa.cudnn_first_on(arches, torch_version, cudnn, deprioritized)
+    else:  # the variable alone can already say no
         first = False if deprioritized.deprioritizes else None
-    elif True in firsts:
-        first = True
-    elif None in firsts:
-        first = None
-    else:
-        first = False
     stack = Stack(torch_version, cudnn, arches, variables.given(variables.SDPA_DEPRIORITIZED, values))
     return AttentionSettings(stack, arch_source, variable_source, first)

@@ -98,6 +98,14 @@ def test_cudnn_int_matches_torch_encoding():
             versions.cudnn_int(bad)
 
 
+def test_an_unreadable_cudnn_version_is_unknown():
+    """The image's CUDNN_VERSION, a wheel's version and a logged report's cuDNN read alike."""
+    assert versions.cudnn_int_or_none("9.19.0.56") == 91900
+    assert versions.cudnn_int_or_none("9.10.2.21") == 91002 and versions.cudnn_int_or_none("9.8") == 90800
+    for unknown in ("", "unknown", None):
+        assert versions.cudnn_int_or_none(unknown) is None
+
+
 def test_version_parts_come_from_packaging():
     assert versions.public("2.9.1+cu126") == "2.9.1" and versions.public("2.9.1") == "2.9.1"
     assert versions.public(None) is None and versions.public("not a version") == "not a version"
@@ -284,6 +292,24 @@ SPELLINGS = [
     "1.0+cu12_8",
     "1.0-dev",
 ]
+
+
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        ("2.11.0+cu130", (2, 11)),
+        ("2.9.1", (2, 9)),
+        ("2", (2, 0)),
+        (" 2.10 ", (2, 10)),
+        ("nightly", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_a_torch_release_reads_as_major_and_minor(version, want):
+    """The attention rule's reading of torch's version: a missing minor is 0, an unreadable version
+    is None (the rule then says unknown)."""
+    assert versions.release(version, 2) == want
 
 
 @pytest.mark.parametrize("version", SPELLINGS)
