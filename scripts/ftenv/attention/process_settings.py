@@ -205,17 +205,13 @@ def read_process_settings(pid: int | None = None) -> AttentionSettings:
         arches, arch_source = gpu_arches()
     except Exception as exc:  # never let the read take the watchdog down
         arches, arch_source = (), f"read failed: {exc}"
+    names = (variables.SDPA_DEPRIORITIZED, CUDNN_VERSION)
     try:
-        values, variable_source = process_env(pid, (variables.SDPA_DEPRIORITIZED, CUDNN_VERSION))
-    except Exception:
-        values, variable_source = (
-            {
-                variables.SDPA_DEPRIORITIZED: variables.given(variables.SDPA_DEPRIORITIZED),
-                CUDNN_VERSION: None,
-            },
-            "environment",
-        )
-    deprioritized = sdpa.interpret_deprioritized(variables.given(variables.SDPA_DEPRIORITIZED, values))
+        values, variable_source = process_env(pid, names)
+    except Exception:  # a /proc that fails mid-walk: this process's environment, as without a pid
+        values, variable_source = process_env(None, names)
+    raw = variables.given(variables.SDPA_DEPRIORITIZED, values)
+    deprioritized = sdpa.interpret_deprioritized(raw)
     torch_version = package_version("torch")
     cudnn = versions.cudnn_int_or_none(values.get(CUDNN_VERSION) or os.environ.get(CUDNN_VERSION))
     if cudnn is None:
@@ -224,5 +220,5 @@ def read_process_settings(pid: int | None = None) -> AttentionSettings:
         first = sdpa.cudnn_first_on(arches, torch_version, cudnn, deprioritized)
     else:  # the variable alone can already say no
         first = False if deprioritized.deprioritizes else None
-    stack = Stack(torch_version, cudnn, arches, variables.given(variables.SDPA_DEPRIORITIZED, values))
+    stack = Stack(torch_version, cudnn, arches, raw)
     return AttentionSettings(stack, arch_source, variable_source, first)
