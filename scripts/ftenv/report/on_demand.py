@@ -24,12 +24,17 @@ def run(
 ) -> int:
     """Print the report; `compile_line` is the faster-training line (ftenv.trainer.compile_setting),
     `nodes` and `launcher` where the job runs (ftenv.launch.cluster_env; None: unknown)."""
-    f = facts.collect(live=options.sdpa_call)
-    a = assess(f)
-    net = network.collect(nodes, launcher)
     if options.json:
-        out = render_json(f, a, network.as_dict(net))
+        f = facts.collect(live=options.sdpa_call)
+        out = render_json(f, assess(f), network.as_dict(network.collect(nodes, launcher)))
     else:
-        out = render_text(f, a, compile_line, network.render_lines(net))
+        out = text(compile_line, nodes, launcher, live=options.sdpa_call)
     print(out, file=sys.stdout if options.json or options.stdout else sys.stderr)
     return 0
+
+
+def text(compile_line: str, nodes: int | None, launcher: str | None, live: bool = True) -> str:
+    """The report's text block, read now: what `ftenv report` prints and what a command that uses
+    the GPU anyway shows in process (ftenv.report.startup)."""
+    f = facts.collect(live=live)
+    return render_text(f, assess(f), compile_line, network.render_lines(network.collect(nodes, launcher)))
