@@ -12,11 +12,11 @@ import ctypes
 import os
 import re
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from ftenv import variables
 from ftenv.attention import sdpa
-from ftenv.stack.buildcheck import package_version
 
 #: Fun-ASR-Nano's LLM (Qwen3-0.6B): 16 query heads of 128; the probe uses its head size.
 LLM_HEADS, LLM_HEAD_DIM = 16, 128
@@ -133,6 +133,16 @@ def read_stack(device: str) -> Stack:
         p = torch.cuda.get_device_properties(torch.cuda.current_device())
         stack.gpu, stack.arches = p.name, ((p.major, p.minor),)
     return stack
+
+
+def package_version(*names: str) -> str | None:
+    """The installed version of the first of these distributions that is installed."""
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def _driver(facts: Facts) -> None:

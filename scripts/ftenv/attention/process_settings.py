@@ -24,9 +24,8 @@ from pathlib import Path
 
 from ftenv import text, variables
 from ftenv.attention import sdpa
-from ftenv.attention.facts import Stack
+from ftenv.attention.facts import Stack, package_version
 from ftenv.stack import versions
-from ftenv.stack.buildcheck import package_version
 
 #: The cuDNN version the base image declares (its ENV): read when torch cannot say.
 CUDNN_VERSION = "CUDNN_VERSION"

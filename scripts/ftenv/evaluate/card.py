@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv import __version__, text, variables
+from ftenv.attention.facts import package_version
 from ftenv.data.check import REPORT_NAME as DATA_CHECK_REPORT
-from ftenv.stack.buildcheck import package_version
 
 NAME = "README.md"
 #: Columns of the eval table in the card, in order: (header, the key of a summary.json row, as

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.stack.buildcheck import package_version
+from ftenv.attention.facts import package_version
 
 #: Where the kernel lists RDMA devices: <dev>/ports/<n>/{state,link_layer}.
 SYSFS_ROOT = Path("/sys/class/infiniband")

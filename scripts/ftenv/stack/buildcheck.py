@@ -39,30 +39,25 @@ def _expected_from_env() -> dict[str, str]:
     return expected
 
 
-def package_version(*names: str) -> str | None:
-    """The installed version of the first of these distributions that is installed: what pip put
-    in, as this check compares it and the report, the watchdog and the model card name it."""
-    for name in names:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def mismatches(expected: dict[str, str]) -> list[str]:
     """Each difference between the expected stack and the installed one, as a readable line."""
     import torch
 
+    def installed(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
     checks = [
         ("torch", public(torch.__version__), public(expected["torch"])),
-        ("torchaudio", public(package_version("torchaudio")), public(expected["torchaudio"])),
+        ("torchaudio", public(installed("torchaudio")), public(expected["torchaudio"])),
         ("torch CUDA build", torch.version.cuda, major_minor(expected["cuda"])),
-        (expected["cudnn_package"], package_version(expected["cudnn_package"]), expected["cudnn"]),
+        (expected["cudnn_package"], installed(expected["cudnn_package"]), expected["cudnn"]),
         ("torch.backends.cudnn.version()", torch.backends.cudnn.version(), cudnn_int(expected["cudnn"])),
-        ("transformers", package_version("transformers"), expected["transformers"]),
-        ("funasr", package_version("funasr"), expected["funasr"]),
-        ("modelscope", package_version("modelscope"), expected["modelscope"]),
+        ("transformers", installed("transformers"), expected["transformers"]),
+        ("funasr", installed("funasr"), expected["funasr"]),
+        ("modelscope", installed("modelscope"), expected["modelscope"]),
     ]
     if (
         public(expected["torch"]) != expected["torch"]
