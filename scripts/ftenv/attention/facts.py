@@ -16,7 +16,6 @@ from importlib import metadata
 from pathlib import Path
 
 from ftenv import variables
-from ftenv.attention import sdpa
 
 #: Fun-ASR-Nano's LLM (Qwen3-0.6B): 16 query heads of 128; the probe uses its head size.
 LLM_HEADS, LLM_HEAD_DIM = 16, 128
@@ -46,7 +45,8 @@ class Stack:
             "cpu_threads": self.cpu_threads,
         }
         if self.gpu is not None:
-            out["gpu"], out["sm"] = self.gpu, sdpa.sm_name(self.arches[0]) if self.arches else None
+            sm = f"sm_{self.arches[0][0]}{self.arches[0][1]}" if self.arches else None
+            out["gpu"], out["sm"] = self.gpu, sm
         return out
 
 

@@ -199,6 +199,21 @@ def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str
     return {n: os.environ.get(n) for n in names}, "environment"
 
 
+def cudnn_first_on(
+    arches: tuple[tuple[int, int], ...] | list[tuple[int, int]],
+    torch_version: str | None,
+    cudnn_version: int | None,
+    setting: sdpa.DeprioritizedSetting,
+) -> bool | None:
+    """The rule (sdpa.cudnn_first_by_rule) over every GPU of a run seen from outside, a process here
+    or a logged report (ftenv.report.logged): first on one is enough; None when it is first on none
+    and unknown on one, or when there is no GPU to judge."""
+    firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn_version, sm, setting) for sm in arches}
+    if True in firsts:
+        return True
+    return None if None in firsts or not firsts else False
+
+
 def read_process_settings(pid: int | None = None) -> AttentionSettings:
     """Read the settings once (cheap: no CUDA, no torch import). pid: the watched command."""
     try:
@@ -217,7 +232,7 @@ def read_process_settings(pid: int | None = None) -> AttentionSettings:
     if cudnn is None:
         cudnn = versions.cudnn_int_or_none(package_version(*cudnn_packages()))
     if arches:
-        first = sdpa.cudnn_first_on(arches, torch_version, cudnn, deprioritized)
+        first = cudnn_first_on(arches, torch_version, cudnn, deprioritized)
     else:  # the variable alone can already say no
         first = False if deprioritized.deprioritizes else None
     stack = Stack(torch_version, cudnn, arches, raw)

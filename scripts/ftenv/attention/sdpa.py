@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ftenv import variables
-from ftenv.stack import versions
 
 FIX = f"{variables.SDPA_DEPRIORITIZED}=1"
 FIX_2_9 = f"{variables.SDPA_PREFERRED}=0"
@@ -90,6 +89,19 @@ def cudnn_name(version: int | None) -> str:
     return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
 
 
+def torch_release(version: str | None) -> tuple[int, int] | None:
+    """'2.11.0+cu130' -> (2, 11); None when it cannot be read. PEP 440 as packaging reads it,
+    called here rather than through ftenv.stack.versions so that the rule imports nothing of
+    ftenv (it sits on the lowest floor: every wing above reads it)."""
+    from packaging.version import InvalidVersion, Version  # in the lock; only callers pay the import
+
+    try:
+        numbers = Version(version.strip()).release if version else ()
+    except InvalidVersion:
+        return None
+    return (*numbers, 0)[:2] if numbers else None
+
+
 def torch_build(version: str | None) -> str | None:
     """'2.9.1+cu128' -> 'cu128'; None without a local tag."""
     if not version or "+" not in version:
@@ -128,7 +140,7 @@ def interpret_deprioritized(raw: str | None) -> DeprioritizedSetting:
 
 def setting_meaning(torch_version: str | None, setting: DeprioritizedSetting) -> str:
     """What the variable does under this torch: nothing in 2.9, which reads TORCH_CUDNN_SDPA_PREFERRED."""
-    if versions.release(torch_version, 2) == TORCH_2_9:
+    if torch_release(torch_version) == TORCH_2_9:
         return f"not read by torch 2.9, whose opt-out is {FIX_2_9}"
     return setting.meaning
 
@@ -144,7 +156,7 @@ def cudnn_first_by_rule(
 ) -> bool | None:
     """Whether torch puts cuDNN first on this GPU; None when a needed fact is unknown.
     cudnn_compiled and preferred_raw (TORCH_CUDNN_SDPA_PREFERRED) matter for torch 2.9 only."""
-    release = versions.release(torch_version, 2)
+    release = torch_release(torch_version)
     if release is None:
         return None
     if release < TORCH_2_9:
@@ -161,20 +173,6 @@ def cudnn_first_by_rule(
     return cudnn_version > CUDNN_PREFERRED_ABOVE
 
 
-def cudnn_first_on(
-    arches: tuple[tuple[int, int], ...] | list[tuple[int, int]],
-    torch_version: str | None,
-    cudnn_version: int | None,
-    setting: DeprioritizedSetting,
-) -> bool | None:
-    """cudnn_first_by_rule over every GPU of a process or a log: first on one is enough; None when
-    it is first on none and unknown on one, or when there is no GPU to judge."""
-    firsts = {cudnn_first_by_rule(torch_version, cudnn_version, sm, setting) for sm in arches}
-    if True in firsts:
-        return True
-    return None if None in firsts or not firsts else False
-
-
 def reason_not_first(
     torch_version: str | None,
     cudnn_version: int | None,
@@ -182,7 +180,7 @@ def reason_not_first(
     setting: DeprioritizedSetting,
 ) -> str:
     """Plain words for cudnn_first_by_rule(...) being False, in the rule's own terms."""
-    release = versions.release(torch_version, 2)
+    release = torch_release(torch_version)
     if release is not None and release < TORCH_2_9:
         return f"torch {torch_version} never puts cuDNN first"
     names = "/".join(sm_name(a) for a in arches)
@@ -199,7 +197,7 @@ def reason_not_first(
 
 def fix_text(torch_version: str | None, setting: DeprioritizedSetting) -> str | None:
     """The setting that keeps cuDNN off the front for this torch; None when it is already set."""
-    if versions.release(torch_version, 2) == TORCH_2_9:
+    if torch_release(torch_version) == TORCH_2_9:
         not_read = f"{variables.SDPA_DEPRIORITIZED} is not read by torch 2.9"
         return f"set {FIX_2_9} before the process starts ({not_read})"
     if setting.deprioritizes:
@@ -213,7 +211,7 @@ def nan_risk(
     """The NaN warning where cuDNN may run the backward pass: pytorch#196678 below cuDNN 9.26 (or
     unknown), from 9.26 on only the corner case still reported; none with the variable at 1 (torch
     2.9 does not read it)."""
-    if setting.deprioritizes and versions.release(torch_version, 2) != TORCH_2_9:
+    if setting.deprioritizes and torch_release(torch_version) != TORCH_2_9:
         return None
     fixed = cudnn_version is not None and cudnn_version >= NAN_GRAD_FIXED_CUDNN
     return NAN_CORNER_CASE_TEXT if fixed else NAN_RISK_TEXT

@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from ftenv import text, variables
-from ftenv.attention import sdpa
+from ftenv.attention import process_settings, sdpa
 from ftenv.stack import versions
 
 HEADER = "== ftenv report: "
@@ -40,7 +40,9 @@ class LoggedReport:
         if self.deprioritized is None:
             return None
         arches = [sm for _, sm in self.gpus]
-        return sdpa.cudnn_first_on(arches, self.torch_version, self.cudnn_version, self.deprioritized)
+        return process_settings.cudnn_first_on(
+            arches, self.torch_version, self.cudnn_version, self.deprioritized
+        )
 
     def line(self) -> str:
         """One line for `ftenv analyze`: the GPU, the stack, the variable, compile."""

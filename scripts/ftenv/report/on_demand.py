@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ftenv.attention import facts
 from ftenv.report import network
-from ftenv.report.render import assess, render_json, render_text
+from ftenv.report.render import assess, render_json, report_text
 
 
 @dataclass(frozen=True)
@@ -28,13 +28,6 @@ def run(
         f = facts.collect(live=options.sdpa_call)
         out = render_json(f, assess(f), network.as_dict(network.collect(nodes, launcher)))
     else:
-        out = text(compile_line, nodes, launcher, live=options.sdpa_call)
+        out = report_text(compile_line, nodes, launcher, live=options.sdpa_call)
     print(out, file=sys.stdout if options.json or options.stdout else sys.stderr)
     return 0
-
-
-def text(compile_line: str, nodes: int | None, launcher: str | None, live: bool = True) -> str:
-    """The report's text block, read now: what `ftenv report` prints and what a command that uses
-    the GPU anyway shows in process (ftenv.report.startup)."""
-    f = facts.collect(live=live)
-    return render_text(f, assess(f), compile_line, network.render_lines(network.collect(nodes, launcher)))

@@ -34,10 +34,10 @@ def _timeout(environ: Mapping[str, str]) -> float:
 
 
 def _in_process(compile_line: str, nodes: tuple[int | None, str | None]) -> tuple[str, str | None]:
-    from ftenv.report import on_demand
+    from ftenv.report import render
 
     try:
-        return on_demand.text(compile_line, *nodes) + "\n", None
+        return render.report_text(compile_line, *nodes) + "\n", None
     except Exception as exc:  # the report must never stop the command
         return "", f"{type(exc).__name__}: {exc}"
 

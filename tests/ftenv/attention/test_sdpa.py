@@ -407,6 +407,24 @@ def test_verdict_passes_the_2_9_facts_to_the_rule():
     assert v29(cudnn_compiled=91300, preferred_raw="0").level == "ok"
 
 
+@pytest.mark.parametrize(
+    ("version", "want"),
+    [
+        ("2.11.0+cu130", (2, 11)),
+        ("2.9.1", (2, 9)),
+        ("2", (2, 0)),
+        (" 2.10 ", (2, 10)),
+        ("nightly", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_torch_release_reads_major_and_minor_as_pep_440_does(version, want):
+    """The rule's own reading of torch's version (it imports nothing of ftenv): a missing minor is 0,
+    an unreadable version is None (the rule then says unknown)."""
+    assert sdpa.torch_release(version) == want
+
+
 def test_the_fix_under_torch_2_9_says_why_its_own_variable_is_not_the_one():
     for raw in (None, "1", "0"):
         text = sdpa.fix_text("2.9.1+cu128", sdpa.interpret_deprioritized(raw))
@@ -414,14 +432,3 @@ def test_the_fix_under_torch_2_9_says_why_its_own_variable_is_not_the_one():
             f"set {sdpa.FIX_2_9} before the process starts "
             f"({variables.SDPA_DEPRIORITIZED} is not read by torch 2.9)"
         )
-
-
-def test_cudnn_first_on_several_gpus_is_first_on_one_unknown_on_one_or_not():
-    """A process or a log with several GPUs: first on one is enough; unknown where it is first on
-    none and a fact is missing for one; no GPU to judge is unknown, not "no"."""
-    unset = sdpa.interpret_deprioritized(None)
-    assert sdpa.cudnn_first_on([(8, 0), (9, 0)], "2.11.0", 91900, unset) is True
-    assert sdpa.cudnn_first_on([(8, 0), (9, 0)], "2.11.0", None, unset) is None
-    assert sdpa.cudnn_first_on([(8, 0)], "2.11.0", None, unset) is False
-    assert sdpa.cudnn_first_on([(9, 0)], "2.11.0", 91900, sdpa.interpret_deprioritized("1")) is False
-    assert sdpa.cudnn_first_on([], "2.11.0", 91900, unset) is None

@@ -294,24 +294,6 @@ SPELLINGS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("version", "want"),
-    [
-        ("2.11.0+cu130", (2, 11)),
-        ("2.9.1", (2, 9)),
-        ("2", (2, 0)),
-        (" 2.10 ", (2, 10)),
-        ("nightly", None),
-        ("", None),
-        (None, None),
-    ],
-)
-def test_a_torch_release_reads_as_major_and_minor(version, want):
-    """The attention rule's reading of torch's version: a missing minor is 0, an unreadable version
-    is None (the rule then says unknown)."""
-    assert versions.release(version, 2) == want
-
-
 @pytest.mark.parametrize("version", SPELLINGS)
 def test_without_packaging_versions_read_as_packaging_reads_them(version, monkeypatch):
     """A host's stock python3 has no packaging: the standard-library reading must agree with it."""
