@@ -1,7 +1,8 @@
 """The verdicts and the exit codes of every ftenv command, each with its meaning.
 
-Floor 0 (standard library only) so that every wing exits with the same numbers: a CI gate, a
-launcher or a Kubernetes podFailurePolicy reads them, and a crash must never read as a verdict.
+Floor 0 (the standard library and ftenv.text only) so that every wing exits with the same numbers:
+a CI gate, a launcher or a Kubernetes podFailurePolicy reads them, and a crash must never read as a
+verdict.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import re
 import signal
 from dataclasses import dataclass
+
+from ftenv import text
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 
@@ -88,6 +91,5 @@ EXIT_CODES = (
 
 def markdown_table() -> str:
     """The exit codes as the docs show them (docs/variables.md's generated block)."""
-    rows = ["| code | name | meaning |", "|---|---|---|"]
-    rows += [f"| {c.code} | `{c.name}` | {c.meaning} |" for c in EXIT_CODES]
-    return "\n".join(rows) + "\n"
+    rows = [(c.code, f"`{c.name}`", c.meaning) for c in EXIT_CODES]
+    return "\n".join(text.markdown_table(("code", "name", "meaning"), rows)) + "\n"

@@ -15,6 +15,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ftenv import text
+
 #: The default of a variable that is not set unless someone sets it.
 UNSET = "unset"
 #: The meaning of a variable only the tests set.
@@ -284,11 +286,8 @@ def _default_text(v: Variable) -> str:
 def markdown_table(prefix: str = "") -> str:
     """REGISTRY (the variables whose name starts with prefix) as the docs show it: docs/variables.md
     and the watchdog's page generate their tables from it."""
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [
-        f"| `{v.name}` | {_default_text(v)} | {v.meaning} |" for v in REGISTRY if v.name.startswith(prefix)
-    ]
-    return "\n".join(rows) + "\n"
+    rows = [(f"`{v.name}`", _default_text(v), v.meaning) for v in REGISTRY if v.name.startswith(prefix)]
+    return "\n".join(text.markdown_table(("variable", "default", "meaning"), rows)) + "\n"
 
 
 # --- the accessors: the one way to read and set a registered variable -----------------------------------

@@ -138,14 +138,6 @@ def gpu_arches() -> tuple[tuple[tuple[int, int], ...], str]:
     return (), "no NVML or nvidia-smi answer"
 
 
-def cudnn_int_or_none(version: str | None) -> int | None:
-    """'9.10.2.21' -> 91002 (torch.backends.cudnn.version()'s form); None when unreadable."""
-    try:
-        return versions.cudnn_int(version)
-    except ValueError:
-        return None
-
-
 def cudnn_packages() -> tuple[str, ...]:
     """The cuDNN wheels of every variant in versions.toml (nvidia-cudnn-cu13, ...); none when the
     file cannot be read, and the cuDNN version is then unknown rather than guessed."""
@@ -209,36 +201,41 @@ def process_env(root: int | None, names: tuple[str, ...]) -> tuple[dict[str, str
     return {n: os.environ.get(n) for n in names}, "environment"
 
 
+def cudnn_first_on(
+    arches: tuple[tuple[int, int], ...] | list[tuple[int, int]],
+    torch_version: str | None,
+    cudnn_version: int | None,
+    setting: sdpa.DeprioritizedSetting,
+) -> bool | None:
+    """The rule (sdpa.cudnn_first_by_rule) over every GPU of a run seen from outside, a process here
+    or a logged report (ftenv.report.logged): first on one is enough; None when it is first on none
+    and unknown on one, or when there is no GPU to judge."""
+    firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn_version, sm, setting) for sm in arches}
+    if True in firsts:
+        return True
+    return None if None in firsts or not firsts else False
+
+
 def read_process_settings(pid: int | None = None) -> AttentionSettings:
     """Read the settings once (cheap: no CUDA, no torch import). pid: the watched command."""
     try:
         arches, arch_source = gpu_arches()
     except Exception as exc:  # never let the read take the watchdog down
         arches, arch_source = (), f"read failed: {exc}"
+    names = (variables.SDPA_DEPRIORITIZED, CUDNN_VERSION)
     try:
-        values, variable_source = process_env(pid, (variables.SDPA_DEPRIORITIZED, CUDNN_VERSION))
-    except Exception:
-        values, variable_source = (
-            {
-                variables.SDPA_DEPRIORITIZED: variables.given(variables.SDPA_DEPRIORITIZED),
-                CUDNN_VERSION: None,
-            },
-            "environment",
-        )
-    deprioritized = sdpa.interpret_deprioritized(variables.given(variables.SDPA_DEPRIORITIZED, values))
+        values, variable_source = process_env(pid, names)
+    except Exception:  # a /proc that fails mid-walk: this process's environment, as without a pid
+        values, variable_source = process_env(None, names)
+    raw = variables.given(variables.SDPA_DEPRIORITIZED, values)
+    deprioritized = sdpa.interpret_deprioritized(raw)
     torch_version = package_version("torch")
-    cudnn = cudnn_int_or_none(values.get(CUDNN_VERSION) or os.environ.get(CUDNN_VERSION))
+    cudnn = versions.cudnn_int_or_none(values.get(CUDNN_VERSION) or os.environ.get(CUDNN_VERSION))
     if cudnn is None:
-        cudnn = cudnn_int_or_none(package_version(*cudnn_packages()))
-    firsts = {sdpa.cudnn_first_by_rule(torch_version, cudnn, a, deprioritized) for a in arches}
-    if not arches:
-        # The variable alone can already say no.
+        cudnn = versions.cudnn_int_or_none(package_version(*cudnn_packages()))
+    if arches:
+        first = cudnn_first_on(arches, torch_version, cudnn, deprioritized)
+    else:  # the variable alone can already say no
         first = False if deprioritized.deprioritizes else None
-    elif True in firsts:
-        first = True
-    elif None in firsts:
-        first = None
-    else:
-        first = False
-    stack = Stack(torch_version, cudnn, arches, variables.given(variables.SDPA_DEPRIORITIZED, values))
+    stack = Stack(torch_version, cudnn, arches, raw)
     return AttentionSettings(stack, arch_source, variable_source, first)

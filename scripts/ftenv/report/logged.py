@@ -10,7 +10,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from ftenv import text, variables
-from ftenv.attention import sdpa
+from ftenv.attention import process_settings, sdpa
+from ftenv.stack import versions
 
 HEADER = "== ftenv report: "
 _HEADER_BYTES = HEADER.encode()
@@ -36,15 +37,12 @@ class LoggedReport:
     def cudnn_first(self) -> bool | None:
         """Whether torch's rule puts cuDNN attention first on the report's GPUs with its stack and
         the variable's value; None when a fact is missing."""
-        if self.deprioritized is None or not self.gpus:
+        if self.deprioritized is None:
             return None
-        firsts = {
-            sdpa.cudnn_first_by_rule(self.torch_version, self.cudnn_version, sm, self.deprioritized)
-            for _, sm in self.gpus
-        }
-        if True in firsts:
-            return True
-        return None if None in firsts else False
+        arches = [sm for _, sm in self.gpus]
+        return process_settings.cudnn_first_on(
+            arches, self.torch_version, self.cudnn_version, self.deprioritized
+        )
 
     def line(self) -> str:
         """One line for `ftenv analyze`: the GPU, the stack, the variable, compile."""
@@ -63,15 +61,6 @@ class LoggedReport:
             f"{gpus}; torch {self.torch_version or 'unknown'}, cuDNN {sdpa.cudnn_name(self.cudnn_version)}; "
             f"{env}; {compiled}"
         )
-
-
-def _cudnn_int(text: str) -> int | None:
-    parts = text.split(".")
-    try:
-        major, minor, patch = (int(p) for p in (*parts, "0", "0")[:3])
-    except ValueError:
-        return None
-    return major * 10000 + minor * 100 + patch
 
 
 class ReportReader:
@@ -96,7 +85,7 @@ class ReportReader:
             return
         line = line.rstrip("\r")
         if m := _STACK.match(line):
-            r.torch_version, r.cudnn_version = m[1], _cudnn_int(m[2])
+            r.torch_version, r.cudnn_version = m[1], versions.cudnn_int_or_none(m[2])
         elif m := _GPU.match(line):
             r.gpus.append((m[2], (int(m[3]), int(m[4]))))
         elif m := _SDPA.match(line):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ftenv.attention import facts
 from ftenv.report import network
-from ftenv.report.render import assess, render_json, render_text
+from ftenv.report.render import assess, render_json, report_text
 
 
 @dataclass(frozen=True)
@@ -24,12 +24,10 @@ def run(
 ) -> int:
     """Print the report; `compile_line` is the faster-training line (ftenv.trainer.compile_setting),
     `nodes` and `launcher` where the job runs (ftenv.launch.cluster_env; None: unknown)."""
-    f = facts.collect(live=options.sdpa_call)
-    a = assess(f)
-    net = network.collect(nodes, launcher)
     if options.json:
-        out = render_json(f, a, network.as_dict(net))
+        f = facts.collect(live=options.sdpa_call)
+        out = render_json(f, assess(f), network.as_dict(network.collect(nodes, launcher)))
     else:
-        out = render_text(f, a, compile_line, network.render_lines(net))
+        out = report_text(compile_line, nodes, launcher, live=options.sdpa_call)
     print(out, file=sys.stdout if options.json or options.stdout else sys.stderr)
     return 0

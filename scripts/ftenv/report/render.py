@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from ftenv import text, variables
 from ftenv.attention import facts as facts_mod
 from ftenv.attention import sdpa
+from ftenv.report import network
 from ftenv.stack import versions
 
 SHM_DOCKER_DEFAULT = 64 * 2**20
@@ -193,3 +194,11 @@ def render_json(f: facts_mod.Facts, a: Assessment, network: dict | None = None) 
         },
         indent=2,
     )
+
+
+def report_text(compile_line: str, nodes: int | None, launcher: str | None, live: bool = True) -> str:
+    """The report's text block, read now: what `ftenv report` prints and what a command that uses
+    the GPU anyway shows in process (ftenv.report.startup)."""
+    f = facts_mod.collect(live=live)
+    lines = network.render_lines(network.collect(nodes, launcher))
+    return render_text(f, assess(f), compile_line, lines)

@@ -34,13 +34,10 @@ def _timeout(environ: Mapping[str, str]) -> float:
 
 
 def _in_process(compile_line: str, nodes: tuple[int | None, str | None]) -> tuple[str, str | None]:
-    from ftenv.attention import facts
-    from ftenv.report import network, render
+    from ftenv.report import render
 
     try:
-        f = facts.collect(live=True)
-        net = network.render_lines(network.collect(*nodes))
-        return render.render_text(f, render.assess(f), compile_line, net) + "\n", None
+        return render.report_text(compile_line, *nodes) + "\n", None
     except Exception as exc:  # the report must never stop the command
         return "", f"{type(exc).__name__}: {exc}"
 

@@ -56,37 +56,29 @@ _PEP440 = re.compile(
 _PRE_SPELLING = {"alpha": "a", "beta": "b", "c": "rc", "pre": "rc", "preview": "rc"}
 
 
-def _packaging_version(version: str):
-    """packaging's Version (in the lock, so in the image and the test venv), or None where a host's
-    stock python3 lacks it: then the standard-library reading below, which tests hold to packaging's."""
+def _parsed(version: str) -> tuple[tuple[int, ...], str] | None:
+    """(release numbers, normalized public version) as packaging reads them (in the lock, so in the
+    image and the test venv), else as _pep440 does where a host's stock python3 lacks packaging;
+    None when unreadable."""
     try:
         from packaging.version import InvalidVersion, Version
     except ImportError:
-        return None
+        return _pep440(version)
     try:
-        return Version(version)
+        parsed = Version(version)
     except InvalidVersion:
-        return False
+        return None
+    return parsed.release, parsed.public
 
 
-def _release_numbers(version: str) -> tuple[int, ...] | None:
-    parsed = _packaging_version(version)
-    if parsed is not None:
-        return parsed.release if parsed else None
-    m = _PEP440.match(version)
-    return tuple(int(n) for n in m["release"].split(".")) if m else None
-
-
-def _public_text(version: str) -> str | None:
-    """The normalized public version (PEP 440, "Normalization"); None when unreadable."""
-    parsed = _packaging_version(version)
-    if parsed is not None:
-        return parsed.public if parsed else None
+def _pep440(version: str) -> tuple[tuple[int, ...], str] | None:
+    """The standard-library reading (PEP 440, "Normalization"), which tests hold to packaging's."""
     m = _PEP440.match(version)
     if not m:
         return None
+    numbers = tuple(int(n) for n in m["release"].split("."))
     text = f"{m['epoch']}!" if m["epoch"] and int(m["epoch"]) else ""
-    text += ".".join(str(int(n)) for n in m["release"].split("."))
+    text += ".".join(str(n) for n in numbers)
     if m["pre_l"]:
         label = m["pre_l"].lower()
         text += f"{_PRE_SPELLING.get(label, label)}{int(m['pre_n'] or 0)}"
@@ -94,22 +86,21 @@ def _public_text(version: str) -> str | None:
         text += f".post{int(m['post_n1'] or m['post_n2'] or 0)}"
     if m["dev_l"]:
         text += f".dev{int(m['dev_n'] or 0)}"
-    return text
+    return numbers, text
 
 
 def release(version: str | None, parts: int = 3) -> tuple[int, ...] | None:
     """The first `parts` numbers of a version as PEP 440 reads it, missing ones as 0:
     '2.9.1+cu126' -> (2, 9, 1), release('9.8', 3) -> (9, 8, 0); None when unreadable."""
-    numbers = _release_numbers(str(version).strip()) if version is not None else None
-    return (numbers + (0,) * parts)[:parts] if numbers else None
+    parsed = _parsed(str(version).strip()) if version is not None else None
+    return (parsed[0] + (0,) * parts)[:parts] if parsed else None
 
 
 def public(version: str | None) -> str | None:
     """The version without its local build tag: '2.9.1+cu126' -> '2.9.1' ('2.9.1' and
     '2.9.1+cu128' are one release); None or an unreadable string comes back unchanged."""
-    if version is None:
-        return None
-    return _public_text(version) or version
+    parsed = _parsed(version) if version is not None else None
+    return parsed[1] if parsed else version
 
 
 def major_minor(version: str) -> str:
@@ -126,6 +117,15 @@ def cudnn_int(version: str | None) -> int:
         raise ValueError(f"not a cuDNN version: {version!r}")
     major, minor, patch = numbers
     return major * 10000 + minor * 100 + patch
+
+
+def cudnn_int_or_none(version: str | None) -> int | None:
+    """cudnn_int, None where the version is missing or unreadable (an unset CUDNN_VERSION, a log's
+    "unknown"): a cuDNN that is not known is never guessed."""
+    try:
+        return cudnn_int(version)
+    except ValueError:
+        return None
 
 
 def cuda_int(version: str) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from ftenv import variables
-from ftenv.attention import facts, probe, process_settings
+from ftenv.attention import facts, probe, process_settings, sdpa
 from ftenv.report import render
 from ftenv.selfcheck import runs_on
 from ftenv.stack import versions
@@ -84,3 +84,14 @@ def test_the_report_json_keeps_its_flat_facts():
     assert set(d) == fields | {"torch_version", "cudnn_version", "env_raw"}
     assert f.stack.arches == ((9, 0),)
     assert '"env_raw": "1"' in render.render_json(f, render.assess(f))
+
+
+def test_cudnn_first_on_several_gpus_is_first_on_one_unknown_on_one_or_not():
+    """A process or a log with several GPUs: first on one is enough; unknown where it is first on
+    none and a fact is missing for one; no GPU to judge is unknown, not "no"."""
+    unset, at_1 = sdpa.interpret_deprioritized(None), sdpa.interpret_deprioritized("1")
+    assert process_settings.cudnn_first_on([(8, 0), (9, 0)], "2.11.0", 91900, unset) is True
+    assert process_settings.cudnn_first_on([(8, 0), (9, 0)], "2.11.0", None, unset) is None
+    assert process_settings.cudnn_first_on([(8, 0)], "2.11.0", None, unset) is False
+    assert process_settings.cudnn_first_on([(9, 0)], "2.11.0", 91900, at_1) is False
+    assert process_settings.cudnn_first_on([], "2.11.0", 91900, unset) is None

@@ -98,6 +98,14 @@ def test_cudnn_int_matches_torch_encoding():
             versions.cudnn_int(bad)
 
 
+def test_an_unreadable_cudnn_version_is_unknown():
+    """The image's CUDNN_VERSION, a wheel's version and a logged report's cuDNN read alike."""
+    assert versions.cudnn_int_or_none("9.19.0.56") == 91900
+    assert versions.cudnn_int_or_none("9.10.2.21") == 91002 and versions.cudnn_int_or_none("9.8") == 90800
+    for unknown in ("", "unknown", None):
+        assert versions.cudnn_int_or_none(unknown) is None
+
+
 def test_version_parts_come_from_packaging():
     assert versions.public("2.9.1+cu126") == "2.9.1" and versions.public("2.9.1") == "2.9.1"
     assert versions.public(None) is None and versions.public("not a version") == "not a version"

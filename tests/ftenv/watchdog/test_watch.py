@@ -524,12 +524,6 @@ def test_settings_without_gpu_say_unknown_and_never_raise(monkeypatch):
     assert process_settings.read_process_settings(12345).variable_source == "environment"
 
 
-def test_cudnn_version_text():
-    assert process_settings.cudnn_int_or_none("9.19.0.56") == 91900
-    assert process_settings.cudnn_int_or_none("9.10.2.21") == 91002
-    assert process_settings.cudnn_int_or_none("") is None and process_settings.cudnn_int_or_none(None) is None
-
-
 # --- DDP: a rank waiting for another rank's new shape ------------------------------------------
 
 
