@@ -17,13 +17,12 @@ import tomllib
 from pathlib import Path
 
 from packaging.markers import Marker
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from ftenv.attention import sdpa
-from imagetools.gpukit import gpu_run, gpu_setup
+from imagetools import ROOT, locks
+from imagetools.gpukit import gpu_run
 
-ROOT = Path(__file__).resolve().parents[3]
 MACHINE_FILE = Path(__file__).with_name("gpu_machine.toml")
 KIT_DIR = Path(".whl")
 RESULTS_DOC = ROOT / "docs" / "gpu-results.md"
@@ -55,14 +54,12 @@ def kit_entries(python: str, present: set[str], lock: Path = gpu_run.LOCK) -> li
     """The lock's entries for `python` on Linux x86-64 whose package is not in `present`."""
     env = target_environment(python)
     kit = []
-    for entry in gpu_setup.lock_entries(lock):
-        requirement, _, marker = entry["requirement"].partition(";")
+    for entry in locks.requirements(lock.read_text()):
+        _, _, marker = entry["requirement"].partition(";")
         if marker.strip() and not Marker(marker.strip()).evaluate(env):
             continue
-        req = Requirement(requirement)
-        name = canonicalize_name(req.name)
-        if name not in present:
-            kit.append(entry | {"name": name, "version": str(req.specifier).removeprefix("==")})
+        if entry["name"] not in present:
+            kit.append(entry)
     return kit
 
 

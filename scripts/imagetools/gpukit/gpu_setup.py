@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ftenv.attention import sdpa
+from imagetools import locks
 from imagetools.gpukit.gpu_run import (
     FUNASR_SCRIPT,
     LOCK,
@@ -123,24 +124,10 @@ def check_stack() -> int:
 def lock_requirements(path: Path) -> dict[str, str]:
     """{name: version} of the lock's entries whose marker holds for the running Python."""
     from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
 
     reqs = {}
-    for entry in lock_entries(path):
-        req = Requirement(entry["requirement"])
-        if req.marker is None or req.marker.evaluate():
-            reqs[canonicalize_name(req.name)] = str(req.specifier).removeprefix("==")
+    for entry in locks.requirements(path.read_text()):
+        marker = Requirement(entry["requirement"]).marker
+        if marker is None or marker.evaluate():
+            reqs[entry["name"]] = entry["version"]
     return reqs
-
-
-def lock_entries(path: Path) -> list[dict]:
-    """The lock's entries: {"requirement": "name==version ; marker", "hashes": [...]}."""
-    text = re.sub(r"\\\n\s*", " ", path.read_text())
-    entries = []
-    for line in text.splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith(("#", "-")):
-            continue
-        requirement, *hashes = (part.strip() for part in line.split("--hash="))
-        entries.append({"requirement": requirement, "hashes": hashes})
-    return entries

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ftenv import outcome, variables
 from ftenv.stack import versions
+from imagetools import locks
 from imagetools.local import build_and_run
 from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
 
@@ -115,7 +116,7 @@ def prefetch_command(variant: versions.Variant, target: Foreign) -> list[str]:
         "--abi=abi3",
         "--abi=none",
     ]
-    lock = ROOT / "docker/locks" / f"{variant.name}.txt"
+    lock = ROOT / locks.lock_path(variant.name)
     return [
         *(sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar=off"),
         *("-d", str(target.wheelhouse), "--require-hashes", *pick, "-r", str(lock)),

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.stack import versions
+from imagetools import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 #: The stand-in base: a local name, so that it can never shadow the real base image.
 STANDIN_BASE = "localhost/ftenv-standin-base:bookworm"
 #: Label of an image built on the stand-in (its value: the stand-in's name).

@@ -13,10 +13,8 @@ from pathlib import Path
 
 from ftenv import outcome
 from ftenv.stack import versions
-from imagetools import bake, tags
+from imagetools import ROOT, bake, tags
 from imagetools.release import checks, manifest
-
-ROOT = Path(__file__).resolve().parents[3]
 
 #: `release exists` exit codes: the workflow rebuilds only on NOT_FOUND; any other failure stops it.
 EXISTS, NOT_FOUND, QUERY_FAILED = 0, 3, 1

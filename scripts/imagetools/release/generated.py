@@ -28,9 +28,9 @@ from pathlib import Path
 
 from ftenv import outcome, variables
 from ftenv.stack import versions
+from imagetools import ROOT, locks
 from imagetools.tags import image_ref, stack_tag
 
-ROOT = Path(__file__).resolve().parents[3]
 #: Where versions may be spelled only in generated parts (paths relative to the repository).
 SCANNED = ("README.md", "docs", "docker/locks/README.md")
 TAG = re.compile(r"funasr\d[\w.]*?-torch\d[\w.]*?-(?P<cu>cu\d+)-cudnn\d+(?:\.\d+)*")
@@ -97,9 +97,9 @@ def report_sample(v: versions.Versions) -> str:
 
 def _lock_version(variant: str, prefix: str) -> str | None:
     """The version the variant's lock pins for the first package whose name starts with prefix."""
-    lock = ROOT / "docker/locks" / f"{variant}.txt"
-    found = re.search(rf"^{re.escape(prefix)}\S*==(\S+)", lock.read_text(), re.M) if lock.is_file() else None
-    return found[1] if found else None
+    lock = ROOT / locks.lock_path(variant)
+    found = locks.requirements(lock.read_text()) if lock.is_file() else []
+    return next((e["version"] for e in found if e["name"].startswith(prefix)), None)
 
 
 BLOCKS: dict[str, Callable[[versions.Versions], str]] = {

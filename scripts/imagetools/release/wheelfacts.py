@@ -18,8 +18,8 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from ftenv import outcome, variables
+from imagetools import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 RECORD = Path("scripts/imagetools/release/wheelfacts.json")
 #: The library of a CUDA build that holds torch's SDPA backend choice (sdp_utils.cpp).
 CUDA_LIBRARY = "torch/lib/libtorch_cuda.so"
