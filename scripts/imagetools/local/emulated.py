@@ -166,13 +166,13 @@ def build_command(
 def check_commands(variant: versions.Variant, target: Foreign) -> list[list[str]]:
     """What `check` runs: the CPU the container sees, then the image's default (the report, then
     the self-check on the CPU), with the report's time limit raised for emulation."""
-    run = ["podman", "run", "--rm", "--pull=never", f"--platform={target.platform}"]
     image = emulated_tag(variant, target)
-    slow = f"--env={variables.REPORT_TIMEOUT}={EMULATED_TIMEOUT_S}"
+    cpu = f"--platform={target.platform}"
+    slow = [cpu, f"--env={variables.REPORT_TIMEOUT}={EMULATED_TIMEOUT_S}"]
     return [
-        [*run, f"--env={variables.REPORT}=0", image, "uname", "-m"],
-        [*run, slow, image, "ftenv", "report"],
-        [*run, slow, image],
+        build_and_run.run_command("podman", [cpu, f"--env={variables.REPORT}=0"], image, ["uname", "-m"]),
+        build_and_run.run_command("podman", slow, image, ["ftenv", "report"]),
+        build_and_run.run_command("podman", slow, image, []),
     ]
 
 
@@ -197,8 +197,8 @@ def build(variant: versions.Variant, target: Foreign, extra: list[str]) -> int:
     if made.returncode:
         return made.returncode
     mounts = prefetch(variant, target)
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    cmd = build_command(variant, target, build_and_run.git_revision(), created, [*mounts, *extra])
+    revision, created = build_and_run.git_revision(), build_and_run.build_time()
+    cmd = build_command(variant, target, revision, created, [*mounts, *extra])
     return _timed(cmd, env).returncode
 
 
