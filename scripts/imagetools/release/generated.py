@@ -144,17 +144,6 @@ def scanned_files(root: Path) -> list[Path]:
     return [p for p in files if p.is_file()]
 
 
-def generated_files(root: Path, v: versions.Versions | None = None) -> list[str]:
-    """The scanned files that hold a generated part (relative paths)."""
-    v = v or versions.load(root / "versions.toml")
-    out = []
-    for p in scanned_files(root):
-        text = p.read_text(errors="replace")
-        if BLOCK.search(text) or VALUE.search(text) or TAG.search(text):
-            out.append(p.relative_to(root).as_posix())
-    return out
-
-
 def pinned_literals(v: versions.Versions) -> set[str]:
     """Every version versions.toml pins, as it may be spelled (torch with and without its +cuNNN tag, cuDNN
     as major.minor.patch too)."""
