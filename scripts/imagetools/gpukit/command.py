@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel
 
 from ftenv.attention import sdpa
 from imagetools import ROOT, locks
-from imagetools.gpukit import gpu_run
+from imagetools.gpukit import gpu_run, gpu_setup
 
 MACHINE_FILE = Path(__file__).with_name("gpu_machine.toml")
 KIT_DIR = Path(".whl")
@@ -168,8 +168,8 @@ def try_install(wheels: list[Path], python: str) -> str:
     if not exe:
         return f"not tried: no Python {python} here"
     with tempfile.TemporaryDirectory(prefix="gpukit-site-") as site:
-        cmd = [exe, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
-        proc = subprocess.run([*cmd, "--target", site, *map(str, wheels)], capture_output=True, text=True)
+        cmd = gpu_setup.install_command(exe, site, wheels)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"gpukit: the kit does not install on Python {python}:\n{proc.stderr}")
     return f"installs on Python {python} ({exe}) with pip --no-index --no-deps --target"

@@ -25,6 +25,13 @@ from imagetools.gpukit.gpu_run import (
 )
 
 
+def install_command(python: str, site: str | Path, wheels: list[Path]) -> list[str]:
+    """How the GPU machine installs the kit: its wheels only (nothing fetched, no dependency
+    resolved), into a folder of their own; `gpukit build` tries the same command here."""
+    cmd = [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
+    return [*cmd, "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, wheels)]
+
+
 def step_install(ctx: Context, wheels: Path | None, site: Path) -> Result:
     r = Result("install", "the kit's wheels installed with pip --no-index --no-deps --target")
     if wheels is None:
@@ -34,9 +41,7 @@ def step_install(ctx: Context, wheels: Path | None, site: Path) -> Result:
     if not files:
         r.got, r.ok = f"no .whl in {wheels}: build the kit with `make gpu-kit`", False
         return r
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
-    cmd += ["--no-cache-dir", "--upgrade", "--target", str(site), *map(str, files)]
-    rc, output = run_logged(ctx, "install", cmd, 90)
+    rc, output = run_logged(ctx, "install", install_command(sys.executable, site, files), 90)
     r.ok = rc == 0
     r.got = f"{len(files)} wheels installed" if r.ok else ended(rc, output)
     r.data = {"wheels": [f.name for f in files]}
