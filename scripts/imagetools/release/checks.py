@@ -23,7 +23,7 @@ from imagetools.bake import (
 )
 from imagetools.build_args import build_args, labels
 from imagetools.release import generated, workflow_rules
-from imagetools.tags import TAG_SYNTAX, commit_tag, parse, release_tags, short_commit
+from imagetools.tags import TAG_SYNTAX, commit_tag, parse, ref, release_tags, short_commit
 
 WORKFLOWS = Path(".github/workflows")
 _USES_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*))?$")
@@ -53,7 +53,7 @@ def check_bake(v: versions.Versions, text: str, commit: str = "0123456789abcdef"
         except ValueError as e:
             problems.append(str(e))
             continue
-        want_tags = [f"{variant.image['repository']}:{commit_tag(variant, commit)}"]
+        want_tags = [ref(variant, commit_tag(variant, commit))]
         want_labels = labels(variant, revision=RUNTIME["REVISION"], created=RUNTIME["CREATED"])
         want_args = build_args(variant) | RUNTIME
         for what, got, want in [

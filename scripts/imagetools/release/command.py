@@ -50,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
             refs = tags.release_tags(v, variant, args.commit)
         else:
             refs = [tags.commit_tag(variant, args.commit)]
-        repo = variant.image["repository"]
-        print("\n".join(f"{repo}:{t}" for t in refs))
+        print("\n".join(tags.ref(variant, t) for t in refs))
     elif args.action == "parse":
         print(json.dumps(tags.parse(args.tag, v)))
     elif args.action == "matrix":
