@@ -27,6 +27,7 @@ from imagetools.local.machine import (
     ROOT,
     STANDIN_BASE,
     STANDIN_LABEL,
+    STANDIN_SCRIPT,
     Choice,
     Refusal,
     Request,
@@ -191,9 +192,7 @@ def build(
     _say(choice, ("engine", "base"), builder_line)
     env = engine_env(choice.engine)
     if choice.standin:
-        made = subprocess.run(
-            [str(ROOT / "scripts/make-standin-base.sh"), choice.engine, STANDIN_BASE], env=env
-        )
+        made = subprocess.run([str(STANDIN_SCRIPT), choice.engine, STANDIN_BASE], env=env)
         if made.returncode:
             return made.returncode
     args = build_args(choice, variant, git_revision(), build_time())
@@ -229,7 +228,7 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if args.action == "standin":
         engine = choose_engine(docker_daemon_answers(), bool(shutil.which("podman")), args.engine)
-        return subprocess.run([str(ROOT / "scripts/make-standin-base.sh"), engine, STANDIN_BASE]).returncode
+        return subprocess.run([str(STANDIN_SCRIPT), engine, STANDIN_BASE]).returncode
     choice = choose(detect_machine(), Request(engine=args.engine, gpus=args.gpus))
     if args.action in ("choose", "plan"):
         print("\n".join(choice.said))

@@ -20,7 +20,7 @@ from ftenv import outcome, variables
 from ftenv.stack import versions
 from imagetools import locks
 from imagetools.local import build_and_run
-from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
+from imagetools.local.machine import ROOT, STANDIN_BASE, STANDIN_SCRIPT, Choice, Refusal, engine_env
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 #: Where the lock's wheels for the foreign CPU are downloaded natively, one folder per architecture:
@@ -191,9 +191,7 @@ def _timed(cmd: list[str], env: dict[str, str], **kw) -> subprocess.CompletedPro
 def build(variant: versions.Variant, target: Foreign, extra: list[str]) -> int:
     enable_binfmt(target)
     env = engine_env("podman")
-    made = _timed(
-        [str(ROOT / "scripts/make-standin-base.sh"), "podman", target.standin_base, target.debian_arch], env
-    )
+    made = _timed([str(STANDIN_SCRIPT), "podman", target.standin_base, target.debian_arch], env)
     if made.returncode:
         return made.returncode
     mounts = prefetch(variant, target)
