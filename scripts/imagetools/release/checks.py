@@ -150,7 +150,7 @@ def check_workflows(directory: Path) -> list[str]:
     """Every `uses:` is a local action, or pinned by a full commit SHA with a `# vX.Y.Z` comment, or a
     docker:// image pinned by digest."""
     problems = []
-    files = sorted([*directory.glob("*.yml"), *directory.glob("*.yaml")])
+    files = workflow_rules.workflow_files(directory)
     if not files:
         return [f"{directory}: no workflows"]
     for path in files:
