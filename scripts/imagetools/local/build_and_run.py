@@ -52,6 +52,12 @@ _MACHINES = {
 # --- build and run ---------------------------------------------------------------------------------
 
 
+def variant_named(name: str | None) -> versions.Variant:
+    """The variant of versions.toml by that name; without one, its default (every local command)."""
+    v = versions.load()
+    return v.variant(name) if name else v.default
+
+
 def local_tag(variant: versions.Variant) -> str:
     return f"{LOCAL_REPOSITORY}:{variant.name}"
 
@@ -221,8 +227,7 @@ def run_command(engine: str, flags: list[str], image: str, command: list[str]) -
 
 
 def main(args: argparse.Namespace) -> int:
-    v = versions.load()
-    variant = v.variant(args.variant) if args.variant else v.default
+    variant = variant_named(args.variant)
     if args.action == "tag":
         print(local_tag(variant))
         return 0

@@ -231,8 +231,7 @@ def check(variant: versions.Variant, target: Foreign) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    v = versions.load()
-    variant = v.variant(args.variant) if args.variant else v.default
+    variant = build_and_run.variant_named(args.variant)
     target = foreign(variant, args.platform)
     if args.action == "build":
         return build(variant, target, args.extra[args.extra[:1] == ["--"] :])
