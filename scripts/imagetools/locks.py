@@ -64,6 +64,16 @@ def requirements(text: str) -> list[dict]:
     return out
 
 
+def wheels_for(python: str, platforms: list[str]) -> list[str]:
+    """`pip download`'s flags that pick the lock's wheels for another machine's CPython X.Y and
+    platform tags (pip takes each tag exactly: list every one); the emulated build and the GPU kit."""
+    abis = [f"cp{python.replace('.', '')}", "abi3", "none"]
+    return [
+        *(f"--platform={p}" for p in platforms),
+        *(f"--python-version={python}", "--implementation=cp", *(f"--abi={a}" for a in abis)),
+    ]
+
+
 def torch_stack(via: dict[str, set[str]]) -> set[str]:
     """The roots, and every package that a package of the stack requires (the closure)."""
     stack = {name for name in via if _ROOT_RE.match(name)}

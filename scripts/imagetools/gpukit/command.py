@@ -97,11 +97,8 @@ def build(dest: Path, python: str, present: set[str], platforms: list[str], limi
             )
         )
         downloads = Path(tmp) / "downloads"
-        abi = "cp" + python.replace(".", "")
         args = ["download", "-q", "--no-deps", "--prefer-binary", "-d", str(downloads), "-r", str(reqs)]
-        args += ["--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3"]
-        args += ["--abi", "none", *(f"--platform={p}" for p in platforms)]
-        pip(sys.executable, *args)
+        pip(sys.executable, *args, *locks.wheels_for(python, platforms))
         sources = []
         for path in sorted(downloads.iterdir()):
             if path.suffix == ".whl":

@@ -54,11 +54,10 @@ class Foreign:
         return WHEELHOUSE_ROOT / f"ftenv-wheels-{self.debian_arch}"
 
     def pip_platforms(self) -> list[str]:
-        """pip's --platform list for a manylinux machine of this CPU (pip does not widen a manylinux
+        """pip's platform tags for a manylinux machine of this CPU (pip does not widen a manylinux
         tag by itself): every glibc from bookworm's 2.36 down, then the legacy tags."""
         tags = [f"manylinux_2_{m}_{self.machine}" for m in range(36, 16, -1)]
-        tags += [f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
-        return [f"--platform={t}" for t in tags]
+        return [*tags, f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
 
 
 FOREIGN = {"linux/arm64": Foreign("linux/arm64", "arm64", "aarch64", "qemu-aarch64")}
@@ -108,14 +107,7 @@ def enable_binfmt(target: Foreign) -> None:
 def prefetch_command(variant: versions.Variant, target: Foreign) -> list[str]:
     """The host's pip downloads the variant's whole lock (hashes checked) for the foreign CPU. The
     lock's few sdists (pure Python, `setup.py` only) install without build requirements."""
-    pick = [
-        *target.pip_platforms(),
-        f"--python-version={STANDIN_PYTHON}",
-        "--implementation=cp",
-        f"--abi=cp{STANDIN_PYTHON.replace('.', '')}",
-        "--abi=abi3",
-        "--abi=none",
-    ]
+    pick = locks.wheels_for(STANDIN_PYTHON, target.pip_platforms())
     lock = ROOT / locks.lock_path(variant.name)
     return [
         *(sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar=off"),
