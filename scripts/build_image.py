@@ -19,7 +19,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ftenv.stack import versions
 from imagetools.local import build_and_run, machine
 
 
@@ -42,8 +41,7 @@ def main() -> int:
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:split])
-    v = versions.load()
-    variant = v.variant(args.variant) if args.variant else v.default
+    variant = build_and_run.variant_named(args.variant)
     want = machine.Request(args.engine, args.base)
     ca_bundle = build_and_run.checked_ca_bundle(args.ca_bundle)
     return build_and_run.build(

@@ -11,3 +11,8 @@ report's own rendering, compile line included); never the others. A job's subpac
 and itself, never another job (tests/test_architecture.py checks both). The top and local/ need only
 the standard library, as `make run` on a stock python3 does; release/ and gpukit/ run from the venv.
 """
+
+from pathlib import Path
+
+#: The checkout these tools read and write (versions.toml, docker/, docs/): two folders above.
+ROOT = Path(__file__).resolve().parents[2]

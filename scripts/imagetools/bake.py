@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ftenv.stack import versions
 from imagetools.build_args import build_args, labels
-from imagetools.tags import commit_tag
+from imagetools.tags import commit_tag, ref
 
 BAKE_FILE = Path("docker/docker-bake.json")
 DOCKERFILE = Path("docker/Dockerfile")
@@ -69,7 +69,7 @@ def bake(v: versions.Versions) -> dict:
             "args": build_args(variant),
             "labels": own,
             "annotations": annotations(own),
-            "tags": [f"{variant.image['repository']}:{commit_tag(variant, '${COMMIT}')}"],
+            "tags": [ref(variant, commit_tag(variant, "${COMMIT}"))],
             "cache-from": [f"type=registry,ref={cache_ref(variant)}"],
             "cache-to": [f"type=registry,ref={cache_ref(variant)},mode=max,ignore-error=true"],
         }

@@ -31,19 +31,24 @@ def build_args(variant: versions.Variant) -> dict[str, str]:
     }
 
 
+#: Each label the Dockerfile's LABEL writes and the build arg whose value it takes.
+LABEL_ARGS = {
+    "org.opencontainers.image.title": "IMAGE_TITLE",
+    "org.opencontainers.image.version": "IMAGE_TAG",
+    "org.opencontainers.image.revision": "REVISION",
+    "org.opencontainers.image.source": "IMAGE_SOURCE",
+    "org.opencontainers.image.created": "CREATED",
+    "org.opencontainers.image.ref.name": "IMAGE_REF",
+    "ftenv.variant": "VARIANT",
+    "ftenv.torch.version": "TORCH_VERSION",
+    "ftenv.cuda.version": "CUDA_VERSION",
+    "ftenv.cudnn.version": "CUDNN_VERSION",
+    "ftenv.transformers.version": "TRANSFORMERS_VERSION",
+    "ftenv.funasr.version": "FUNASR_VERSION",
+}
+
+
 def labels(variant: versions.Variant, revision: str = "unknown", created: str = "unknown") -> dict[str, str]:
-    """OCI labels plus the stack's versions, as the Dockerfile writes them."""
-    return {
-        "org.opencontainers.image.title": variant.image["title"],
-        "org.opencontainers.image.version": stack_tag(variant),
-        "org.opencontainers.image.revision": revision,
-        "org.opencontainers.image.source": variant.image["source"],
-        "org.opencontainers.image.created": created,
-        "org.opencontainers.image.ref.name": image_ref(variant),
-        "ftenv.variant": variant.name,
-        "ftenv.torch.version": variant.torch,
-        "ftenv.cuda.version": variant.cuda,
-        "ftenv.cudnn.version": variant.cudnn,
-        "ftenv.transformers.version": variant.python["transformers"],
-        "ftenv.funasr.version": variant.python["funasr"],
-    }
+    """OCI labels plus the stack's versions, as the Dockerfile writes them: from the build args."""
+    args = build_args(variant) | {"REVISION": revision, "CREATED": created}
+    return {label: args[arg] for label, arg in LABEL_ARGS.items()}

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from ftenv import outcome
+from imagetools import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCKS = Path("docker/locks")
 #: Where the per-layer locks go (a folder of their own, beside the lock they derive from).
 LAYER_LOCKS = LOCKS / "layers"
@@ -20,7 +20,7 @@ LAYER_LOCKS = LOCKS / "layers"
 LAYERS = ("torch", "rest")
 #: The torch stack's roots: what changes with a torch or CUDA bump and nothing else.
 _ROOT_RE = re.compile(r"^(torch|torchaudio|triton|nvidia-.+|cuda-.+)$")
-_ENTRY_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.\-]*)==")
+_ENTRY_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.\-]*)==(?P<version>[^\s;\\]+)")
 _VIA_ONE_RE = re.compile(r"^\s+# via (?P<name>\S+)\s*$")
 _VIA_MANY_RE = re.compile(r"^\s+#   (?P<name>\S+)\s*$")
 
@@ -50,6 +50,28 @@ def parse(text: str) -> tuple[list[str], dict[str, str], dict[str, set[str]]]:
             if v and not v["name"].startswith("-"):
                 via[current].add(_norm(v["name"]))
     return header, {k: "\n".join(lines) for k, lines in entries.items()}, via
+
+
+def requirements(text: str) -> list[dict]:
+    """Each entry as pip reads it, in the lock's order: its name (normalized), version, requirement
+    (`name==version ; marker`) and hashes; the scan, the docs and the GPU kit read the lock here."""
+    out = []
+    for name, entry in parse(text)[1].items():
+        first = re.sub(r"\\\n\s*", " ", entry).splitlines()[0]
+        requirement, *hashes = (part.strip() for part in first.split("--hash="))
+        version = _ENTRY_RE.match(first)["version"]
+        out.append({"name": name, "version": version, "requirement": requirement, "hashes": hashes})
+    return out
+
+
+def wheels_for(python: str, platforms: list[str]) -> list[str]:
+    """`pip download`'s flags that pick the lock's wheels for another machine's CPython X.Y and
+    platform tags (pip takes each tag exactly: list every one); the emulated build and the GPU kit."""
+    abis = [f"cp{python.replace('.', '')}", "abi3", "none"]
+    return [
+        *(f"--platform={p}" for p in platforms),
+        *(f"--python-version={python}", "--implementation=cp", *(f"--abi={a}" for a in abis)),
+    ]
 
 
 def torch_stack(via: dict[str, set[str]]) -> set[str]:
@@ -83,6 +105,10 @@ def split(text: str, source: str) -> dict[str, str]:
     return out
 
 
+def lock_path(variant: str) -> Path:
+    return LOCKS / f"{variant}.txt"
+
+
 def layer_path(variant: str, layer: str) -> Path:
     return LAYER_LOCKS / f"{variant}-{layer}.txt"
 
@@ -91,12 +117,12 @@ def check(root: Path, variants) -> list[str]:
     """Each variant's per-layer locks are exactly what its lock derives."""
     problems = []
     for name in variants:
-        lock = root / LOCKS / f"{name}.txt"
+        lock = root / lock_path(name)
         if not lock.is_file():
-            problems.append(f"{LOCKS / (name + '.txt')} missing: run `make lock`")
+            problems.append(f"{lock_path(name)} missing: run `make lock`")
             continue
         try:
-            derived = split(lock.read_text(), str(LOCKS / f"{name}.txt"))
+            derived = split(lock.read_text(), str(lock_path(name)))
         except ValueError as e:
             problems.append(str(e))
             continue
@@ -109,7 +135,7 @@ def check(root: Path, variants) -> list[str]:
 
 def write(root: Path, variants) -> None:
     for name in variants:
-        derived = split((root / LOCKS / f"{name}.txt").read_text(), str(LOCKS / f"{name}.txt"))
+        derived = split((root / lock_path(name)).read_text(), str(lock_path(name)))
         for layer, text in derived.items():
             path = root / layer_path(name, layer)
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,9 +37,14 @@ def stack_tag(variant: versions.Variant) -> str:
     return f"funasr{funasr}-torch{variant.torch_base}-{variant.cuda_short}-cudnn{variant.cudnn}"
 
 
+def ref(variant: versions.Variant, tag: str) -> str:
+    """The variant's image in its registry under `tag`."""
+    return f"{variant.image['repository']}:{tag}"
+
+
 def image_ref(variant: versions.Variant) -> str:
     """The variant's image in its registry, by its stack tag."""
-    return f"{variant.image['repository']}:{stack_tag(variant)}"
+    return ref(variant, stack_tag(variant))
 
 
 def parse_stack_tag(tag: str) -> dict[str, str]:

@@ -17,13 +17,12 @@ import tomllib
 from pathlib import Path
 
 from packaging.markers import Marker
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 from ftenv.attention import sdpa
+from imagetools import ROOT, locks
 from imagetools.gpukit import gpu_run, gpu_setup
 
-ROOT = Path(__file__).resolve().parents[3]
 MACHINE_FILE = Path(__file__).with_name("gpu_machine.toml")
 KIT_DIR = Path(".whl")
 RESULTS_DOC = ROOT / "docs" / "gpu-results.md"
@@ -55,14 +54,12 @@ def kit_entries(python: str, present: set[str], lock: Path = gpu_run.LOCK) -> li
     """The lock's entries for `python` on Linux x86-64 whose package is not in `present`."""
     env = target_environment(python)
     kit = []
-    for entry in gpu_setup.lock_entries(lock):
-        requirement, _, marker = entry["requirement"].partition(";")
+    for entry in locks.requirements(lock.read_text()):
+        _, _, marker = entry["requirement"].partition(";")
         if marker.strip() and not Marker(marker.strip()).evaluate(env):
             continue
-        req = Requirement(requirement)
-        name = canonicalize_name(req.name)
-        if name not in present:
-            kit.append(entry | {"name": name, "version": str(req.specifier).removeprefix("==")})
+        if entry["name"] not in present:
+            kit.append(entry)
     return kit
 
 
@@ -100,11 +97,8 @@ def build(dest: Path, python: str, present: set[str], platforms: list[str], limi
             )
         )
         downloads = Path(tmp) / "downloads"
-        abi = "cp" + python.replace(".", "")
         args = ["download", "-q", "--no-deps", "--prefer-binary", "-d", str(downloads), "-r", str(reqs)]
-        args += ["--python-version", python, "--implementation", "cp", "--abi", abi, "--abi", "abi3"]
-        args += ["--abi", "none", *(f"--platform={p}" for p in platforms)]
-        pip(sys.executable, *args)
+        pip(sys.executable, *args, *locks.wheels_for(python, platforms))
         sources = []
         for path in sorted(downloads.iterdir()):
             if path.suffix == ".whl":
@@ -171,8 +165,8 @@ def try_install(wheels: list[Path], python: str) -> str:
     if not exe:
         return f"not tried: no Python {python} here"
     with tempfile.TemporaryDirectory(prefix="gpukit-site-") as site:
-        cmd = [exe, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
-        proc = subprocess.run([*cmd, "--target", site, *map(str, wheels)], capture_output=True, text=True)
+        cmd = gpu_setup.install_command(exe, site, wheels)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"gpukit: the kit does not install on Python {python}:\n{proc.stderr}")
     return f"installs on Python {python} ({exe}) with pip --no-index --no-deps --target"

@@ -17,15 +17,15 @@ from pathlib import Path
 from ftenv import variables
 from ftenv.attention import sdpa
 from ftenv.stack import versions
+from imagetools import ROOT, locks
 
-ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ROOT / "scripts"
 
 #: The whole run, the install included, must end within this (the GPU machine allows 10 minutes
 #: a command and 15 minutes a session, start-up included: 8 minutes leaves room for a partial rerun).
 TOTAL_BUDGET_S = 480
 #: The stack the run expects: the lock of the image's variant, else of the default one.
-LOCK = ROOT / "docker" / "locks" / f"{variables.read(variables.VARIANT) or versions.load().default.name}.txt"
+LOCK = ROOT / locks.lock_path(variables.read(variables.VARIANT) or versions.load().default.name)
 #: Test files holding `pytest.mark.gpu` tests (tests/imagetools/gpukit/test_gpu_kit.py keeps this list
 #: complete).
 GPU_TEST_FILES = ("tests/ftenv/report/test_report.py", "tests/ftenv/selfcheck/test_selfcheck.py")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ftenv.attention import sdpa
+from imagetools import locks
 from imagetools.gpukit.gpu_run import (
     FUNASR_SCRIPT,
     LOCK,
@@ -24,6 +25,13 @@ from imagetools.gpukit.gpu_run import (
 )
 
 
+def install_command(python: str, site: str | Path, wheels: list[Path]) -> list[str]:
+    """How the GPU machine installs the kit: its wheels only (nothing fetched, no dependency
+    resolved), into a folder of their own; `gpukit build` tries the same command here."""
+    cmd = [python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
+    return [*cmd, "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, wheels)]
+
+
 def step_install(ctx: Context, wheels: Path | None, site: Path) -> Result:
     r = Result("install", "the kit's wheels installed with pip --no-index --no-deps --target")
     if wheels is None:
@@ -33,9 +41,7 @@ def step_install(ctx: Context, wheels: Path | None, site: Path) -> Result:
     if not files:
         r.got, r.ok = f"no .whl in {wheels}: build the kit with `make gpu-kit`", False
         return r
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
-    cmd += ["--no-cache-dir", "--upgrade", "--target", str(site), *map(str, files)]
-    rc, output = run_logged(ctx, "install", cmd, 90)
+    rc, output = run_logged(ctx, "install", install_command(sys.executable, site, files), 90)
     r.ok = rc == 0
     r.got = f"{len(files)} wheels installed" if r.ok else ended(rc, output)
     r.data = {"wheels": [f.name for f in files]}
@@ -123,24 +129,10 @@ def check_stack() -> int:
 def lock_requirements(path: Path) -> dict[str, str]:
     """{name: version} of the lock's entries whose marker holds for the running Python."""
     from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
 
     reqs = {}
-    for entry in lock_entries(path):
-        req = Requirement(entry["requirement"])
-        if req.marker is None or req.marker.evaluate():
-            reqs[canonicalize_name(req.name)] = str(req.specifier).removeprefix("==")
+    for entry in locks.requirements(path.read_text()):
+        marker = Requirement(entry["requirement"]).marker
+        if marker is None or marker.evaluate():
+            reqs[entry["name"]] = entry["version"]
     return reqs
-
-
-def lock_entries(path: Path) -> list[dict]:
-    """The lock's entries: {"requirement": "name==version ; marker", "hashes": [...]}."""
-    text = re.sub(r"\\\n\s*", " ", path.read_text())
-    entries = []
-    for line in text.splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith(("#", "-")):
-            continue
-        requirement, *hashes = (part.strip() for part in line.split("--hash="))
-        entries.append({"requirement": requirement, "hashes": hashes})
-    return entries

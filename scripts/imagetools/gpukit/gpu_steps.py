@@ -8,6 +8,8 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from ftenv.attention import sdpa
@@ -240,56 +242,30 @@ def _x(v) -> str:
     return "n/a" if v is None else f"{v:.2f}x"
 
 
-STEPS = [
-    "install",
-    "environment",
-    "stack",
-    "selfcheck-cpu",
-    "report-1",
-    "report-0",
-    "report-unset",
-    "pytest-gpu",
-    "selfcheck-1",
-    "selfcheck-0",
-    "recipe-1",
-    "recipe-0",
-    "probe",
-    "report-overhead",
-    "batched-decode",
-    "nccl-network",
-    "selfcheck-compile",
-    "steptime-compiled",
-    *variant.STEPS,
-]
+#: Every step after `install` (which needs the kit's folders: dispatch), in the kit's order, and
+#: what runs it; gpu_checks.py's `--list` prints them and `--only` picks among them.
+RUNS: dict[str, Callable[[Context], Result]] = {
+    "environment": step_environment,
+    "stack": step_stack,
+    "selfcheck-cpu": step_selfcheck_cpu,
+    "report-1": partial(step_report, value="1"),
+    "report-0": partial(step_report, value="0"),
+    "report-unset": partial(step_report, value=None),
+    "pytest-gpu": step_pytest,
+    "selfcheck-1": partial(step_selfcheck, value="1", recipe=False),
+    "selfcheck-0": partial(step_selfcheck, value="0", recipe=False),
+    "recipe-1": partial(step_selfcheck, value="1", recipe=True),
+    "recipe-0": partial(step_selfcheck, value="0", recipe=True),
+    "probe": step_probe,
+    "report-overhead": step_report_overhead,
+    "batched-decode": step_batched_decode,
+    "nccl-network": step_nccl_network,
+    "selfcheck-compile": step_selfcheck_compiled,
+    "steptime-compiled": step_compiled,
+    **{name: partial(variant.dispatch, name=name, selfcheck=step_selfcheck) for name in variant.STEPS},
+}
+STEPS = ["install", *RUNS]
 
 
 def dispatch(ctx: Context, name: str, wheels: Path | None, site: Path) -> Result:
-    if name == "install":
-        return step_install(ctx, wheels, site)
-    if name == "environment":
-        return step_environment(ctx)
-    if name == "stack":
-        return step_stack(ctx)
-    if name == "selfcheck-cpu":
-        return step_selfcheck_cpu(ctx)
-    if name.startswith("report-") and name != "report-overhead":
-        value = name.removeprefix("report-")
-        return step_report(ctx, None if value == "unset" else value)
-    if name == "pytest-gpu":
-        return step_pytest(ctx)
-    if name == "selfcheck-compile":
-        return step_selfcheck_compiled(ctx)
-    if name in variant.STEPS:
-        return variant.dispatch(ctx, name, step_selfcheck)
-    if name.startswith(("selfcheck-", "recipe-")):  # selfcheck-1, recipe-0, ...
-        kind, value = name.split("-")
-        return step_selfcheck(ctx, value, kind == "recipe")
-    if name == "probe":
-        return step_probe(ctx)
-    if name == "report-overhead":
-        return step_report_overhead(ctx)
-    if name == "batched-decode":
-        return step_batched_decode(ctx)
-    if name == "nccl-network":
-        return step_nccl_network(ctx)
-    return step_compiled(ctx)
+    return step_install(ctx, wheels, site) if name == "install" else RUNS[name](ctx)

@@ -6,13 +6,13 @@ Runs on the host's stock python3 (3.9+, standard library only).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import platform
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ftenv import variables
@@ -27,6 +27,7 @@ from imagetools.local.machine import (
     ROOT,
     STANDIN_BASE,
     STANDIN_LABEL,
+    STANDIN_SCRIPT,
     Choice,
     Refusal,
     Request,
@@ -49,6 +50,12 @@ _MACHINES = {
 
 
 # --- build and run ---------------------------------------------------------------------------------
+
+
+def variant_named(name: str | None) -> versions.Variant:
+    """The variant of versions.toml by that name; without one, its default (every local command)."""
+    v = versions.load()
+    return v.variant(name) if name else v.default
 
 
 def local_tag(variant: versions.Variant) -> str:
@@ -152,6 +159,20 @@ def git_revision() -> str:
     return r.stdout.strip() if r and r.returncode == 0 else "unknown"
 
 
+def build_time() -> str:
+    """The image's `created` label: now in UTC, as OCI spells it (time, not datetime.UTC: this runs
+    on python3 before 3.11)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def run_shown(cmd: list[str], env: dict[str, str], before: str = "", after: str = "", **kw) -> int:
+    """Run an engine command shown first as one could type it (`before`: the variables it adds,
+    `after`: where its target comes from); its exit code."""
+    shown = ["+", *([before] if before else []), *cmd, *([after] if after else [])]
+    print(" ".join(shown), file=sys.stderr, flush=True)
+    return subprocess.run(cmd, env=env, **kw).returncode
+
+
 def _say(choice: Choice, which: tuple[str, ...], *more: str) -> None:
     lines = [line for line in choice.said if line.split()[0] in which] + [m for m in more if m]
     print("ftenv: " + "\n       ".join(lines), file=sys.stderr, flush=True)
@@ -177,64 +198,50 @@ def build(
     _say(choice, ("engine", "base"), builder_line)
     env = engine_env(choice.engine)
     if choice.standin:
-        made = subprocess.run(
-            [str(ROOT / "scripts/make-standin-base.sh"), choice.engine, STANDIN_BASE], env=env
-        )
+        made = subprocess.run([str(STANDIN_SCRIPT), choice.engine, STANDIN_BASE], env=env)
         if made.returncode:
             return made.returncode
-    created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    args = build_args(choice, variant, git_revision(), created)
+    args = build_args(choice, variant, git_revision(), build_time())
     if ca_bundle:
         print(
             f"ftenv: CA bundle {ca_bundle} goes to the pip steps as build secret {CA_SECRET_ID}",
             file=sys.stderr,
         )
     if choice.engine == "podman":
-        cmd = [*podman_build(choice, tags, args, ca_bundle), *extra, str(ROOT)]
-        print("+", " ".join(cmd), file=sys.stderr, flush=True)
-        return subprocess.run(cmd, env=env).returncode
+        return run_shown([*podman_build(choice, tags, args, ca_bundle), *extra, str(ROOT)], env)
     spec = local_bake(choice, variant, tags, args, platform.machine(), ca_bundle)
+    target = f"(target {variant.name} of {bake.BAKE_FILE})"
     if builder == "build":
         cmd = docker_build(spec["target"][variant.name], extra)
-        print(
-            "+ DOCKER_BUILDKIT=1",
-            " ".join(cmd),
-            f"(target {variant.name} of {bake.BAKE_FILE})",
-            file=sys.stderr,
-            flush=True,
-        )
-        return subprocess.run(cmd, cwd=ROOT, env={**env, "DOCKER_BUILDKIT": "1"}).returncode
+        return run_shown(cmd, {**env, "DOCKER_BUILDKIT": "1"}, "DOCKER_BUILDKIT=1", target, cwd=ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         bake_file = Path(tmp) / "local-bake.json"
         bake_file.write_text(json.dumps(spec, indent=2))
         cmd = ["docker", "buildx", "bake", "-f", str(bake_file), "--load", *extra, variant.name]
-        print("+", " ".join(cmd), f"(target {variant.name} of {bake.BAKE_FILE})", file=sys.stderr, flush=True)
-        return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+        return run_shown(cmd, env, after=target, cwd=ROOT)
 
 
-def run_command(choice: Choice, image: str, command: list[str]) -> list[str]:
+def run_command(engine: str, flags: list[str], image: str, command: list[str]) -> list[str]:
     """The image just built, never one pulled in its place."""
-    return [choice.engine, "run", "--rm", "--pull=never", *choice.run_flags, image, *command]
+    return [engine, "run", "--rm", "--pull=never", *flags, image, *command]
 
 
 def main(args: argparse.Namespace) -> int:
-    v = versions.load()
-    variant = v.variant(args.variant) if args.variant else v.default
+    variant = variant_named(args.variant)
     if args.action == "tag":
         print(local_tag(variant))
         return 0
     if args.action == "standin":
         engine = choose_engine(docker_daemon_answers(), bool(shutil.which("podman")), args.engine)
-        return subprocess.run([str(ROOT / "scripts/make-standin-base.sh"), engine, STANDIN_BASE]).returncode
+        return subprocess.run([str(STANDIN_SCRIPT), engine, STANDIN_BASE]).returncode
     choice = choose(detect_machine(), Request(engine=args.engine, gpus=args.gpus))
     if args.action in ("choose", "plan"):
         print("\n".join(choice.said))
         return 0
     _say(choice, ("engine", "GPUs"))
-    env = engine_env(choice.engine)
-    cmd = run_command(choice, local_tag(variant), args.command[args.command[:1] == ["--"] :])
-    print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    return subprocess.run(cmd, env=env).returncode
+    command = args.command[args.command[:1] == ["--"] :]
+    cmd = run_command(choice.engine, list(choice.run_flags), local_tag(variant), command)
+    return run_shown(cmd, engine_env(choice.engine))
 
 
 def add_parser(sub) -> None:

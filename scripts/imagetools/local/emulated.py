@@ -18,8 +18,9 @@ from pathlib import Path
 
 from ftenv import outcome, variables
 from ftenv.stack import versions
+from imagetools import locks
 from imagetools.local import build_and_run
-from imagetools.local.machine import ROOT, STANDIN_BASE, Choice, Refusal, engine_env
+from imagetools.local.machine import ROOT, STANDIN_BASE, STANDIN_SCRIPT, Choice, Refusal, engine_env
 
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 #: Where the lock's wheels for the foreign CPU are downloaded natively, one folder per architecture:
@@ -53,11 +54,10 @@ class Foreign:
         return WHEELHOUSE_ROOT / f"ftenv-wheels-{self.debian_arch}"
 
     def pip_platforms(self) -> list[str]:
-        """pip's --platform list for a manylinux machine of this CPU (pip does not widen a manylinux
+        """pip's platform tags for a manylinux machine of this CPU (pip does not widen a manylinux
         tag by itself): every glibc from bookworm's 2.36 down, then the legacy tags."""
         tags = [f"manylinux_2_{m}_{self.machine}" for m in range(36, 16, -1)]
-        tags += [f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
-        return [f"--platform={t}" for t in tags]
+        return [*tags, f"manylinux2014_{self.machine}", f"linux_{self.machine}"]
 
 
 FOREIGN = {"linux/arm64": Foreign("linux/arm64", "arm64", "aarch64", "qemu-aarch64")}
@@ -107,15 +107,8 @@ def enable_binfmt(target: Foreign) -> None:
 def prefetch_command(variant: versions.Variant, target: Foreign) -> list[str]:
     """The host's pip downloads the variant's whole lock (hashes checked) for the foreign CPU. The
     lock's few sdists (pure Python, `setup.py` only) install without build requirements."""
-    pick = [
-        *target.pip_platforms(),
-        f"--python-version={STANDIN_PYTHON}",
-        "--implementation=cp",
-        f"--abi=cp{STANDIN_PYTHON.replace('.', '')}",
-        "--abi=abi3",
-        "--abi=none",
-    ]
-    lock = ROOT / "docker/locks" / f"{variant.name}.txt"
+    pick = locks.wheels_for(STANDIN_PYTHON, target.pip_platforms())
+    lock = ROOT / locks.lock_path(variant.name)
     return [
         *(sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar=off"),
         *("-d", str(target.wheelhouse), "--require-hashes", *pick, "-r", str(lock)),
@@ -165,13 +158,13 @@ def build_command(
 def check_commands(variant: versions.Variant, target: Foreign) -> list[list[str]]:
     """What `check` runs: the CPU the container sees, then the image's default (the report, then
     the self-check on the CPU), with the report's time limit raised for emulation."""
-    run = ["podman", "run", "--rm", "--pull=never", f"--platform={target.platform}"]
     image = emulated_tag(variant, target)
-    slow = f"--env={variables.REPORT_TIMEOUT}={EMULATED_TIMEOUT_S}"
+    cpu = f"--platform={target.platform}"
+    slow = [cpu, f"--env={variables.REPORT_TIMEOUT}={EMULATED_TIMEOUT_S}"]
     return [
-        [*run, f"--env={variables.REPORT}=0", image, "uname", "-m"],
-        [*run, slow, image, "ftenv", "report"],
-        [*run, slow, image],
+        build_and_run.run_command("podman", [cpu, f"--env={variables.REPORT}=0"], image, ["uname", "-m"]),
+        build_and_run.run_command("podman", slow, image, ["ftenv", "report"]),
+        build_and_run.run_command("podman", slow, image, []),
     ]
 
 
@@ -190,14 +183,12 @@ def _timed(cmd: list[str], env: dict[str, str], **kw) -> subprocess.CompletedPro
 def build(variant: versions.Variant, target: Foreign, extra: list[str]) -> int:
     enable_binfmt(target)
     env = engine_env("podman")
-    made = _timed(
-        [str(ROOT / "scripts/make-standin-base.sh"), "podman", target.standin_base, target.debian_arch], env
-    )
+    made = _timed([str(STANDIN_SCRIPT), "podman", target.standin_base, target.debian_arch], env)
     if made.returncode:
         return made.returncode
     mounts = prefetch(variant, target)
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    cmd = build_command(variant, target, build_and_run.git_revision(), created, [*mounts, *extra])
+    revision, created = build_and_run.git_revision(), build_and_run.build_time()
+    cmd = build_command(variant, target, revision, created, [*mounts, *extra])
     return _timed(cmd, env).returncode
 
 
@@ -232,8 +223,7 @@ def check(variant: versions.Variant, target: Foreign) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    v = versions.load()
-    variant = v.variant(args.variant) if args.variant else v.default
+    variant = build_and_run.variant_named(args.variant)
     target = foreign(variant, args.platform)
     if args.action == "build":
         return build(variant, target, args.extra[args.extra[:1] == ["--"] :])

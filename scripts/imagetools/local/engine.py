@@ -39,17 +39,19 @@ EMULATION_PACKAGES = ("qemu-user-static", "binfmt-support")
 #: The TOML parser of a python3 older than 3.11: the first of these the distribution has (tomli in
 #: Debian 12 and Ubuntu 22.04; Debian 11 has only toml), as ftenv.stack.versions reads either.
 TOML_PACKAGES = ("python3-tomli", "python3-toml")
-#: The commands whose presence says the packages are there.
+#: The commands whose presence says the engine's packages are there.
 ENGINE_COMMANDS = ("podman", "debootstrap")
-TEST_COMMANDS = ("tini", "slurmctld", "munged")
-DOCKER_CHECK_COMMANDS = ("dockerd",)
-EMULATION_COMMANDS = ("qemu-aarch64-static", "update-binfmts")
-#: Per purpose beyond the engine ("run" needs the engine only): (packages, the commands they bring).
+#: Per purpose beyond the engine ("run" needs the engine only): (packages, the commands whose
+#: presence says they are there, what they are for in the line that says they are installed).
 EXTRAS = {
-    "run": ((), ()),
-    "test": (TEST_PACKAGES, TEST_COMMANDS),
-    "docker-check": (DOCKER_CHECK_PACKAGES, DOCKER_CHECK_COMMANDS),
-    "emulate": (EMULATION_PACKAGES, EMULATION_COMMANDS),
+    "run": ((), (), ""),
+    "test": (TEST_PACKAGES, ("tini", "slurmctld", "munged"), "tini and Slurm for the tests"),
+    "docker-check": (DOCKER_CHECK_PACKAGES, ("dockerd",), "and Debian's docker.io for the Docker check"),
+    "emulate": (
+        EMULATION_PACKAGES,
+        ("qemu-aarch64-static", "update-binfmts"),
+        "qemu-user-static and binfmt-support for the emulated build",
+    ),
 }
 PURPOSES = tuple(EXTRAS)
 
@@ -126,12 +128,7 @@ def ensure(purpose: str) -> int:
             file=sys.stderr,
         )
         return outcome.UNUSABLE
-    what = {
-        "run": "podman and its tools",
-        "test": "podman and its tools, tini and Slurm for the tests",
-        "docker-check": "podman and its tools, and Debian's docker.io for the Docker check",
-        "emulate": "podman and its tools, qemu-user-static and binfmt-support for the emulated build",
-    }[purpose]
+    what = ", ".join(filter(None, ["podman and its tools", EXTRAS[purpose][2]]))
     print(f"ftenv: {', '.join(missing)} missing: installing {what} with apt-get", file=sys.stderr, flush=True)
     return _apt_install(packages(purpose))
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftenv import outcome, variables
-from imagetools import locks
+from imagetools import ROOT, locks
 
-ROOT = Path(__file__).resolve().parents[3]
 #: What each kind of layer installs: a package folder in the venv's site-packages.
 PACKAGES = {"torch": "torch", "rest": "funasr", "ftenv": "ftenv"}
 SITE_PACKAGES = "opt/venv/lib/python3*/site-packages"
@@ -130,7 +129,7 @@ def rebuild(
     with tempfile.TemporaryDirectory(prefix="layer-check-") as tmp:
         work = Path(tmp)
         _copy_checkout(root, work)
-        lock = work / locks.LOCKS / f"{variant}.txt"
+        lock = work / locks.lock_path(variant)
         lock.write_text(bump_funasr_entry(lock.read_text()))
         if (work / locks.LAYER_LOCKS).is_dir():
             locks.write(work, [variant])

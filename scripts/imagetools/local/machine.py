@@ -17,10 +17,12 @@ from pathlib import Path
 
 from ftenv import variables
 from ftenv.stack import versions
+from imagetools import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 #: The stand-in base: a local name, so that it can never shadow the real base image.
 STANDIN_BASE = "localhost/ftenv-standin-base:bookworm"
+#: What makes a stand-in base: `make-standin-base.sh ENGINE NAME [ARCH]`.
+STANDIN_SCRIPT = ROOT / "scripts/make-standin-base.sh"
 #: Label of an image built on the stand-in (its value: the stand-in's name).
 STANDIN_LABEL = "ftenv.base.standin"
 LOCAL_REPOSITORY = "localhost/ftenv"

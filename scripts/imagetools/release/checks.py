@@ -23,12 +23,14 @@ from imagetools.bake import (
 )
 from imagetools.build_args import build_args, labels
 from imagetools.release import generated, workflow_rules
-from imagetools.tags import TAG_SYNTAX, commit_tag, parse, release_tags, short_commit
+from imagetools.tags import TAG_SYNTAX, commit_tag, parse, ref, release_tags, short_commit
 
 WORKFLOWS = Path(".github/workflows")
 _USES_RE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>[^\s#]+)\s*(?:#\s*(?P<comment>.*))?$")
 _SHA_PIN_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
 _VERSION_COMMENT_RE = re.compile(r"^v\d+(\.\d+)*\b")
+#: What the workflow sets per build (REVISION the full SHA), for the checks that resolve a build.
+RUNTIME = {"REVISION": "f" * 40, "CREATED": "2026-01-01T00:00:00Z"}
 
 
 def check_bake(v: versions.Versions, text: str, commit: str = "0123456789abcdef") -> list[str]:
@@ -44,16 +46,16 @@ def check_bake(v: versions.Versions, text: str, commit: str = "0123456789abcdef"
     if sorted(default) != sorted(v.variants):
         problems.append(f"bake group default {sorted(default)} != variants {sorted(v.variants)}")
     # What the workflow sets: COMMIT is the short commit (`${GITHUB_SHA::12}`), REVISION the full SHA.
-    runtime = {"REVISION": "f" * 40, "CREATED": "2026-01-01T00:00:00Z", "COMMIT": short_commit(commit)}
+    runtime = RUNTIME | {"COMMIT": short_commit(commit)}
     for variant in v.variants.values():
         try:
             t = resolve_target(data, variant.name, runtime)
         except ValueError as e:
             problems.append(str(e))
             continue
-        want_tags = [f"{variant.image['repository']}:{commit_tag(variant, commit)}"]
-        want_labels = labels(variant, revision=runtime["REVISION"], created=runtime["CREATED"])
-        want_args = build_args(variant) | {"REVISION": runtime["REVISION"], "CREATED": runtime["CREATED"]}
+        want_tags = [ref(variant, commit_tag(variant, commit))]
+        want_labels = labels(variant, revision=RUNTIME["REVISION"], created=RUNTIME["CREATED"])
+        want_args = build_args(variant) | RUNTIME
         for what, got, want in [
             ("tags", t.get("tags"), want_tags),
             ("labels", t.get("labels"), want_labels),
@@ -112,24 +114,27 @@ def check_tags(v: versions.Versions, commit: str = "0123456789abcdef") -> list[s
     return problems
 
 
-def dockerfile_labels(text: str, build_args: dict[str, str]) -> dict[str, str]:
-    """The Dockerfile's LABELs, with the build args substituted (dockerfile-parse, lazily imported:
-    the image's own `ftenv` has no need of it)."""
+def _dockerfile_parser(text: str, build_args: dict[str, str] | None = None):
+    """dockerfile-parse over the text, build args substituted (lazily imported: the image's own
+    `ftenv` has no need of it)."""
     import io
 
     from dockerfile_parse import DockerfileParser
 
-    parser = DockerfileParser(fileobj=io.BytesIO(text.encode()), build_args=build_args, env_replace=True)
-    return dict(parser.labels)
+    return DockerfileParser(fileobj=io.BytesIO(text.encode()), build_args=build_args, env_replace=True)
+
+
+def dockerfile_labels(text: str, build_args: dict[str, str]) -> dict[str, str]:
+    """The Dockerfile's LABELs, with the build args substituted."""
+    return dict(_dockerfile_parser(text, build_args).labels)
 
 
 def check_labels(v: versions.Versions, dockerfile_text: str) -> list[str]:
     """Every label of build_args.labels() is in the Dockerfile, with the value versions.toml derives."""
     problems = []
-    runtime = {"REVISION": "f" * 40, "CREATED": "2026-01-01T00:00:00Z"}
     for variant in v.variants.values():
-        got = dockerfile_labels(dockerfile_text, build_args(variant) | runtime)
-        want = labels(variant, revision=runtime["REVISION"], created=runtime["CREATED"])
+        got = dockerfile_labels(dockerfile_text, build_args(variant) | RUNTIME)
+        want = labels(variant, revision=RUNTIME["REVISION"], created=RUNTIME["CREATED"])
         for key, value in want.items():
             if key not in got:
                 problems.append(f"{DOCKERFILE}: label {key} missing")
@@ -145,7 +150,7 @@ def check_workflows(directory: Path) -> list[str]:
     """Every `uses:` is a local action, or pinned by a full commit SHA with a `# vX.Y.Z` comment, or a
     docker:// image pinned by digest."""
     problems = []
-    files = sorted([*directory.glob("*.yml"), *directory.glob("*.yaml")])
+    files = workflow_rules.workflow_files(directory)
     if not files:
         return [f"{directory}: no workflows"]
     for path in files:
@@ -186,12 +191,7 @@ VOLATILE_ARGS = (
 def check_layer_order(dockerfile_text: str) -> list[str]:
     """The lock is installed torch stack first, then the rest, then ftenv; nothing that changes with a
     FunASR bump (a volatile ARG, versions.toml, our sources) comes before the torch layer."""
-    import io
-
-    from dockerfile_parse import DockerfileParser
-
-    parser = DockerfileParser(fileobj=io.BytesIO(dockerfile_text.encode()))
-    steps = [(i["instruction"], i["value"]) for i in parser.structure]
+    steps = [(i["instruction"], i["value"]) for i in _dockerfile_parser(dockerfile_text).structure]
     installs = []
     for n, (instr, value) in enumerate(steps):
         for layer, marker in zip(locks.LAYERS, LAYER_INSTALLS, strict=True):

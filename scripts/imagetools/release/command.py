@@ -13,10 +13,8 @@ from pathlib import Path
 
 from ftenv import outcome
 from ftenv.stack import versions
-from imagetools import bake, tags
+from imagetools import ROOT, bake, tags
 from imagetools.release import checks, manifest
-
-ROOT = Path(__file__).resolve().parents[3]
 
 #: `release exists` exit codes: the workflow rebuilds only on NOT_FOUND; any other failure stops it.
 EXISTS, NOT_FOUND, QUERY_FAILED = 0, 3, 1
@@ -52,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
             refs = tags.release_tags(v, variant, args.commit)
         else:
             refs = [tags.commit_tag(variant, args.commit)]
-        repo = variant.image["repository"]
-        print("\n".join(f"{repo}:{t}" for t in refs))
+        print("\n".join(tags.ref(variant, t) for t in refs))
     elif args.action == "parse":
         print(json.dumps(tags.parse(args.tag, v)))
     elif args.action == "matrix":

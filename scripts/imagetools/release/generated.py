@@ -28,9 +28,9 @@ from pathlib import Path
 
 from ftenv import outcome, variables
 from ftenv.stack import versions
+from imagetools import ROOT, locks
 from imagetools.tags import image_ref, stack_tag
 
-ROOT = Path(__file__).resolve().parents[3]
 #: Where versions may be spelled only in generated parts (paths relative to the repository).
 SCANNED = ("README.md", "docs", "docker/locks/README.md")
 TAG = re.compile(r"funasr\d[\w.]*?-torch\d[\w.]*?-(?P<cu>cu\d+)-cudnn\d+(?:\.\d+)*")
@@ -97,9 +97,9 @@ def report_sample(v: versions.Versions) -> str:
 
 def _lock_version(variant: str, prefix: str) -> str | None:
     """The version the variant's lock pins for the first package whose name starts with prefix."""
-    lock = ROOT / "docker/locks" / f"{variant}.txt"
-    found = re.search(rf"^{re.escape(prefix)}\S*==(\S+)", lock.read_text(), re.M) if lock.is_file() else None
-    return found[1] if found else None
+    lock = ROOT / locks.lock_path(variant)
+    found = locks.requirements(lock.read_text()) if lock.is_file() else []
+    return next((e["version"] for e in found if e["name"].startswith(prefix)), None)
 
 
 BLOCKS: dict[str, Callable[[versions.Versions], str]] = {
@@ -142,17 +142,6 @@ def scanned_files(root: Path) -> list[Path]:
         path = root / name
         files += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     return [p for p in files if p.is_file()]
-
-
-def generated_files(root: Path, v: versions.Versions | None = None) -> list[str]:
-    """The scanned files that hold a generated part (relative paths)."""
-    v = v or versions.load(root / "versions.toml")
-    out = []
-    for p in scanned_files(root):
-        text = p.read_text(errors="replace")
-        if BLOCK.search(text) or VALUE.search(text) or TAG.search(text):
-            out.append(p.relative_to(root).as_posix())
-    return out
 
 
 def pinned_literals(v: versions.Versions) -> set[str]:

@@ -28,10 +28,9 @@ _DB_ERRORS = re.compile(
 
 def lock_sbom(lock_text: str, name: str) -> dict:
     """A CycloneDX 1.5 SBOM of a lock: one library component (with its purl) per pinned package."""
-    _, entries, _ = locks.parse(lock_text)
     components = []
-    for pkg, entry in sorted(entries.items()):
-        version = re.match(r"^\S+==([^\s;\\]+)", entry)[1]
+    for entry in sorted(locks.requirements(lock_text), key=lambda e: e["name"]):
+        pkg, version = entry["name"], entry["version"]
         components.append(
             {
                 "type": "library",
@@ -78,7 +77,7 @@ def scan(root: Path, variant: str, image: str | None, grype_bin: str = "grype") 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         sbom = Path(tmp) / f"lock-{variant}.cdx.json"
-        lock = root / locks.LOCKS / f"{variant}.txt"
+        lock = root / locks.lock_path(variant)
         sbom.write_text(json.dumps(lock_sbom(lock.read_text(), f"{variant} lock")))
         targets = [(f"lock {lock.relative_to(root)}", f"sbom:{sbom}")]
         if image:
@@ -102,7 +101,7 @@ def scan(root: Path, variant: str, image: str | None, grype_bin: str = "grype") 
 
 def run(args) -> int:
     if args.lock_sbom:
-        text = (Path(args.root) / locks.LOCKS / f"{args.variant}.txt").read_text()
+        text = (Path(args.root) / locks.lock_path(args.variant)).read_text()
         print(json.dumps(lock_sbom(text, f"{args.variant} lock"), indent=1))
         return OK
     return scan(Path(args.root), args.variant, args.image)

@@ -18,8 +18,9 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from ftenv import outcome, variables
+from ftenv.stack import versions
+from imagetools import ROOT
 
-ROOT = Path(__file__).resolve().parents[3]
 RECORD = Path("scripts/imagetools/release/wheelfacts.json")
 #: The library of a CUDA build that holds torch's SDPA backend choice (sdp_utils.cpp).
 CUDA_LIBRARY = "torch/lib/libtorch_cuda.so"
@@ -31,12 +32,9 @@ CUDNN_FIRST_ABOVE = (9, 15, 0)
 _CHUNK = 1 << 24
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def _sha256(path: Path) -> str:
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def strings_in(stream, needles: tuple[str, ...]) -> dict[str, bool]:
@@ -78,7 +76,7 @@ def read_wheel(path: Path) -> dict:
                 found = strings_in(lib, STRINGS)
     return {
         "filename": path.name,
-        "sha256": sha256(path),
+        "sha256": _sha256(path),
         "name": metadata["Name"],
         "version": metadata["Version"],
         "pins": pins(metadata.get_all("Requires-Dist") or []),
@@ -99,14 +97,11 @@ def render(wheels: list[dict]) -> str:
     return json.dumps(header | {"wheels": ordered}, indent=2) + "\n"
 
 
-def public(version: str) -> str:
-    return version.split("+", 1)[0]
-
-
 def cuda_wheel(wheels: list[dict], version: str) -> dict:
     """The recorded CUDA build of a torch release ('2.15.0'); KeyError when none was read."""
     for w in wheels:
-        if w["name"] == "torch" and public(w["version"]) == version and w["libtorch_cuda"] is not None:
+        cuda = w["libtorch_cuda"] is not None
+        if w["name"] == "torch" and versions.public(w["version"]) == version and cuda:
             return w
     raise KeyError(f"no CUDA wheel of torch {version} in {RECORD}: run `make wheel-facts` with it")
 
@@ -122,8 +117,6 @@ def cudnn_pin(wheel: dict) -> tuple[str, str]:
 def cudnn_first(wheel: dict) -> str:
     """'yes' when the build can put cuDNN first on sm_90/sm_100 with the cuDNN it pins: its library
     holds the rule and its switch, and that cuDNN is above 9.15.0; else 'no'."""
-    from ftenv.stack import versions
-
     strings = wheel["libtorch_cuda"]
     _, cudnn = cudnn_pin(wheel)
     has_rule = all(strings[s] for s in STRINGS)

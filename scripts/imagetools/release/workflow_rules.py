@@ -26,6 +26,11 @@ _DIGEST = re.compile(r"@sha256:[0-9a-f]{64}\b")
 _NEEDS_RESULT = re.compile(r"needs\.([A-Za-z0-9_-]+)\.result\s*==\s*'(\w+)'")
 
 
+def workflow_files(directory: Path) -> list[Path]:
+    """The workflows GitHub reads from the folder: its .yml and .yaml files."""
+    return sorted([*directory.glob("*.yml"), *directory.glob("*.yaml")])
+
+
 def _load(path: Path) -> dict:
     import yaml  # PyYAML, from the lock; imported here so that `release bake` needs no more than Python
 
@@ -153,11 +158,10 @@ def rule_no_self_hosted_for_prs(name: str, wf: dict) -> list[str]:
 
 
 def check(directory: Path) -> list[str]:
-    files = sorted([*directory.glob("*.yml"), *directory.glob("*.yaml")])
     if not (directory / RELEASE).is_file():
         return [f"{directory / RELEASE} missing"]
     problems = []
-    for path in files:
+    for path in workflow_files(directory):
         try:
             wf = _load(path)
         except ValueError as e:
